@@ -1,0 +1,86 @@
+package quorum
+
+import (
+	"context"
+	"sync"
+)
+
+// Reply is one node's answer in a Round.
+type Reply[T any] struct {
+	Node int // index of the node, 0..n-1
+	Val  T
+	Err  error
+}
+
+// Round is one request sent to n nodes at once. Create it with Start. Await
+// and Wait may be called from one goroutine at a time; Cancel from any.
+type Round[T any] struct {
+	n       int
+	ch      chan Reply[T]
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	got     int // replies handed out by Await so far
+	waitOne sync.Once
+	rest    []Reply[T]
+}
+
+// Start calls call(ctx, i) for every node i in [0, n), each in its own
+// goroutine, and returns at once. The ctx each call gets is derived from
+// ctx and is cancelled by Cancel. A panic in call is not recovered.
+func Start[T any](ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+	cctx, cancel := context.WithCancel(ctx)
+	r := &Round[T]{n: n, ch: make(chan Reply[T], n), cancel: cancel}
+	r.wg.Add(n)
+	for i := range n {
+		go func() {
+			defer r.wg.Done()
+			v, err := call(cctx, i)
+			r.ch <- Reply[T]{Node: i, Val: v, Err: err}
+		}()
+	}
+	return r
+}
+
+// Await returns the replies that arrive, in arrival order, until need of
+// them satisfy ok, or success has become impossible (too many replies failed
+// ok), or every node has replied, or ctx is done, whichever comes first. The
+// calls still running go on; see Cancel and Wait. Successive Awaits continue
+// where the previous one stopped.
+func (r *Round[T]) Await(ctx context.Context, need int, ok func(Reply[T]) bool) []Reply[T] {
+	var out []Reply[T]
+	good, bad := 0, 0
+	for r.got < r.n && !Decided(r.n, need, good, bad) {
+		select {
+		case rep := <-r.ch:
+			r.got++
+			out = append(out, rep)
+			if ok(rep) {
+				good++
+			} else {
+				bad++
+			}
+		case <-ctx.Done():
+			return out
+		}
+	}
+	return out
+}
+
+// Cancel cancels the context of every call that is still running. It does
+// not wait for them; a call that ignores its context runs on until it
+// returns by itself.
+func (r *Round[T]) Cancel() { r.cancel() }
+
+// Wait blocks until every call has returned and returns the replies that
+// Await did not hand out, in arrival order. It does not cancel anything by
+// itself. Calling it more than once returns the same replies.
+func (r *Round[T]) Wait() []Reply[T] {
+	r.waitOne.Do(func() {
+		for ; r.got < r.n; r.got++ {
+			r.rest = append(r.rest, <-r.ch)
+		}
+		r.wg.Wait()
+		r.cancel() // release the derived context's resources
+	})
+	return r.rest
+}
