@@ -1,0 +1,241 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
+)
+
+// acqReply is one node's answer to the acquire script.
+type acqReply struct {
+	status int64  // 1 ours, 0 held by another value, -1 not admitted
+	pttl   int64  // with status 0: the other holder's remaining ms (-1: no expiry)
+	fence  uint64 // with fencing: the node's fence value for the key
+	timeUs uint64 // with fencing: the node's clock, microseconds since the epoch
+}
+
+func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == 1 }
+
+func (c *Client) acquireOn(ctx context.Context, i int, key, value string, ttlMs int64) (acqReply, error) {
+	check, fence := "0", "0"
+	if c.cfg.quarantine {
+		check = "1"
+	}
+	if c.cfg.fencing {
+		fence = "1"
+	}
+	res, err := acquireScript.Run(ctx, c.nodes[i].sc, []string{key, fenceKey(key), markerKey},
+		value, ttlMs, check, fence).Slice()
+	if err != nil {
+		return acqReply{}, err
+	}
+	return parseAcquire(res)
+}
+
+func parseAcquire(res []any) (acqReply, error) {
+	var r acqReply
+	if len(res) < 2 {
+		return r, fmt.Errorf("acquire script returned %d values", len(res))
+	}
+	st, ok1 := res[0].(int64)
+	pt, ok2 := res[1].(int64)
+	if !ok1 || !ok2 {
+		return r, fmt.Errorf("acquire script returned %T, %T", res[0], res[1])
+	}
+	r.status, r.pttl = st, pt
+	if len(res) >= 5 {
+		fs, _ := res[2].(string)
+		f, err := strconv.ParseUint(fs, 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("fence value %q: %w", fs, err)
+		}
+		sec, _ := res[3].(int64)
+		us, _ := res[4].(int64)
+		r.fence, r.timeUs = f, uint64(sec)*1_000_000+uint64(us)
+	}
+	return r, nil
+}
+
+// attempt is the outcome of one acquisition round.
+type attempt struct {
+	lease      *Lease
+	err        error         // wraps ErrNotObtained on failure
+	wait       time.Duration // with err: how long until enough busy nodes expire (0: unknown)
+	unadmitted []int         // nodes that refused to vote because they are not admitted
+}
+
+// try runs one acquisition round (plus the fencing commit round when
+// enabled). On any failure it releases the key on every node before
+// returning (nodes that do not answer are released in the background).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt {
+	value := newValue()
+	ttlMs := ttl.Milliseconds()
+	n := len(c.nodes)
+	t0 := c.cfg.clock.Now()
+
+	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	defer cancel()
+	round := quorum.Start(rctx, n, func(ctx context.Context, i int) (acqReply, error) {
+		return c.acquireOn(ctx, i, key, value, ttlMs)
+	})
+	replies := round.Await(rctx, c.quorum, acquired)
+	elapsed := c.cfg.clock.Now().Sub(t0)
+
+	var yes int
+	var errs []error
+	var unadmitted []int
+	busy := make([]int64, 0, n)
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, r.Err))
+		case r.Val.status == 1:
+			yes++
+			c.admit.saw(r.Node)
+		case r.Val.status == 0:
+			c.admit.saw(r.Node)
+			errs = append(errs, c.nodeErr(r.Node, ErrNodeHeld))
+			busy = append(busy, r.Val.pttl)
+		default:
+			c.admit.lost(r.Node)
+			unadmitted = append(unadmitted, r.Node)
+			errs = append(errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+		}
+	}
+	if len(replies) < n && yes < c.quorum {
+		for _, i := range missing(n, replies) {
+			errs = append(errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(ttl), context.DeadlineExceeded)))
+		}
+	}
+
+	validity := drift.Validity(ttl, elapsed, c.cfg.factor)
+	var token uint64
+	if yes >= c.quorum && validity > 0 && ctx.Err() == nil && c.cfg.fencing {
+		var err error
+		token, err = c.commit(ctx, key, value, ttl, replies)
+		validity = drift.Validity(ttl, c.cfg.clock.Now().Sub(t0), c.cfg.factor)
+		if err != nil {
+			errs = append(errs, err)
+			yes = 0 // the token is unusable without a quorum of commits
+		}
+	}
+
+	if yes >= c.quorum && validity > 0 && ctx.Err() == nil {
+		l := c.newLease(key, value, ttl, token, t0.Add(ttl-drift.Drift(ttl, c.cfg.factor)))
+		c.spawn(func() {
+			// Stragglers that took the key after we decided are part of
+			// the lock; if the lease is already over, release them now.
+			for _, r := range round.Wait() {
+				if acquired(r) && l.over() {
+					c.releaseOne(key, value, r.Node, ttl)
+				}
+			}
+		})
+		return attempt{lease: l}
+	}
+
+	round.Cancel()
+	c.cleanup(key, value, ttl, replies, round)
+
+	var cause error
+	switch {
+	case ctx.Err() != nil:
+		cause = ctx.Err()
+	case yes >= c.quorum:
+		cause = fmt.Errorf("validity used up: the round took %v of a %v ttl", elapsed, ttl)
+	case len(busy) > 0:
+		cause = fmt.Errorf("held elsewhere: %d of %d nodes granted, %d needed", yes, n, c.quorum)
+	default:
+		cause = fmt.Errorf("no quorum: %d of %d nodes granted, %d needed", yes, n, c.quorum)
+	}
+	return attempt{
+		err:        errors.Join(append([]error{ErrNotObtained, cause}, errs...)...),
+		wait:       freeIn(busy, c.quorum, n),
+		unadmitted: unadmitted,
+	}
+}
+
+// missing lists the nodes that have no reply in replies.
+func missing(n int, replies []quorum.Reply[acqReply]) []int {
+	got := make([]bool, n)
+	for _, r := range replies {
+		got[r.Node] = true
+	}
+	var out []int
+	for i, ok := range got {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// freeIn estimates when a quorum of nodes could be free of the other
+// holder's key, from the remaining ttls that busy nodes reported: nodes
+// that did not report busy count as free now. 0 means unknown.
+func freeIn(busy []int64, q, n int) time.Duration {
+	free := n - len(busy)
+	if len(busy) == 0 || free >= q {
+		return 0
+	}
+	slices.Sort(busy)
+	ms := busy[q-free-1]
+	if ms < 0 { // -1: a key without expiry, -2: gone by now
+		if ms == -2 {
+			return time.Millisecond
+		}
+		return 0
+	}
+	return time.Duration(ms)*time.Millisecond + time.Millisecond
+}
+
+// commit is the fencing round of DESIGN.md §3: token = max(1 + the largest
+// fence read, the largest server time in µs), raised on every node where
+// our key still holds our value; usable only with a quorum of commits.
+func (c *Client) commit(ctx context.Context, key, value string, ttl time.Duration, replies []quorum.Reply[acqReply]) (uint64, error) {
+	var maxFence, floor uint64
+	for _, r := range replies {
+		if r.Err == nil && r.Val.status >= 0 {
+			maxFence = max(maxFence, r.Val.fence)
+			floor = max(floor, r.Val.timeUs)
+		}
+	}
+	if maxFence >= math.MaxInt64 {
+		return 0, fmt.Errorf("redlock: fence for %q reached the largest PostgreSQL bigint", key)
+	}
+	token := max(maxFence+1, floor)
+	tok := strconv.FormatUint(token, 10)
+
+	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	defer cancel()
+	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		v, err := commitScript.Run(ctx, c.nodes[i].sc, []string{key, fenceKey(key)}, value, tok).Int64()
+		return v == 1, err
+	})
+	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
+	got := round.Await(rctx, c.quorum, ok)
+	c.spawn(func() { round.Wait() })
+	var yes int
+	var errs []error
+	for _, r := range got {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
+		case r.Val:
+			yes++
+		default:
+			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))
+		}
+	}
+	if yes < c.quorum {
+		return 0, errors.Join(append([]error{fmt.Errorf("fence commit reached %d of %d nodes, %d needed", yes, len(c.nodes), c.quorum)}, errs...)...)
+	}
+	return token, nil
+}

@@ -1,0 +1,522 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func newFake(t *testing.T, n int, opts ...Option) (*Client, []*fakeNode) {
+	t.Helper()
+	c, fs, err := fakeCluster(n, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, f := range fs {
+			f.thaw()
+		}
+		require.NoError(t, c.Close())
+	})
+	return c, fs
+}
+
+func totalCalls(fs []*fakeNode) int64 {
+	var n int64
+	for _, f := range fs {
+		n += f.calls.Load()
+	}
+	return n
+}
+
+func TestBadInputTouchesNoNode(t *testing.T) {
+	c, fs := newFake(t, 5, WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		want string
+	}{
+		{"empty key", "", time.Second, "empty key"},
+		{"zero ttl", "k", 0, "must exceed its drift"},
+		{"negative ttl", "k", -time.Second, "must exceed its drift"},
+		{"ttl equal to drift", "k", 2 * time.Millisecond, "must exceed its drift"},
+		{"ttl above max", "k", 2 * time.Minute, "exceeds the client's max ttl"},
+		{"sub-millisecond ttl", "k", time.Second + time.Microsecond, "whole number of milliseconds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.TryLock(ctx, tc.key, tc.ttl)
+			require.ErrorContains(t, err, tc.want)
+			_, err = c.Lock(ctx, tc.key, tc.ttl)
+			require.ErrorContains(t, err, tc.want)
+			err = c.Do(ctx, tc.key, tc.ttl, func(context.Context, *Lease) error { return nil })
+			require.ErrorContains(t, err, tc.want)
+			require.Zero(t, totalCalls(fs), "bad input reached a node")
+		})
+	}
+}
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	b := redis.NewClient(&redis.Options{Addr: "localhost:1"})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	tests := []struct {
+		name  string
+		nodes []redis.UniversalClient
+		opts  []Option
+		want  string
+	}{
+		{"no nodes", nil, nil, "no nodes"},
+		{"nil node", []redis.UniversalClient{a, nil}, nil, "node 1 is nil"},
+		{"same client twice", []redis.UniversalClient{a, a}, nil, "same client"},
+		{"same address twice", []redis.UniversalClient{a, b}, nil, "both reach"},
+		{"drift factor 1", []redis.UniversalClient{a}, []Option{WithDriftFactor(1)}, "factor"},
+		{"negative drift factor", []redis.UniversalClient{a}, []Option{WithDriftFactor(-0.1)}, "factor"},
+		{"nil retry", []redis.UniversalClient{a}, []Option{WithRetry(nil, 1)}, "nil delay"},
+		{"negative attempts", []redis.UniversalClient{a}, []Option{WithRetry(DefaultRetry, -1)}, "maxAttempts"},
+		{"zero node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(0)}, "WithNodeTimeout"},
+		{"zero max ttl", []redis.UniversalClient{a}, []Option{WithMaxTTL(0)}, "WithMaxTTL"},
+		{"tiny max ttl", []redis.UniversalClient{a}, []Option{WithMaxTTL(time.Millisecond)}, "no validity"},
+		{"nil clock", []redis.UniversalClient{a}, []Option{WithClock(nil)}, "nil clock"},
+		{"nil logger", []redis.UniversalClient{a}, []Option{WithLogger(nil)}, "nil logger"},
+		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
+		{"zero max hold", []redis.UniversalClient{a}, []Option{WithMaxHold(0)}, "WithMaxHold"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.nodes, tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+			require.Nil(t, c)
+		})
+	}
+}
+
+func TestNewDeploymentNeedsNoWait(t *testing.T) {
+	c, fs := newFake(t, 5)
+	start := time.Now()
+	l, err := c.TryLock(context.Background(), "k", time.Second)
+	require.NoError(t, err, "a brand-new deployment must grant at once")
+	require.Less(t, time.Since(start), 500*time.Millisecond)
+	held := 0
+	for _, f := range fs {
+		if v, ok := f.Get("k"); ok && v == l.value {
+			held++
+		}
+	}
+	require.GreaterOrEqual(t, held, 3)
+	require.NoError(t, l.Release(context.Background()))
+}
+
+func TestSecondHolderIsRefused(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	_, err = c.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, ErrNodeHeld)
+	var ne *NodeError
+	require.ErrorAs(t, err, &ne)
+	require.True(t, strings.HasPrefix(ne.Addr, "fake-"), "NodeError.Addr = %q", ne.Addr)
+	// The failed attempt must not have disturbed the holder's keys.
+	for i, f := range fs {
+		v, ok := f.Get("k")
+		require.True(t, ok, "node %d lost the key", i)
+		require.Equal(t, l.value, v, "node %d", i)
+	}
+}
+
+func TestFailedAttemptLeavesNothingBehind(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second) // admit the nodes
+	require.NoError(t, err)
+	// Another owner holds the key on three nodes: we can win only two.
+	for _, f := range fs[2:] {
+		f.mu.Lock()
+		f.vals["k"] = "other"
+		f.exp["k"] = time.Now().Add(time.Minute)
+		f.mu.Unlock()
+	}
+	_, err = c.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	for i, f := range fs[:2] {
+		_, ok := f.Get("k")
+		require.False(t, ok, "node %d kept the failed attempt's key", i)
+	}
+	for i, f := range fs[2:] {
+		v, _ := f.Get("k")
+		require.Equal(t, "other", v, "node %d: the other owner's key was touched", i+2)
+	}
+}
+
+func TestMinorityFrozenDoesNotDelay(t *testing.T) {
+	c, fs := newFake(t, 5, WithNodeTimeout(2*time.Second))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	fs[3].freeze()
+	fs[4].freeze()
+	start := time.Now()
+	l, err := c.TryLock(ctx, "k", 10*time.Second)
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Less(t, took, time.Second, "TryLock waited for frozen nodes")
+	start = time.Now()
+	require.NoError(t, l.Release(ctx))
+	require.Less(t, time.Since(start), time.Second, "Release waited for frozen nodes")
+}
+
+func TestMajorityFrozenFailsWithinNodeTimeout(t *testing.T) {
+	c, fs := newFake(t, 5, WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	for _, f := range fs[2:] {
+		f.freeze()
+	}
+	start := time.Now()
+	_, err = c.TryLock(ctx, "k", 10*time.Second)
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, took, 200*time.Millisecond, "TryLock took %v, want within twice the node timeout", took)
+	for i, f := range fs[:2] {
+		_, ok := f.Get("k")
+		require.False(t, ok, "node %d kept the failed attempt's key", i)
+	}
+}
+
+func TestNodeErrorsAreReported(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	boom := errors.New("connection refused")
+	for _, f := range fs[:3] {
+		f.setErr(boom)
+	}
+	_, err = c.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, boom)
+	seen := map[int]bool{}
+	for _, e := range flatten(err) {
+		var ne *NodeError
+		if errors.As(e, &ne) && errors.Is(ne, boom) {
+			seen[ne.Node] = true
+		}
+	}
+	require.Equal(t, map[int]bool{0: true, 1: true, 2: true}, seen)
+}
+
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func TestValidityUsedUp(t *testing.T) {
+	c, fs := newFake(t, 5, WithNodeTimeout(time.Second))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	for _, f := range fs {
+		f.delay.Store(int64(60 * time.Millisecond))
+	}
+	_, err = c.TryLock(ctx, "k", 50*time.Millisecond)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorContains(t, err, "validity used up")
+	for _, f := range fs {
+		f.delay.Store(0)
+	}
+	// The keys the late round set are released, not left to expire.
+	require.Eventually(t, func() bool {
+		for _, f := range fs {
+			if _, ok := f.Get("k"); ok {
+				return false
+			}
+		}
+		return true
+	}, time.Second, 5*time.Millisecond)
+}
+
+func TestExtendAndRelease(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", 100*time.Millisecond)
+	require.NoError(t, err)
+	d0 := l.Deadline()
+	require.NoError(t, l.Extend(ctx, time.Second))
+	require.True(t, l.Deadline().After(d0.Add(500*time.Millisecond)), "deadline %v not moved from %v", l.Deadline(), d0)
+	require.NoError(t, l.Release(ctx))
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed by Release")
+	}
+	require.ErrorIs(t, l.Release(ctx), ErrNotHeld)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
+	requireGone(t, fs, "k")
+}
+
+// requireGone waits for key to be gone from every node: Release returns at
+// a majority and lets slower nodes finish in the background.
+func requireGone(t *testing.T, fs []*fakeNode, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, f := range fs {
+			if _, ok := f.Get(key); ok {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "a node kept %q after release", key)
+}
+
+func TestExtendNeverResurrects(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", 30*time.Millisecond)
+	require.NoError(t, err)
+	select {
+	case <-l.Done():
+	case <-time.After(time.Second):
+		t.Fatal("Done not closed at the end of validity")
+	}
+	time.Sleep(10 * time.Millisecond) // past the key's expiry on the nodes too
+	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
+	for i, f := range fs {
+		_, ok := f.Get("k")
+		require.False(t, ok, "Extend brought the key back on node %d", i)
+	}
+}
+
+func TestExtendAfterTakeover(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	for _, f := range fs[:3] { // the lease is taken over on a majority
+		f.mu.Lock()
+		f.vals["k"] = "thief"
+		f.mu.Unlock()
+	}
+	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after the lease was found lost")
+	}
+	for i, f := range fs[:3] {
+		v, _ := f.Get("k")
+		require.Equal(t, "thief", v, "node %d", i)
+	}
+}
+
+func TestLockWakesOnLocalRelease(t *testing.T) {
+	// A 10s retry delay: only the release notification can explain a
+	// quick hand-off.
+	c, _ := newFake(t, 5, WithRetry(func(int) time.Duration { return 10 * time.Second }, 0))
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", 5*time.Second)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l2, err := c.Lock(ctx, "k", 5*time.Second)
+		if err == nil {
+			err = l2.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the waiter fail and subscribe
+	released := time.Now()
+	require.NoError(t, l.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		require.Less(t, time.Since(released), 2*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+}
+
+func TestLockCancelled(t *testing.T) {
+	c, _ := newFake(t, 5)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "k", 5*time.Second)
+	require.NoError(t, err)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(cctx, "k", 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestLockRetryPolicyGivesUp(t *testing.T) {
+	c, fs := newFake(t, 5, WithRetry(func(int) time.Duration { return time.Millisecond }, 3))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "k", 5*time.Second)
+	require.NoError(t, err)
+	before := fs[0].calls.Load()
+	_, err = c.Lock(ctx, "k", 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	// Three attempts, each one acquire call (and one cleanup call) per node.
+	require.LessOrEqual(t, fs[0].calls.Load()-before, int64(6))
+}
+
+func TestDoCancelsWhenLeaseLost(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	var sawCancel bool
+	err := c.Do(ctx, "k", 90*time.Millisecond, func(ctx context.Context, l *Lease) error {
+		for _, f := range fs { // someone takes the lock over everywhere
+			f.mu.Lock()
+			f.vals["k"] = "thief"
+			f.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			sawCancel = true
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+			return errors.New("fn's ctx outlived the lease")
+		}
+	})
+	require.True(t, sawCancel)
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestDoKeepsLeaseAlive(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	err := c.Do(ctx, "k", 60*time.Millisecond, func(ctx context.Context, l *Lease) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lease ended during a 300ms section with a 60ms ttl: %w", context.Cause(ctx))
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	requireGone(t, fs, "k")
+}
+
+func TestDoStopsExtendingAfterMaxHold(t *testing.T) {
+	c, _ := newFake(t, 5, WithMaxHold(100*time.Millisecond))
+	ctx := context.Background()
+	start := time.Now()
+	err := c.Do(ctx, "k", 60*time.Millisecond, func(ctx context.Context, l *Lease) error {
+		<-ctx.Done()
+		return nil
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+	took := time.Since(start)
+	require.Greater(t, took, 100*time.Millisecond)
+	require.Less(t, took, 2*time.Second)
+}
+
+func TestFencingTokensIncrease(t *testing.T) {
+	c, fs := newFake(t, 5, WithFencing())
+	ctx := context.Background()
+	var last uint64
+	for i := range 20 {
+		// Push a minority's fence far ahead, as failed attempts can.
+		if i == 10 {
+			fs[4].mu.Lock()
+			fs[4].vals["k:quorumlock:fence"] = fmt.Sprint(last + 1_000_000)
+			fs[4].mu.Unlock()
+		}
+		l, err := c.TryLock(ctx, "k", time.Second)
+		require.NoError(t, err)
+		require.Greater(t, l.FencingToken(), last, "attempt %d", i)
+		last = l.FencingToken()
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+func TestPlainLeaseHasNoToken(t *testing.T) {
+	c, _ := newFake(t, 5)
+	l, err := c.TryLock(context.Background(), "k", time.Second)
+	require.NoError(t, err)
+	require.Zero(t, l.FencingToken())
+}
+
+// wipe empties a fake node, as a restart without persistence does.
+func wipe(f *fakeNode) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vals = map[string]string{}
+	f.exp = map[string]time.Time{}
+}
+
+func TestRestartQuarantine(t *testing.T) {
+	for _, quarantine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("quarantine=%v", quarantine), func(t *testing.T) {
+			opts := []Option{WithMaxTTL(300 * time.Millisecond), WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil)))}
+			if !quarantine {
+				opts = append(opts, WithoutRestartQuarantine())
+			}
+			c, fs := newFake(t, 5, opts...)
+			ctx := context.Background()
+			_, err := c.TryLock(ctx, "warm", 300*time.Millisecond) // admit everyone
+			require.NoError(t, err)
+			// A holds the lock on exactly nodes 0, 1, 2.
+			boom := errors.New("unreachable")
+			fs[3].setErr(boom)
+			fs[4].setErr(boom)
+			a, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+			require.NoError(t, err)
+			// Let the refused calls to nodes 3 and 4 finish before healing
+			// them, or a late call would take the key there after all.
+			require.Eventually(t, func() bool {
+				return fs[3].ended.Load() == fs[3].calls.Load() && fs[4].ended.Load() == fs[4].calls.Load()
+			}, time.Second, time.Millisecond)
+			fs[3].setErr(nil)
+			fs[4].setErr(nil)
+			// Node 2 restarts empty; A's lock is still valid.
+			wipe(fs[2])
+			b, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+			if !quarantine {
+				require.NoError(t, err, "without quarantine the restarted node votes again")
+				require.True(t, time.Now().Before(a.Deadline()), "test too slow to show the double grant")
+				return
+			}
+			require.ErrorIs(t, err, ErrNotObtained, "double grant: %v", b)
+			require.ErrorIs(t, err, ErrNodeQuarantined)
+			// Once A's lock has expired everywhere and the quarantine is
+			// over, the node votes again.
+			require.Eventually(t, func() bool {
+				l, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+				if err != nil {
+					return false
+				}
+				_ = l.Release(ctx)
+				return true
+			}, 2*time.Second, 20*time.Millisecond)
+			require.Eventually(t, func() bool {
+				_, ok := fs[2].Get(markerKey)
+				return ok
+			}, 2*time.Second, 10*time.Millisecond, "node 2 not re-admitted after its quarantine")
+		})
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

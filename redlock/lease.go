@@ -1,0 +1,232 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
+)
+
+// Lease is a held lock. Its holder may act as the owner of Key until
+// Deadline; after that, or once Done is closed, it must stop. The methods
+// are safe for concurrent use.
+type Lease struct {
+	c     *Client
+	key   string
+	value string
+	token uint64
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	deadline time.Time
+	timer    drift.Timer
+	state    leaseState
+	done     chan struct{}
+}
+
+type leaseState int
+
+const (
+	live leaseState = iota
+	released
+	lost
+)
+
+func (c *Client) newLease(key, value string, ttl time.Duration, token uint64, deadline time.Time) *Lease {
+	l := &Lease{c: c, key: key, value: value, token: token, ttl: ttl, deadline: deadline, done: make(chan struct{})}
+	l.mu.Lock()
+	l.armLocked()
+	l.mu.Unlock()
+	return l
+}
+
+// armLocked (re)starts the timer that closes Done at the deadline.
+func (l *Lease) armLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	d := l.deadline.Sub(l.c.cfg.clock.Now())
+	deadline := l.deadline
+	l.timer = l.c.cfg.clock.AfterFunc(d, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// An Extend may have moved the deadline after this timer fired.
+		if l.state == live && !l.c.cfg.clock.Now().Before(l.deadline) && l.deadline.Equal(deadline) {
+			l.endLocked(lost)
+		}
+	})
+}
+
+func (l *Lease) endLocked(s leaseState) {
+	if l.state != live {
+		return
+	}
+	l.state = s
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	close(l.done)
+}
+
+// Key returns the locked key, exactly as passed to Lock.
+func (l *Lease) Key() string { return l.key }
+
+// FencingToken returns the lease's fencing token: a number that is larger
+// for every later holder of the same key, for a resource to refuse stale
+// holders with (see package fencing). It is 0 unless the client was built
+// WithFencing. It fits a PostgreSQL bigint.
+func (l *Lease) FencingToken() uint64 { return l.token }
+
+// Deadline returns the end of the lease's validity on this process's clock.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done returns a channel that is closed when the validity ends, when an
+// Extend finds the lease lost, or when it is released.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// over reports whether the lease has ended, by release, loss or expiry.
+func (l *Lease) over() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state != live || !l.c.cfg.clock.Now().Before(l.deadline)
+}
+
+// Extend renews the lease for ttl, measured from the start of the extend
+// round, on every node that still holds its value, and succeeds only if a
+// majority did within the new validity. It never re-creates a key that
+// expired or was taken over. It returns ErrNotHeld (and closes Done) when
+// the lease is over or a majority no longer holds it; any other error
+// (nodes unreachable) leaves the lease valid until its old deadline. The ttl
+// rules of Lock apply; an invalid ttl touches no node.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	c := l.c
+	if err := c.check(l.key, ttl); err != nil {
+		return err
+	}
+	if l.over() {
+		l.markLost()
+		return fmt.Errorf("%w: %q expired or was released before Extend", ErrNotHeld, l.key)
+	}
+	t0 := c.cfg.clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	defer cancel()
+	ttlMs := ttl.Milliseconds()
+	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		v, err := extendScript.Run(ctx, c.nodes[i].sc, []string{l.key}, l.value, ttlMs).Int64()
+		return v == 1, err
+	})
+	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
+	replies := round.Await(rctx, c.quorum, ok)
+	c.spawn(func() { round.Wait() })
+	elapsed := c.cfg.clock.Now().Sub(t0)
+
+	yes, gone := 0, 0
+	var errs []error
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, r.Err))
+		case r.Val:
+			yes++
+		default:
+			gone++
+		}
+	}
+	if yes >= c.quorum {
+		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
+			return errors.Join(fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl), ctx.Err())
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state != live {
+			return fmt.Errorf("%w: %q was released during Extend", ErrNotHeld, l.key)
+		}
+		l.ttl = ttl
+		l.deadline = t0.Add(ttl - drift.Drift(ttl, c.cfg.factor))
+		l.armLocked()
+		return nil
+	}
+	if len(c.nodes)-gone < c.quorum {
+		l.markLost()
+		return fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, yes, len(c.nodes), c.quorum)}, errs...)...)
+}
+
+func (l *Lease) markLost() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(lost)
+}
+
+// Release gives the lock up: a compare-and-delete on every node, so it can
+// never delete another holder's key. Done is closed at once. It returns nil
+// once a majority confirmed the delete; calls to slow nodes go on in the
+// background, bounded by the cleanup timeout, detached from ctx. It returns
+// ErrNotHeld when the lease had already ended (a second Release, or the
+// key expired or was taken over on a majority), and the joined per-node
+// errors when too few nodes answered in time.
+func (l *Lease) Release(ctx context.Context) error {
+	c := l.c
+	l.mu.Lock()
+	prev := l.state
+	expired := !c.cfg.clock.Now().Before(l.deadline)
+	l.endLocked(released)
+	l.mu.Unlock()
+	if prev == released {
+		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
+	}
+	if c.isClosed() {
+		return ErrClosed
+	}
+	c.wake.local(l.key)
+
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		return c.releaseOn(ctx, i, l.key, l.value)
+	})
+	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
+	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(l.ttl))
+	replies := round.Await(wctx, c.quorum, ok)
+	wcancel()
+	c.spawn(func() {
+		defer cancel()
+		round.Wait()
+	})
+
+	yes, gone := 0, 0
+	var errs []error
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, r.Err))
+		case r.Val:
+			yes++
+		default:
+			gone++
+		}
+	}
+	switch {
+	case prev == lost || expired:
+		return fmt.Errorf("%w: %q had expired or was lost before Release", ErrNotHeld, l.key)
+	case yes >= c.quorum:
+		return nil
+	case len(c.nodes)-gone < c.quorum:
+		return fmt.Errorf("%w: %q no longer held our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(append([]error{fmt.Errorf("redlock: release of %q confirmed by %d of %d nodes; the rest expire with the ttl", l.key, yes, len(c.nodes))}, errs...)...)
+}

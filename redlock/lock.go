@@ -1,0 +1,93 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// TryLock makes one attempt to lock key for ttl: one parallel round to
+// every node (two with fencing), returning as soon as a majority granted
+// or that became impossible, without waiting for slow nodes. On failure it
+// returns an error wrapping ErrNotObtained, with a *NodeError per node that
+// did not grant, and releases whatever it took on every node. An empty key,
+// a ttl not above its drift or above the max ttl, or a closed Client is an
+// error that touches no node. Safe for concurrent use.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	at := c.tryAdmitting(ctx, key, ttl)
+	return at.lease, at.err
+}
+
+// tryAdmitting is one attempt, plus one more right away when nodes that
+// refused to vote because they were not yet admitted (a new deployment)
+// could be admitted at once.
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration) attempt {
+	at := c.try(ctx, key, ttl)
+	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
+		return at
+	}
+	// The round stopped at its decision, so more nodes than those that
+	// answered may be unadmitted: check every node not yet seen admitted.
+	actx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
+	admitted := c.admit.admitNow(actx, c.admit.unseen())
+	cancel()
+	if !admitted {
+		return at
+	}
+	return c.try(ctx, key, ttl)
+}
+
+// Lock locks key for ttl, waiting while someone else holds it: it retries
+// after each failed attempt, woken early when the holder releases or its
+// key is about to expire, until it obtains the lease, ctx ends (the error
+// then wraps both ErrNotObtained and ctx.Err()), or the WithRetry policy
+// gives up (the last attempt's error). Input errors are those of TryLock.
+// Safe for concurrent use.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	var wake chan struct{}
+	for n := 0; ; n++ {
+		at := c.tryAdmitting(ctx, key, ttl)
+		if at.err == nil {
+			return at.lease, nil
+		}
+		if ctx.Err() != nil {
+			if errors.Is(at.err, ctx.Err()) {
+				return nil, at.err
+			}
+			return nil, errors.Join(at.err, ctx.Err())
+		}
+		if c.cfg.maxAttempts > 0 && n+1 >= c.cfg.maxAttempts {
+			return nil, at.err
+		}
+		if c.isClosed() {
+			return nil, errors.Join(at.err, ErrClosed)
+		}
+		if wake == nil {
+			// Subscribe, then try again at once: a release between the
+			// failed attempt and the subscription would go unnoticed.
+			ch, unregister := c.wake.register(key)
+			defer unregister()
+			wake = ch
+			continue
+		}
+		delay := c.cfg.retry(n)
+		if at.wait > 0 && at.wait < delay {
+			delay = at.wait
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(at.err, ctx.Err())
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,210 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+)
+
+// Option configures a Client. Options are validated by New; an invalid one
+// makes New fail rather than run with other settings than asked for.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	factor        float64
+	fencing       bool
+	retry         func(attempt int) time.Duration
+	maxAttempts   int
+	clock         drift.Clock
+	timeoutFactor float64
+	nodeTimeout   time.Duration
+	minTimeout    time.Duration
+	cleanup       time.Duration
+	maxTTL        time.Duration
+	quarantine    bool
+	maxHold       time.Duration
+	logger        *slog.Logger
+	wake          bool
+	probe         time.Duration
+}
+
+// Defaults, in one place.
+const (
+	DefaultTimeoutFactor  = 0.05                 // per-node timeout: 5% of the ttl ...
+	DefaultMinNodeTimeout = 5 * time.Millisecond // ... but at least this
+	DefaultCleanupTimeout = 2 * time.Second      // bound on releasing after a failure
+	DefaultMaxTTL         = time.Minute          // longest ttl; also the restart quarantine
+	DefaultProbeTimeout   = time.Second          // New's duplicate-node check
+)
+
+func defaults() config {
+	return config{
+		factor:        drift.DefaultFactor,
+		retry:         DefaultRetry,
+		clock:         drift.System,
+		timeoutFactor: DefaultTimeoutFactor,
+		minTimeout:    DefaultMinNodeTimeout,
+		cleanup:       DefaultCleanupTimeout,
+		maxTTL:        DefaultMaxTTL,
+		quarantine:    true,
+		logger:        slog.New(slog.DiscardHandler),
+		wake:          true,
+		probe:         DefaultProbeTimeout,
+	}
+}
+
+// DefaultRetry is Lock's default delay between attempts: uniform in
+// [20ms, 100ms), fresh every attempt, so competing clients fall out of step.
+// Waiters are normally woken earlier, by the holder's release or by the
+// expiry the busy nodes reported.
+func DefaultRetry(int) time.Duration {
+	return 20*time.Millisecond + rand.N(80*time.Millisecond)
+}
+
+// WithFencing makes every lease carry a fencing token (Lease.FencingToken)
+// that grows with the order in which holders obtained the lock, at the cost
+// of one more parallel round trip per acquisition. Default: off.
+func WithFencing() Option {
+	return optionFunc(func(c *config) error { c.fencing = true; return nil })
+}
+
+// WithDriftFactor sets the clock-rate error allowed for in every validity:
+// drift = ttl*f + 2ms. f must be in [0, 1). Default 0.01.
+func WithDriftFactor(f float64) Option {
+	return optionFunc(func(c *config) error {
+		if err := drift.CheckFactor(f); err != nil {
+			return err
+		}
+		c.factor = f
+		return nil
+	})
+}
+
+// WithRetry sets Lock's retry policy: delay(attempt) is the longest wait
+// after failed attempt number attempt (0-based) before the next one, and
+// maxAttempts > 0 bounds the number of attempts (0: until ctx ends).
+// delay must not be nil and should be random. Default: DefaultRetry,
+// unlimited attempts.
+func WithRetry(delay func(attempt int) time.Duration, maxAttempts int) Option {
+	return optionFunc(func(c *config) error {
+		if delay == nil {
+			return errors.New("redlock: WithRetry: nil delay function")
+		}
+		if maxAttempts < 0 {
+			return fmt.Errorf("redlock: WithRetry: maxAttempts %d < 0", maxAttempts)
+		}
+		c.retry, c.maxAttempts = delay, maxAttempts
+		return nil
+	})
+}
+
+// WithClock sets the clock validity is measured on. Its Now must be
+// monotonic. Default: drift.System.
+func WithClock(clk drift.Clock) Option {
+	return optionFunc(func(c *config) error {
+		if clk == nil {
+			return errors.New("redlock: WithClock: nil clock")
+		}
+		c.clock = clk
+		return nil
+	})
+}
+
+// WithNodeTimeout bounds every per-node call of a round by d instead of the
+// default of 5% of the ttl (at least 5ms). d must be > 0.
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: WithNodeTimeout: %v <= 0", d)
+		}
+		c.nodeTimeout = d
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds how long releasing after a failed attempt (and
+// Release's calls to slow nodes) may run, detached from the caller's ctx.
+// d must be > 0. Default 2s.
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: WithCleanupTimeout: %v <= 0", d)
+		}
+		c.cleanup = d
+		return nil
+	})
+}
+
+// WithMaxTTL sets the longest ttl Lock, TryLock, Do and Extend accept. It
+// is also the length of the restart quarantine: a node that lost its data
+// does not vote until MaxTTL plus drift has passed, so it cannot grant a
+// lock that it forgot and that may still be live. Default 1 minute.
+func WithMaxTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: WithMaxTTL: %v <= 0", d)
+		}
+		c.maxTTL = d
+		return nil
+	})
+}
+
+// WithoutRestartQuarantine lets a node that restarted empty vote at once.
+// This is unsafe (a restarted node can grant a lock that is still held)
+// and exists to measure what the quarantine buys. Default: quarantine on.
+func WithoutRestartQuarantine() Option {
+	return optionFunc(func(c *config) error { c.quarantine = false; return nil })
+}
+
+// WithMaxHold makes Do stop extending a lease once it has been held for d,
+// so a hung fn cannot keep the lock forever; fn's ctx is then cancelled at
+// the end of the last validity. d must be > 0. Default: no cap.
+func WithMaxHold(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: WithMaxHold: %v <= 0", d)
+		}
+		c.maxHold = d
+		return nil
+	})
+}
+
+// WithLogger sets where the client logs node failures, quarantines and
+// lost leases. Default: nowhere.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return errors.New("redlock: WithLogger: nil logger")
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithoutReleaseNotify turns off waking Lock's waiters through Pub/Sub when
+// a holder releases; waiters then only poll per the retry policy.
+// Default: notify on.
+func WithoutReleaseNotify() Option {
+	return optionFunc(func(c *config) error { c.wake = false; return nil })
+}
+
+// WithProbeTimeout bounds New's check that no two entries reach the same
+// Redis server (nodes that do not answer in time are not checked).
+// d must be > 0. Default 1s.
+func WithProbeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: WithProbeTimeout: %v <= 0", d)
+		}
+		c.probe = d
+		return nil
+	})
+}

@@ -1,0 +1,46 @@
+package redlock
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts run through EVALSHA; go-redis falls back to EVAL when a node
+// answers NOSCRIPT (after a restart emptied its script cache).
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+	//go:embed lua/extend.lua
+	extendSrc string
+	//go:embed lua/commit.lua
+	commitSrc string
+	//go:embed lua/pending.lua
+	pendingSrc string
+	//go:embed lua/admit.lua
+	admitSrc string
+	//go:embed lua/record.lua
+	recordSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	extendScript  = redis.NewScript(extendSrc)
+	commitScript  = redis.NewScript(commitSrc)
+	pendingScript = redis.NewScript(pendingSrc)
+	admitScript   = redis.NewScript(admitSrc)
+	recordScript  = redis.NewScript(recordSrc)
+)
+
+// Names of the keys quorumlock keeps next to a lock. The lock itself lives
+// under the caller's key exactly as given, so that quorumlock, redsync and
+// node-redlock locks on the same key exclude each other during a migration.
+const (
+	markerKey  = "quorumlock:admitted" // per node: set once the node may vote
+	pendingKey = "quorumlock:pending"  // per node: quarantine in progress
+	membersKey = "quorumlock:members"  // per node: names of admitted nodes
+)
+
+func fenceKey(key string) string       { return key + ":quorumlock:fence" }
+func releaseChannel(key string) string { return channelPrefix + key }
