@@ -36,11 +36,26 @@ var (
 // Names of the keys quorumlock keeps next to a lock. The lock itself lives
 // under the caller's key exactly as given, so that quorumlock, redsync and
 // node-redlock locks on the same key exclude each other during a migration.
+// They are exported for tools that inspect nodes (quorumlock status).
 const (
-	markerKey  = "quorumlock:admitted" // per node: set once the node may vote
-	pendingKey = "quorumlock:pending"  // per node: quarantine in progress
-	membersKey = "quorumlock:members"  // per node: names of admitted nodes
+	AdmittedKey = "quorumlock:admitted" // per node: set once the node may vote
+	PendingKey  = "quorumlock:pending"  // per node: a quarantine in progress
+	MembersKey  = "quorumlock:members"  // per node: hash of admitted node names
 )
 
-func fenceKey(key string) string       { return key + ":quorumlock:fence" }
-func releaseChannel(key string) string { return channelPrefix + key }
+const (
+	markerKey  = AdmittedKey
+	pendingKey = PendingKey
+	membersKey = MembersKey
+)
+
+// FenceKey returns the name of the key that holds the fence value of the
+// lock key on every node.
+func FenceKey(key string) string { return key + ":quorumlock:fence" }
+
+// ReleaseChannel returns the Pub/Sub channel on which releases of key are
+// announced.
+func ReleaseChannel(key string) string { return channelPrefix + key }
+
+func fenceKey(key string) string       { return FenceKey(key) }
+func releaseChannel(key string) string { return ReleaseChannel(key) }
