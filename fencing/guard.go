@@ -1,0 +1,316 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// GuardConfig names the protected table and its columns. Every name is used
+// as a quoted identifier (exact, case-sensitive, never spliced raw into SQL).
+type GuardConfig struct {
+	// Schema is optional; empty means the connection's search_path decides.
+	Schema string
+	// Table holds the protected rows. Required.
+	Table string
+	// KeyColumn identifies a row; it must be unique (a primary key), or a
+	// write would touch several rows. Required.
+	KeyColumn string
+	// FenceColumn is a bigint NOT NULL column holding the newest token that
+	// claimed or wrote the row; Setup adds it. Required: "fence" is the
+	// conventional name.
+	FenceColumn string
+}
+
+// Values maps column names to the values a guarded write stores. Names are
+// quoted identifiers; values travel as bind parameters.
+type Values map[string]any
+
+// Guard protects rows of one table with a fence column, for the write-only
+// mode (Write) and the claim-first mode (Claim, then WriteClaimed; or Update
+// for both). A Guard holds only prepared SQL text: it is immutable and safe
+// for concurrent use by any number of goroutines and databases.
+type Guard struct {
+	name      string // for messages
+	table     string // quoted, maybe schema-qualified
+	keyName   string
+	fenceName string
+	key       string // quoted
+	fence     string // quoted
+
+	setupSQL string
+	claimSQL string
+	fenceSQL string
+}
+
+// NewGuard validates cfg and returns a Guard. It fails with
+// ErrInvalidIdentifier when a name is empty, longer than 63 bytes, contains
+// a NUL byte, or when KeyColumn and FenceColumn are the same. It does no I/O.
+func NewGuard(cfg GuardConfig) (*Guard, error) {
+	table, err := qualified(cfg.Schema, cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIdent("key column", cfg.KeyColumn); err != nil {
+		return nil, err
+	}
+	if err := checkIdent("fence column", cfg.FenceColumn); err != nil {
+		return nil, err
+	}
+	if cfg.KeyColumn == cfg.FenceColumn {
+		return nil, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidIdentifier, cfg.KeyColumn)
+	}
+	g := &Guard{
+		name:      strings.TrimPrefix(cfg.Schema+"."+cfg.Table, "."),
+		table:     table,
+		keyName:   cfg.KeyColumn,
+		fenceName: cfg.FenceColumn,
+		key:       quote(cfg.KeyColumn),
+		fence:     quote(cfg.FenceColumn),
+	}
+	g.setupSQL = fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s bigint NOT NULL DEFAULT 0`, g.table, g.fence)
+	// Strict "<": an equal token is refused too, so a token minted twice
+	// (a bug upstream) shows up as an error instead of two writers.
+	g.claimSQL = fmt.Sprintf(`UPDATE %s SET %s = $1 WHERE %s = $2 AND %s < $1`, g.table, g.fence, g.key, g.fence)
+	g.fenceSQL = fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1`, g.fence, g.table, g.key)
+	return g, nil
+}
+
+// Setup adds the fence column to the table if it is missing:
+//
+//	ALTER TABLE <table> ADD COLUMN IF NOT EXISTS <fence> bigint NOT NULL DEFAULT 0
+//
+// It is idempotent; existing rows start at fence 0, below every valid token.
+// The table must already exist. The ALTER takes an ACCESS EXCLUSIVE lock on
+// the table for its (short) duration, so concurrent calls serialize. Errors
+// are the driver's, wrapped.
+func (g *Guard) Setup(ctx context.Context, db DB) error {
+	if _, err := db.Exec(ctx, g.setupSQL); err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: %w", g.name, err)
+	}
+	return nil
+}
+
+// Write is the write-only mode: one statement stores vals and h's token,
+// and applies only if every earlier write or claim carried a smaller token:
+//
+//	UPDATE <table> SET <fence> = $token, <col> = $v, ...
+//	WHERE <key> = $key AND <fence> < $token
+//
+// Under READ COMMITTED an UPDATE blocked by a concurrent writer re-checks its
+// WHERE clause on the row version that writer committed, so two writers can
+// never both pass the check. What Write cannot catch: a holder that READ the
+// row before a newer holder wrote it, and writes before the newer holder
+// does, passes the check with a value computed from stale data, and the newer
+// holder then overwrites it; one update is lost. Use Claim/WriteClaimed or
+// FenceTable when the written value depends on a read.
+//
+// Each token can write a row once: a second Write with the same token is
+// refused, because the fence already equals it.
+//
+// Errors: ErrNoToken, ErrTokenRange, ErrEmptyResource (nil or "" key) and
+// ErrInvalidIdentifier (bad or reserved column in vals) before any I/O;
+// *StaleTokenError (errors.Is ErrStaleToken) when a newer or equal token got
+// there first; ErrNoRow when no row has that key; otherwise the driver's
+// error, wrapped. On any error nothing was written (it is one statement).
+// Safe for concurrent use.
+func (g *Guard) Write(ctx context.Context, db DB, key any, h Holder, vals Values) error {
+	token, err := g.check(key, h)
+	if err != nil {
+		return err
+	}
+	cols, args, err := g.assignments(vals, 3)
+	if err != nil {
+		return err
+	}
+	sql := fmt.Sprintf(`UPDATE %s SET %s = $1, %s WHERE %s = $2 AND %s < $1`, g.table, g.fence, cols, g.key, g.fence)
+	tag, err := db.Exec(ctx, sql, append([]any{token, key}, args...)...)
+	if err != nil {
+		return fmt.Errorf("fencing: write %s key %v: %w", g.name, key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return g.refused(ctx, db, key, token, false)
+	}
+	return nil
+}
+
+// Claim is step one of the claim-first mode: it stamps h's token on the row
+// before the caller reads it, raising the fence only if the token is
+// strictly greater than the fence:
+//
+//	UPDATE <table> SET <fence> = $token WHERE <key> = $key AND <fence> < $token
+//
+// Read the row only after Claim returned nil, compute, then store the result
+// with WriteClaimed. Because the stamp is committed before the read (pass a
+// pool or a connection, not a transaction, to get that), any newer holder
+// that claims afterwards replaces the stamp and makes this holder's
+// WriteClaimed fail: no update is lost, whatever the interleaving.
+//
+// When db is a transaction the stamp holds the row lock until that
+// transaction ends, which serializes holders the way FenceTable does.
+//
+// Errors are those of Write; on error the fence is unchanged.
+// Safe for concurrent use.
+func (g *Guard) Claim(ctx context.Context, db DB, key any, h Holder) error {
+	token, err := g.check(key, h)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, g.claimSQL, token, key)
+	if err != nil {
+		return fmt.Errorf("fencing: claim %s key %v: %w", g.name, key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return g.refused(ctx, db, key, token, false)
+	}
+	return nil
+}
+
+// WriteClaimed is step two of the claim-first mode: it stores vals only
+// while the row still carries h's stamp from Claim:
+//
+//	UPDATE <table> SET <col> = $v, ... WHERE <key> = $key AND <fence> = $token
+//
+// If a newer holder claimed in between, the fence is larger and the write is
+// refused. A blocked UPDATE re-checks the fence on the newer row version
+// (READ COMMITTED), so a claim that commits while this write waits still
+// wins. The same token may write the row again as long as nobody newer
+// claimed it.
+//
+// Errors: those of Write, plus ErrNotClaimed when the fence is below the
+// token (Claim was not called). On any error nothing was written.
+// Safe for concurrent use.
+func (g *Guard) WriteClaimed(ctx context.Context, db DB, key any, h Holder, vals Values) error {
+	token, err := g.check(key, h)
+	if err != nil {
+		return err
+	}
+	cols, args, err := g.assignments(vals, 3)
+	if err != nil {
+		return err
+	}
+	sql := fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $2 AND %s = $1`, g.table, cols, g.key, g.fence)
+	tag, err := db.Exec(ctx, sql, append([]any{token, key}, args...)...)
+	if err != nil {
+		return fmt.Errorf("fencing: write %s key %v: %w", g.name, key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return g.refused(ctx, db, key, token, true)
+	}
+	return nil
+}
+
+// Update runs the whole claim-first mode: Claim, then fn (which reads the
+// row through any connection and returns the values to store), then
+// WriteClaimed. An error from fn is returned as is, and nothing is written;
+// the claim stays, which is harmless (only newer tokens can pass it).
+// Errors and concurrency are those of Claim and WriteClaimed.
+func (g *Guard) Update(ctx context.Context, db DB, key any, h Holder, fn func(ctx context.Context) (Values, error)) error {
+	if fn == nil {
+		return errors.New("fencing: Update needs a function")
+	}
+	if err := g.Claim(ctx, db, key, h); err != nil {
+		return err
+	}
+	vals, err := fn(ctx)
+	if err != nil {
+		return err
+	}
+	return g.WriteClaimed(ctx, db, key, h, vals)
+}
+
+// Fence returns the row's current fence: 0 if no token touched it yet.
+// It fails with ErrEmptyResource, ErrNoRow, or the driver's error, wrapped.
+// Safe for concurrent use.
+func (g *Guard) Fence(ctx context.Context, db DB, key any) (uint64, error) {
+	if isEmptyKey(key) {
+		return 0, ErrEmptyResource
+	}
+	var f int64
+	err := db.QueryRow(ctx, g.fenceSQL, key).Scan(&f)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, fmt.Errorf("%w: %s key %v", ErrNoRow, g.name, key)
+	case err != nil:
+		return 0, fmt.Errorf("fencing: read fence of %s key %v: %w", g.name, key, err)
+	}
+	return uint64(f), nil
+}
+
+func (g *Guard) check(key any, h Holder) (int64, error) {
+	token, err := tokenOf(h)
+	if err != nil {
+		return 0, err
+	}
+	if isEmptyKey(key) {
+		return 0, ErrEmptyResource
+	}
+	return token, nil
+}
+
+func isEmptyKey(key any) bool {
+	if key == nil {
+		return true
+	}
+	s, ok := key.(string)
+	return ok && s == ""
+}
+
+// assignments renders vals as `"col" = $n, ...` in a stable column order,
+// numbering parameters from first.
+func (g *Guard) assignments(vals Values, first int) (string, []any, error) {
+	if len(vals) == 0 {
+		return "", nil, errors.New("fencing: no values to write")
+	}
+	names := make([]string, 0, len(vals))
+	for name := range vals {
+		if err := checkIdent("column", name); err != nil {
+			return "", nil, err
+		}
+		if name == g.keyName || name == g.fenceName {
+			return "", nil, fmt.Errorf("%w: column %q is managed by the guard", ErrInvalidIdentifier, name)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	args := make([]any, 0, len(names))
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote(name))
+		b.WriteString(" = $")
+		b.WriteString(strconv.Itoa(first + i))
+		args = append(args, vals[name])
+	}
+	return b.String(), args, nil
+}
+
+// refused explains a guarded statement that matched no row: either the row
+// is missing or its fence shows a newer (or equal) token. The read comes
+// after the refusal, outside any atomicity; it is only a diagnosis, and
+// fences never decrease, so it cannot report a fence smaller than the one
+// that refused the write.
+func (g *Guard) refused(ctx context.Context, db DB, key any, token int64, claimed bool) error {
+	var cur int64
+	err := db.QueryRow(ctx, g.fenceSQL, key).Scan(&cur)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %s key %v", ErrNoRow, g.name, key)
+	case err != nil:
+		return fmt.Errorf("fencing: %s key %v: write refused, then reading the fence failed: %w", g.name, key, err)
+	case cur >= token:
+		return &StaleTokenError{Resource: fmt.Sprintf("%s key %v", g.name, key), Token: uint64(token), Current: uint64(cur)}
+	case claimed:
+		return fmt.Errorf("%w: %s key %v has fence %d, token is %d", ErrNotClaimed, g.name, key, cur, token)
+	default:
+		// Only a fence lowered outside this package gets here.
+		return fmt.Errorf("fencing: %s key %v: write refused but fence %d is below token %d (was it lowered?)", g.name, key, cur, token)
+	}
+}
