@@ -1,0 +1,396 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// cluster is five real redis-server primaries with default go-redis
+// clients, as a user would build them.
+type cluster struct {
+	nodes   []*testenv.RedisNode
+	clients []redis.UniversalClient
+}
+
+func newCluster(t *testing.T, opts ...testenv.RedisOption) *cluster {
+	t.Helper()
+	nodes := testenv.RedisNodes(t, 5, opts...)
+	return &cluster{nodes: nodes, clients: testenv.Clients(t, nodes)}
+}
+
+// client builds a redlock.Client over the cluster, closed at cleanup.
+func (cl *cluster) client(t *testing.T, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(cl.clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// freeze SIGSTOPs the given nodes until the test ends (or thaw).
+func (cl *cluster) freeze(t *testing.T, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		require.NoError(t, cl.nodes[i].Pause())
+		t.Cleanup(func() { _ = cl.nodes[i].Resume() })
+	}
+}
+
+func (cl *cluster) thaw(t *testing.T, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		require.NoError(t, cl.nodes[i].Resume())
+	}
+}
+
+// holders counts the nodes whose key holds a value, and returns the values.
+func (cl *cluster) values(t *testing.T, idx []int, key string) []string {
+	t.Helper()
+	var out []string
+	for _, i := range idx {
+		v, err := cl.clients[i].Get(context.Background(), key).Result()
+		if errors.Is(err, redis.Nil) {
+			out = append(out, "")
+			continue
+		}
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestIntegrationMutualExclusion(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t)
+	key := testenv.Key(t)
+	const workers, rounds = 8, 25
+	var inside, maxInside, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				err := c.Do(context.Background(), key, 2*time.Second, func(ctx context.Context, l *redlock.Lease) error {
+					n := inside.Add(1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					time.Sleep(200 * time.Microsecond)
+					total.Add(1)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(1), maxInside.Load(), "two holders inside the critical section at once")
+	require.Equal(t, int64(workers*rounds), total.Load())
+}
+
+func TestIntegrationTwoFrozenStillGranted(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, testenv.Key(t), time.Second) // admit the nodes
+	require.NoError(t, err)
+	cl.freeze(t, 3, 4)
+	key := testenv.Key(t)
+	for range 5 {
+		start := time.Now()
+		l, err := c.TryLock(ctx, key, 10*time.Second)
+		took := time.Since(start)
+		require.NoError(t, err)
+		// The clients are at go-redis defaults (5s read timeout, ctx
+		// deadlines ignored): waiting for a frozen node would take seconds.
+		require.Less(t, took, time.Second, "TryLock waited for the frozen nodes")
+		start = time.Now()
+		require.NoError(t, l.Release(ctx))
+		require.Less(t, time.Since(start), time.Second, "Release waited for the frozen nodes")
+		require.Equal(t, []string{"", "", ""}, cl.values(t, []int{0, 1, 2}, key))
+	}
+}
+
+func TestIntegrationThreeFrozenFailsFast(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t, redlock.WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.NoError(t, err)
+	cl.freeze(t, 2, 3, 4)
+	key := testenv.Key(t)
+	start := time.Now()
+	_, err = c.TryLock(ctx, key, 10*time.Second)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	var ne *redlock.NodeError
+	require.ErrorAs(t, err, &ne)
+	require.Less(t, took, 2*time.Second, "TryLock took %v with a 200ms node timeout", took)
+	// Nothing left behind on the nodes that answered.
+	require.Equal(t, []string{"", ""}, cl.values(t, []int{0, 1}, key))
+
+	// Lock gives up when its ctx does, not minutes later.
+	lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = c.Lock(lctx, key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 2*time.Second)
+	cl.thaw(t, 2, 3, 4)
+}
+
+func TestIntegrationExtendExpiryRelease(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, 500*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, key, l.Key())
+	all := []int{0, 1, 2, 3, 4}
+	// TryLock returns at a majority; the key sits under its exact name.
+	held, holder := 0, -1
+	var first string
+	for i, v := range cl.values(t, all, key) {
+		if v == "" {
+			continue
+		}
+		if first == "" {
+			first, holder = v, i
+		}
+		require.Equal(t, first, v, "node %d holds another value", i)
+		held++
+	}
+	require.GreaterOrEqual(t, held, 3)
+	// A migration-era client using plain SET NX on the same key is excluded.
+	ok, err := cl.clients[holder].SetNX(ctx, key, "redsync-style", time.Second).Result()
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, l.Extend(ctx, 3*time.Second))
+	extended := 0
+	for _, rc := range cl.clients {
+		if pttl, err := rc.PTTL(ctx, key).Result(); err == nil && pttl > 2*time.Second {
+			extended++
+		}
+	}
+	require.GreaterOrEqual(t, extended, 3, "Extend returned before a majority had the new ttl")
+
+	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool {
+		for _, v := range cl.values(t, all, key) {
+			if v != "" {
+				return false
+			}
+		}
+		return true
+	}, time.Second, 5*time.Millisecond)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), redlock.ErrNotHeld)
+
+	// Expiry: Done closes, and Extend does not bring the key back.
+	l, err = c.TryLock(ctx, key, 100*time.Millisecond)
+	require.NoError(t, err)
+	<-l.Done()
+	time.Sleep(20 * time.Millisecond)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), redlock.ErrNotHeld)
+	require.Equal(t, []string{"", "", "", "", ""}, cl.values(t, all, key))
+}
+
+func TestIntegrationDoLosesLease(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t)
+	key := testenv.Key(t)
+	err := c.Do(context.Background(), key, 300*time.Millisecond, func(ctx context.Context, l *redlock.Lease) error {
+		for _, rc := range cl.clients { // an operator deletes the lock everywhere
+			require.NoError(t, rc.Del(context.Background(), key).Err())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(3 * time.Second):
+			return errors.New("fn kept running after its lease was lost")
+		}
+	})
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+}
+
+func TestIntegrationLockHandOffAndCancel(t *testing.T) {
+	cl := newCluster(t)
+	// Polling alone would take 10s: only the release notification, sent
+	// through Pub/Sub by another Client, can hand over quickly.
+	holder := cl.client(t)
+	waiter := cl.client(t, redlock.WithRetry(func(int) time.Duration { return 10 * time.Second }, 0))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := holder.TryLock(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	got := make(chan time.Time, 1)
+	go func() {
+		l2, err := waiter.Lock(ctx, key, 20*time.Second)
+		if err == nil {
+			got <- time.Now()
+			_ = l2.Release(ctx)
+		}
+		close(got)
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter fails, subscribes, waits
+	released := time.Now()
+	require.NoError(t, l.Release(ctx))
+	select {
+	case at, ok := <-got:
+		require.True(t, ok, "waiter failed")
+		require.Less(t, at.Sub(released), 3*time.Second, "hand-off waited for the poll interval")
+	case <-time.After(8 * time.Second):
+		t.Fatal("waiter was not woken by the release")
+	}
+
+	// Cancellation: the error carries both causes.
+	_, err = holder.TryLock(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = waiter.Lock(cctx, key, 20*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestIntegrationNewRejectsSameServerTwice(t *testing.T) {
+	node := testenv.Redis(t)
+	a := node.Client(t)
+	// A second client that reaches the same server under another name.
+	b := redis.NewClient(&redis.Options{
+		Addr: "alias.invalid:6379",
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, node.Addr())
+		},
+	})
+	t.Cleanup(func() { _ = b.Close() })
+	c, err := redlock.New([]redis.UniversalClient{a, b})
+	require.ErrorContains(t, err, "same Redis server")
+	require.Nil(t, c)
+}
+
+// TestIntegrationRestartQuarantine is the Redlock spec's own counterexample:
+// A holds exactly nodes 0, 1, 2; node 2 is killed and restarts empty; B asks
+// nodes 2, 3, 4. Without the quarantine B is granted while A still holds.
+func TestIntegrationRestartQuarantine(t *testing.T) {
+	for _, quarantine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("quarantine=%v", quarantine), func(t *testing.T) {
+			cl := newCluster(t)
+			const ttl = 3 * time.Second
+			opts := []redlock.Option{redlock.WithMaxTTL(ttl)}
+			if !quarantine {
+				opts = append(opts, redlock.WithoutRestartQuarantine())
+			}
+			c := cl.client(t, opts...)
+			ctx := context.Background()
+			_, err := c.TryLock(ctx, testenv.Key(t), time.Second) // admit the nodes
+			require.NoError(t, err)
+			key := testenv.Key(t)
+			// Someone else briefly holds nodes 3 and 4, so A wins exactly 0-2.
+			for _, i := range []int{3, 4} {
+				require.NoError(t, cl.clients[i].Set(ctx, key, "other", 400*time.Millisecond).Err())
+			}
+			a, err := c.TryLock(ctx, key, ttl)
+			require.NoError(t, err)
+			require.NoError(t, cl.nodes[2].Kill())
+			require.NoError(t, cl.nodes[2].Restart(ctx))
+			time.Sleep(500 * time.Millisecond) // the other owner's keys expire
+			b, err := c.TryLock(ctx, key, ttl)
+			if !quarantine {
+				require.NoError(t, err, "expected the unsafe double grant without quarantine")
+				require.True(t, time.Now().Before(a.Deadline()), "A's lease ended before the double grant: test too slow")
+				require.NotEqual(t, a, b)
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotObtained, "double grant while A holds the lock")
+			require.ErrorIs(t, err, redlock.ErrNodeQuarantined)
+			// A now holds only nodes 0 and 1, so its Release reports that
+			// a majority no longer has its value.
+			require.ErrorIs(t, a.Release(ctx), redlock.ErrNotHeld)
+			// After the quarantine the restarted node votes again.
+			require.Eventually(t, func() bool {
+				n, err := cl.clients[2].Exists(ctx, redlock.AdmittedKey).Result()
+				return err == nil && n == 1
+			}, 3*ttl, 50*time.Millisecond, "node 2 never re-admitted")
+		})
+	}
+}
+
+// TestIntegrationFencingTokens checks that tokens strictly increase in
+// grant order under contention while random minorities are frozen, and
+// across a kill -9 and empty restart of a node.
+func TestIntegrationFencingTokens(t *testing.T) {
+	cl := newCluster(t)
+	const ttl = time.Second
+	c := cl.client(t, redlock.WithFencing(), redlock.WithMaxTTL(ttl))
+	ctx := context.Background()
+	key := testenv.Key(t)
+
+	var mu sync.Mutex
+	var tokens []uint64
+	var inside atomic.Int32
+	run := func(n int) {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range n {
+					err := c.Do(ctx, key, ttl, func(ctx context.Context, l *redlock.Lease) error {
+						if inside.Add(1) != 1 {
+							t.Error("two holders at once")
+						}
+						defer inside.Add(-1)
+						mu.Lock()
+						tokens = append(tokens, l.FencingToken())
+						mu.Unlock()
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run(10)
+	for _, minority := range [][]int{{0, 1}, {3}, {2, 4}} {
+		cl.freeze(t, minority...)
+		run(5)
+		cl.thaw(t, minority...)
+	}
+	require.NoError(t, cl.nodes[1].Kill())
+	require.NoError(t, cl.nodes[1].Restart(ctx))
+	run(10)
+	require.Len(t, tokens, 4*(10+15+10))
+	for i := 1; i < len(tokens); i++ {
+		require.Greater(t, tokens[i], tokens[i-1], "token %d not above its predecessor", i)
+	}
+	require.LessOrEqual(t, tokens[len(tokens)-1], uint64(1<<63-1), "token does not fit a bigint")
+}
