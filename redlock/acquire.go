@@ -109,7 +109,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 			errs = append(errs, c.nodeErr(r.Node, ErrNodeQuarantined))
 		}
 	}
-	if len(replies) < n && yes < c.quorum {
+	// Nodes not heard from are an error only if the round ran out of time;
+	// a round decided early simply did not wait for them.
+	if len(replies) < n && !quorum.Decided(n, c.quorum, yes, len(replies)-yes) {
 		for _, i := range missing(n, replies) {
 			errs = append(errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(ttl), context.DeadlineExceeded)))
 		}
@@ -117,17 +119,19 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 
 	validity := drift.Validity(ttl, elapsed, c.cfg.factor)
 	var token uint64
+	fenceFailed := false
 	if yes >= c.quorum && validity > 0 && ctx.Err() == nil && c.cfg.fencing {
 		var err error
 		token, err = c.commit(ctx, key, value, ttl, replies)
 		validity = drift.Validity(ttl, c.cfg.clock.Now().Sub(t0), c.cfg.factor)
 		if err != nil {
 			errs = append(errs, err)
-			yes = 0 // the token is unusable without a quorum of commits
+			yes, fenceFailed = 0, true // the token is unusable without a quorum of commits
 		}
 	}
 
 	if yes >= c.quorum && validity > 0 && ctx.Err() == nil {
+		c.inst.attempt("obtained", c.cfg.clock.Now().Sub(t0))
 		l := c.newLease(key, value, ttl, token, t0.Add(ttl-drift.Drift(ttl, c.cfg.factor)))
 		c.spawn(func() {
 			// Stragglers that took the key after we decided are part of
@@ -145,16 +149,20 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 	c.cleanup(key, value, ttl, replies, round)
 
 	var cause error
+	var outcome string
 	switch {
 	case ctx.Err() != nil:
-		cause = ctx.Err()
+		cause, outcome = ctx.Err(), "cancelled"
 	case yes >= c.quorum:
-		cause = fmt.Errorf("validity used up: the round took %v of a %v ttl", elapsed, ttl)
+		cause, outcome = fmt.Errorf("validity used up: the round took %v of a %v ttl", elapsed, ttl), "validity"
+	case fenceFailed:
+		cause, outcome = errors.New("fencing commit failed"), "fence_commit"
 	case len(busy) > 0:
-		cause = fmt.Errorf("held elsewhere: %d of %d nodes granted, %d needed", yes, n, c.quorum)
+		cause, outcome = fmt.Errorf("held elsewhere: %d of %d nodes granted, %d needed", yes, n, c.quorum), "held"
 	default:
-		cause = fmt.Errorf("no quorum: %d of %d nodes granted, %d needed", yes, n, c.quorum)
+		cause, outcome = fmt.Errorf("no quorum: %d of %d nodes granted, %d needed", yes, n, c.quorum), "no_quorum"
 	}
+	c.inst.attempt(outcome, c.cfg.clock.Now().Sub(t0))
 	return attempt{
 		err:        errors.Join(append([]error{ErrNotObtained, cause}, errs...)...),
 		wait:       freeIn(busy, c.quorum, n),

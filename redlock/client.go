@@ -25,6 +25,7 @@ type Client struct {
 	quorum int
 	admit  *admission
 	wake   *waker
+	inst   *instruments
 
 	mu     sync.Mutex
 	closed bool
@@ -110,7 +111,11 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	if cfg.maxTTL <= drift.Drift(cfg.maxTTL, cfg.factor) {
 		return nil, fmt.Errorf("redlock: New: max ttl %v leaves no validity with drift factor %v", cfg.maxTTL, cfg.factor)
 	}
-	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns))}
+	inst, err := newInstruments(cfg.meters)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: New: metrics: %w", err)
+	}
+	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), inst: inst}
 	c.admit = newAdmission(c)
 	c.wake = newWaker(c)
 	return c, nil
@@ -241,5 +246,8 @@ func newValue() string {
 }
 
 func (c *Client) nodeErr(i int, err error) *NodeError {
+	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) {
+		c.inst.nodeError(c.nodes[i].name)
+	}
 	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: err}
 }

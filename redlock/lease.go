@@ -57,6 +57,7 @@ func (l *Lease) armLocked() {
 		// An Extend may have moved the deadline after this timer fired.
 		if l.state == live && !l.c.cfg.clock.Now().Before(l.deadline) && l.deadline.Equal(deadline) {
 			l.endLocked(lost)
+			l.c.inst.lost.Add(context.Background(), 1)
 		}
 	})
 }
@@ -141,6 +142,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 	}
 	if yes >= c.quorum {
+		c.inst.extend("ok")
 		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
 			return errors.Join(fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl), ctx.Err())
 		}
@@ -155,19 +157,26 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return nil
 	}
 	if len(c.nodes)-gone < c.quorum {
-		l.markLost()
+		c.inst.extend("lost")
+		if l.markLost() {
+			c.inst.lost.Add(context.Background(), 1)
+		}
 		return fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
 	}
+	c.inst.extend("error")
 	if ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
 	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, yes, len(c.nodes), c.quorum)}, errs...)...)
 }
 
-func (l *Lease) markLost() {
+// markLost ends the lease as lost; it reports whether it was live.
+func (l *Lease) markLost() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	was := l.state == live
 	l.endLocked(lost)
+	return was
 }
 
 // Release gives the lock up: a compare-and-delete on every node, so it can
@@ -190,7 +199,6 @@ func (l *Lease) Release(ctx context.Context) error {
 	if c.isClosed() {
 		return ErrClosed
 	}
-	c.wake.local(l.key)
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
@@ -200,6 +208,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(l.ttl))
 	replies := round.Await(wctx, c.quorum, ok)
 	wcancel()
+	// Wake this client's waiters only now that the deletes have landed:
+	// woken earlier, they would find the key still held and go back to
+	// sleep until its expiry.
+	c.wake.local(l.key)
 	c.spawn(func() {
 		defer cancel()
 		round.Wait()

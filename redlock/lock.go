@@ -51,9 +51,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		return nil, err
 	}
 	var wake chan struct{}
+	start := c.cfg.clock.Now()
 	for n := 0; ; n++ {
 		at := c.tryAdmitting(ctx, key, ttl)
 		if at.err == nil {
+			c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
 			return at.lease, nil
 		}
 		if ctx.Err() != nil {

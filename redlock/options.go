@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/quorumlock/quorumlock/drift"
 )
 
@@ -34,6 +36,7 @@ type config struct {
 	logger        *slog.Logger
 	wake          bool
 	probe         time.Duration
+	meters        metric.MeterProvider
 }
 
 // Defaults, in one place.
@@ -205,6 +208,20 @@ func WithProbeTimeout(d time.Duration) Option {
 			return fmt.Errorf("redlock: WithProbeTimeout: %v <= 0", d)
 		}
 		c.probe = d
+		return nil
+	})
+}
+
+// WithMeterProvider sets where the client's OpenTelemetry metrics go
+// (acquisitions by outcome, acquire and wait durations, extends, lost
+// leases, per-node errors). Default: the global provider, a no-op unless the
+// application installed one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if mp == nil {
+			return errors.New("redlock: WithMeterProvider: nil provider")
+		}
+		c.meters = mp
 		return nil
 	})
 }
