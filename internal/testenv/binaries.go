@@ -1,0 +1,62 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// ErrBinaryNotFound is wrapped by the errors of starters whose server binary
+// is neither on PATH nor in a known install location; test helpers turn it
+// into a skip, or a failure in CI.
+var ErrBinaryNotFound = errors.New("testenv: binary not found")
+
+func lookBinary(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s is not on PATH", ErrBinaryNotFound, name)
+	}
+	return p, nil
+}
+
+// postgresBinDir finds a directory holding both initdb and postgres of one
+// installation. PATH wins; otherwise the newest of Debian's versioned
+// directories, which its packages keep off PATH.
+func postgresBinDir() (string, error) {
+	initdb, err1 := exec.LookPath("initdb")
+	postgres, err2 := exec.LookPath("postgres")
+	if err1 == nil && err2 == nil {
+		// Symlinks on PATH may point into different installations; the pair
+		// must come from one, or initdb writes a catalog postgres rejects.
+		ri, erri := filepath.EvalSymlinks(initdb)
+		rp, errp := filepath.EvalSymlinks(postgres)
+		if erri == nil && errp == nil && filepath.Dir(ri) == filepath.Dir(rp) {
+			return filepath.Dir(rp), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
+	for _, d := range dirs {
+		if isExecutable(filepath.Join(d, "initdb")) && isExecutable(filepath.Join(d, "postgres")) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%w: initdb and postgres are neither on PATH nor in /usr/lib/postgresql/*/bin", ErrBinaryNotFound)
+}
+
+func pgMajor(binDir string) float64 {
+	v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(binDir)), 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}

@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package testenv
+
+// Without /proc only the process group is signalled.
+func descendants(int) []int { return nil }
+
+func gone(int) bool { return true }
