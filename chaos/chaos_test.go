@@ -1,0 +1,134 @@
+package chaos_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/quorumlock/chaos"
+)
+
+// TestChaosSmokeVerdicts runs the smoke profile against real processes and
+// checks the verdicts DESIGN.md §4 promises, run by run.
+func TestChaosSmokeVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts dozens of redis-server processes and PostgreSQL")
+	}
+	p, err := chaos.LookupProfile("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runProfile(t, p, 42)
+	if len(rep.Runs) != len(p.Runs) {
+		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
+	}
+	get := func(topo, fault, mode string) chaos.Result {
+		t.Helper()
+		for _, r := range rep.Runs {
+			if r.Topology == topo && r.Fault == fault && r.Fencing == mode {
+				return r
+			}
+		}
+		t.Fatalf("no run %s/%s/%s", topo, fault, mode)
+		return chaos.Result{}
+	}
+	for _, r := range rep.Runs {
+		if !r.Pass {
+			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+		}
+	}
+	// The same verdicts, spelled out, so that a change to the profile's
+	// expectations cannot quietly weaken them.
+	for _, f := range []string{"kill-2", "partition-2"} {
+		if r := get(chaos.Redlock5, f, "none"); r.Overlaps != 0 || r.DuringFault == 0 {
+			t.Errorf("redlock-5 %s: overlaps %d, granted during the fault %d; want 0 and > 0", f, r.Overlaps, r.DuringFault)
+		}
+	}
+	if r := get(chaos.Redlock5, "kill-3", "none"); r.Sections != 0 || !strings.Contains(r.Error, "no quorum") {
+		t.Errorf("redlock-5 kill-3: %d sections, error %q; want none and a no-quorum error", r.Sections, r.Error)
+	}
+	if r := get(chaos.Redlock5, "restart-empty", "none"); r.Overlaps != 0 {
+		t.Errorf("restart-empty with quarantine: overlaps %d, want 0", r.Overlaps)
+	}
+	if r := get(chaos.Redlock5, "restart-empty-no-quarantine", "none"); r.Overlaps == 0 {
+		t.Errorf("restart-empty without quarantine: no overlap, want > 0")
+	}
+	if r := get(chaos.SingleReplica, "failover", "none"); r.Overlaps == 0 {
+		t.Errorf("single+replica failover: no overlap, want > 0")
+	}
+	if r := get(chaos.Redlock5, "worker-freeze", "none"); r.LostUpdates == 0 {
+		t.Errorf("worker-freeze without fencing: no lost update, want > 0")
+	}
+	for _, m := range []string{"claim-first", "fence-table"} {
+		if r := get(chaos.Redlock5, "worker-freeze", m); r.LostUpdates != 0 {
+			t.Errorf("worker-freeze %s: %d lost updates, want 0", m, r.LostUpdates)
+		}
+	}
+	if r := get(chaos.Redlock5, "clock-jump", "none"); r.Overlaps == 0 {
+		t.Errorf("clock-jump without fencing: no overlap, want > 0")
+	}
+	if r := get(chaos.Redlock5, "clock-jump", "claim-first"); r.LostUpdates != 0 || r.Rejected == 0 {
+		t.Errorf("clock-jump claim-first: lost %d, rejected %d; want 0 and > 0", r.LostUpdates, r.Rejected)
+	}
+}
+
+func TestChaosBadNames(t *testing.T) {
+	if _, err := chaos.LookupProfile("fast"); err == nil || !strings.Contains(err.Error(), `unknown profile "fast"`) {
+		t.Errorf("unknown profile: %v", err)
+	}
+	p, err := chaos.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name                   string
+		topo, fault, mode, msg string
+	}{
+		{"topology", "triple", "", "", `unknown topology "triple"`},
+		{"fault", "", "kill-9", "", `unknown fault "kill-9"`},
+		{"fencing", "", "", "paper", `unknown fencing mode "paper"`},
+		{"empty match", chaos.Single, "kill-3", "", "no run matching"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var topo, fault, mode []string
+			if tc.topo != "" {
+				topo = []string{tc.topo}
+			}
+			if tc.fault != "" {
+				fault = []string{tc.fault}
+			}
+			if tc.mode != "" {
+				mode = []string{tc.mode}
+			}
+			if _, err := p.Filter(topo, fault, mode); err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("got %v, want an error containing %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+// TestChaosPortInUse: a fixed port that is taken is a clear error, and
+// nothing is left running (TestMain checks for leftover children).
+func TestChaosPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	b := backend(t)
+	b.PostgresPort = port
+	p, err := chaos.LookupProfile("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = chaos.Run(ctx, p, 1, chaos.Options{Backend: b, WorkerCommand: workerCommand})
+	if err == nil || !strings.Contains(err.Error(), "port "+strconv.Itoa(port)+" on 127.0.0.1 is in use") {
+		t.Fatalf("got %v, want a port-in-use error", err)
+	}
+}

@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Section is one critical section as a worker recorded it. Times are
+// nanoseconds on the machine's wall clock, which every worker shares (they
+// run on one host; only the Redis nodes' clocks are ever moved).
+type Section struct {
+	Worker   int
+	Token    uint64
+	Call     int64 // Lock called
+	Got      int64 // Lock returned the lease; the section starts
+	Deadline int64 // the lease's validity ends
+	End      int64 // the write returned; the section ends
+	Release  int64 // Release returned
+	Outcome  string
+}
+
+// valid is the part of the section during which its lease was valid: the
+// window in which no other holder may exist.
+func (s Section) valid() (int64, int64) { return s.Got, min(s.End, s.Deadline) }
+
+// Overlaps counts pairs of sections of different workers whose valid
+// windows intersect: two leases the lock service let coexist. A holder
+// that keeps working after its deadline (a frozen process) is not counted
+// here; StaleOverlaps counts those too.
+func Overlaps(ss []Section) int {
+	return overlapPairs(ss, Section.valid)
+}
+
+// StaleOverlaps counts pairs of sections of different workers whose whole
+// spans, lock to write, intersect, whether or not the leases were still
+// valid: what the protected resource saw.
+func StaleOverlaps(ss []Section) int {
+	return overlapPairs(ss, func(s Section) (int64, int64) { return s.Got, s.End })
+}
+
+func overlapPairs(ss []Section, span func(Section) (int64, int64)) int {
+	type iv struct {
+		w        int
+		from, to int64
+	}
+	ivs := make([]iv, 0, len(ss))
+	for _, s := range ss {
+		f, t := span(s)
+		if t > f {
+			ivs = append(ivs, iv{s.Worker, f, t})
+		}
+	}
+	slices.SortFunc(ivs, func(a, b iv) int { return cmp.Compare(a.from, b.from) })
+	n := 0
+	for i := range ivs {
+		for j := i + 1; j < len(ivs) && ivs[j].from < ivs[i].to; j++ {
+			if ivs[j].w != ivs[i].w {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TokenInversions counts writes the resource accepted with a token not
+// larger than one it had accepted before (tokens in commit order; 0, a
+// write without a token, is skipped).
+func TokenInversions(tokens []uint64) int {
+	var hi uint64
+	n := 0
+	for _, t := range tokens {
+		if t == 0 {
+			continue
+		}
+		if t <= hi {
+			n++
+		}
+		hi = max(hi, t)
+	}
+	return n
+}
+
+// lockModel is a mutex: acquire succeeds only when nobody holds it, release
+// only by the holder. A lease that ended without a Release (it expired)
+// is released at its deadline, when its holder had to stop trusting it.
+var lockModel = porcupine.Model{
+	Init: func() any { return -1 },
+	Step: func(state, input, _ any) (bool, any) {
+		holder := state.(int)
+		in := input.(lockOp)
+		if in.acquire {
+			return holder == -1, in.worker
+		}
+		return holder == in.worker, -1
+	},
+	DescribeOperation: func(input, _ any) string {
+		in := input.(lockOp)
+		if in.acquire {
+			return "acquire"
+		}
+		return "release"
+	},
+}
+
+type lockOp struct {
+	worker  int
+	acquire bool
+}
+
+// Linearizable checks the lock history against a mutex with porcupine:
+// each section is an acquire (from the Lock call to its return) followed
+// by a release (from the end of the section, or the deadline if earlier,
+// to the release's return, or the deadline if earlier). It returns "ok",
+// "violation" or "unknown" (timed out).
+func Linearizable(ss []Section, timeout time.Duration) string {
+	ops := make([]porcupine.Operation, 0, 2*len(ss))
+	for _, s := range ss {
+		ops = append(ops, porcupine.Operation{ClientId: s.Worker, Input: lockOp{s.Worker, true}, Call: s.Call, Return: s.Got})
+		rc := min(s.End, s.Deadline)
+		rr := max(min(s.Release, s.Deadline), rc+1)
+		ops = append(ops, porcupine.Operation{ClientId: s.Worker, Input: lockOp{s.Worker, false}, Call: rc, Return: rr})
+	}
+	switch porcupine.CheckOperationsTimeout(lockModel, ops, timeout) {
+	case porcupine.Ok:
+		return "ok"
+	case porcupine.Illegal:
+		return "violation"
+	default:
+		return "unknown"
+	}
+}

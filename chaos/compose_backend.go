@@ -1,0 +1,182 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// ComposeBackend runs every server of a run in a Docker container, from the
+// images compose/redlock-5.yml uses (QUORUMLOCK_REDIS_IMAGE and
+// QUORUMLOCK_POSTGRES_IMAGE; by default those `make images` builds, else the
+// official ones), and turns the server faults into container actions: Kill
+// is docker kill, Restart a start of the same container (its filesystem,
+// and so an AOF, is kept), Pause docker pause. Partitions and slow links go
+// through the same in-process proxies as with the local backend, and worker
+// freezes act on the worker processes, which run on this host either way.
+//
+// It starts one container per node rather than the fixed services of the
+// compose file: each run needs fresh nodes with its own persistence,
+// replication and clock settings, and the fixed services cannot change
+// those without being recreated. The containers publish fixed ports on
+// 127.0.0.1 and are removed by Close (or, if this process dies, by the next
+// process that uses the docker backend of internal/testenv).
+//
+// JumpClock needs a C compiler on this host: the shim is built here and
+// bind-mounted into the container, which works because the images are
+// Debian bookworm, as the hosts this suite supports are.
+type ComposeBackend struct {
+	// TempDir is where the clock shim is built; empty means os.TempDir. The
+	// Docker engine must see the same path (a local engine does).
+	TempDir string
+
+	mu     sync.Mutex
+	nodes  []*composeNode
+	pg     *testenv.PostgresContainer
+	clock  *clockShim
+	closed bool
+}
+
+// NewComposeBackend returns a compose backend. Whether an engine answers is
+// known at the first start, whose error then says what is missing.
+func NewComposeBackend() (*ComposeBackend, error) { return &ComposeBackend{}, nil }
+
+// Name implements Backend.
+func (b *ComposeBackend) Name() string { return "compose" }
+
+// StartRedis implements Backend.
+func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNode, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, errors.New("chaos: backend closed")
+	}
+	b.mu.Unlock()
+	var cfg testenv.RedisConfig
+	if spec.AOF {
+		cfg.Persistence = testenv.PersistenceAOFAlways
+	}
+	var opts []testenv.ContainerOption
+	if spec.ReplicaOf != "" {
+		// The replication link runs through a proxy of this process on the
+		// host's loopback, which only the host's network reaches.
+		host, port, err := net.SplitHostPort(spec.ReplicaOf)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: replica of %q: %w", spec.ReplicaOf, err)
+		}
+		cfg.ExtraArgs = append(cfg.ExtraArgs, "--replicaof", host, port)
+		opts = append(opts, testenv.WithHostNetwork())
+	}
+	n := &composeNode{}
+	if spec.Clock {
+		shim, err := b.shim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n.clockFile, err = shim.newOffsetFile(); err != nil {
+			return nil, err
+		}
+		cfg.Env = shim.env(n.clockFile)
+		// The whole directory: the offset file is replaced by a rename,
+		// which a bind mount of the file itself would not follow.
+		opts = append(opts, testenv.WithBinds(shim.dir+":"+shim.dir+":ro"))
+	}
+	c, err := testenv.StartRedisContainer(ctx, cfg, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: start redis container: %w", err)
+	}
+	n.c = c
+	b.mu.Lock()
+	b.nodes = append(b.nodes, n)
+	b.mu.Unlock()
+	return n, nil
+}
+
+func (b *ComposeBackend) shim(ctx context.Context) (*clockShim, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.clock != nil {
+		return b.clock, nil
+	}
+	s, err := buildClockShim(ctx, b.TempDir)
+	if err != nil {
+		return nil, err
+	}
+	b.clock = s
+	return s, nil
+}
+
+// Postgres implements Backend.
+func (b *ComposeBackend) Postgres(ctx context.Context) (Postgres, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errors.New("chaos: backend closed")
+	}
+	if b.pg != nil {
+		return b.pg, nil
+	}
+	pg, err := testenv.StartPostgresContainer(ctx, testenv.PostgresContainerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: start PostgreSQL container: %w", err)
+	}
+	b.pg = pg
+	return pg, nil
+}
+
+// StopRedis removes the node containers started so far; the PostgreSQL
+// container stays up for the next run.
+func (b *ComposeBackend) StopRedis() error {
+	b.mu.Lock()
+	nodes := b.nodes
+	b.nodes = nil
+	b.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, n.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Close implements Backend.
+func (b *ComposeBackend) Close() error {
+	err := b.StopRedis()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return err
+	}
+	b.closed = true
+	if b.pg != nil {
+		err = errors.Join(err, b.pg.Stop())
+		b.pg = nil
+	}
+	if b.clock != nil {
+		err = errors.Join(err, b.clock.remove())
+	}
+	return err
+}
+
+type composeNode struct {
+	c         *testenv.RedisContainer
+	clockFile string
+}
+
+func (n *composeNode) Addr() string                      { return n.c.Addr() }
+func (n *composeNode) Kill() error                       { return n.c.Kill() }
+func (n *composeNode) Restart(ctx context.Context) error { return n.c.Restart(ctx) }
+func (n *composeNode) Pause() error                      { return n.c.Pause() }
+func (n *composeNode) Resume() error                     { return n.c.Resume() }
+func (n *composeNode) Stop() error                       { return n.c.Stop() }
+
+func (n *composeNode) JumpClock(offset time.Duration) error {
+	if n.clockFile == "" {
+		return fmt.Errorf("chaos: node %s was started without an adjustable clock", n.Addr())
+	}
+	return writeOffset(n.clockFile, offset)
+}

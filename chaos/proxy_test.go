@@ -1,0 +1,89 @@
+package chaos
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves one line-echo server for the proxy tests.
+func echo(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					s, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(s)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func roundTrip(t *testing.T, c net.Conn, timeout time.Duration) (time.Duration, error) {
+	t.Helper()
+	t0 := time.Now()
+	_ = c.SetDeadline(t0.Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return 0, err
+	}
+	_, err := bufio.NewReader(c).ReadString('\n')
+	return time.Since(t0), err
+}
+
+func TestChaosProxy(t *testing.T) {
+	p, err := NewProxy(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := roundTrip(t, c, time.Second); err != nil {
+		t.Fatalf("plain: %v", err)
+	}
+	p.SetLatency(50 * time.Millisecond)
+	if d, err := roundTrip(t, c, time.Second); err != nil || d < 50*time.Millisecond {
+		t.Fatalf("latency: %v after %v, want >= 50ms", err, d)
+	}
+	p.SetLatency(0)
+	p.Blackhole(true)
+	if _, err := roundTrip(t, c, 100*time.Millisecond); err == nil {
+		t.Fatal("blackhole: got a reply")
+	}
+	p.Heal()
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(t, c2, time.Second); err != nil {
+		t.Fatalf("healed: %v", err)
+	}
+	p.Cut(true)
+	if _, err := roundTrip(t, c2, time.Second); err == nil {
+		t.Fatal("cut: the open connection still works")
+	}
+}

@@ -1,0 +1,236 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTable writes one line per run, for a terminal.
+func WriteTable(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPOLOGY\tFAULT\tFENCING\tSTALL\tSECTIONS\tLOST\tOVERLAPS\tSTALE-OVL\tREJECTED\tTOKEN-INV\tLINEARIZABLE\tVERDICT\tSEED")
+	for _, r := range rep.Runs {
+		verdict := "ok"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
+			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
+			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, verdict, r.Seed)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rep.Failed() {
+		fmt.Fprintf(w, "FAIL %s/%s/%s (seed %d): %s\n", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+	}
+	return nil
+}
+
+func stallLabel(r Result) string {
+	if r.StallRate == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%g%%/%dms", r.StallRate*100, r.WorkMs)
+}
+
+// WriteMarkdown writes the report as Markdown; svg, when not empty, is the
+// file name of the plot to link.
+func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
+	fmt.Fprintf(w, "# Chaos report: profile %s\n\n", rep.Profile)
+	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
+		rep.Backend, rep.Seed, rep.Profile, rep.Seed, len(rep.Runs), float64(rep.DurationMs)/1000, rep.Started.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintln(w, "| topology | fault | fencing | stall | sections | lost | overlaps | stale overlaps | rejected | token inversions | linearizable | expected | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|")
+	for _, r := range rep.Runs {
+		verdict := "ok"
+		if !r.Pass {
+			verdict = "**FAIL**: " + strings.Join(r.Failure, "; ")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
+			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
+			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, r.Expect, verdict)
+	}
+	if sum := stallSummary(rep); len(sum) > 0 {
+		fmt.Fprint(w, "\n## Stalled sections\n\n")
+		fmt.Fprintln(w, "| stall rate | work | fencing | runs | lost (median, range) | rejected (median) |")
+		fmt.Fprintln(w, "|---|---|---|---:|---|---:|")
+		for _, s := range sum {
+			fmt.Fprintf(w, "| %g%% | %d ms | %s | %d | %d (%d-%d) | %d |\n", s.rate*100, s.work, s.mode, s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed)
+		}
+	}
+	if svg != "" {
+		fmt.Fprintf(w, "\n![lost updates against the stall rate](%s)\n", svg)
+	}
+	var notes []string
+	for _, r := range rep.Runs {
+		if len(r.Schedule) > 0 || r.Error != "" {
+			n := fmt.Sprintf("- %s/%s/%s: %s", r.Topology, r.Fault, r.Fencing, strings.Join(r.Schedule, "; "))
+			if r.Error != "" {
+				n += fmt.Sprintf(" Error (%d ms): `%s`", r.ErrorLatencyMs, truncate(r.Error, 200))
+			}
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprint(w, "\n## What each fault did\n\n")
+		fmt.Fprintln(w, strings.Join(notes, "\n"))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+type stallRow struct {
+	rate                      float64
+	work                      int64
+	mode                      string
+	runs                      int
+	lostMed, lostMin, lostMax int64
+	rejMed                    int64
+}
+
+func stallSummary(rep *Report) []stallRow {
+	type key struct {
+		rate float64
+		work int64
+		mode string
+	}
+	lost := map[key][]int64{}
+	rej := map[key][]int64{}
+	for _, r := range rep.Runs {
+		if r.Fault != "stall" {
+			continue
+		}
+		k := key{r.StallRate, r.WorkMs, r.Fencing}
+		lost[k] = append(lost[k], r.LostUpdates)
+		rej[k] = append(rej[k], int64(r.Rejected))
+	}
+	var out []stallRow
+	for k, l := range lost {
+		slices.Sort(l)
+		rj := rej[k]
+		slices.Sort(rj)
+		out = append(out, stallRow{k.rate, k.work, k.mode, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2]})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.work != b.work {
+			return a.work < b.work
+		}
+		if a.rate != b.rate {
+			return a.rate < b.rate
+		}
+		return slices.Index(FencingModes, a.mode) < slices.Index(FencingModes, b.mode)
+	})
+	return out
+}
+
+// HasStallRuns reports whether the report has runs to plot.
+func HasStallRuns(rep *Report) bool { return len(stallSummary(rep)) > 0 }
+
+// WriteSVG plots the median lost updates against the stall rate, one line
+// per fencing mode (and work duration), as a self-contained SVG.
+func WriteSVG(w io.Writer, rep *Report) error {
+	rows := stallSummary(rep)
+	const W, H, left, right, top, bottom = 640.0, 400.0, 60.0, 170.0, 30.0, 50.0
+	pw, ph := W-left-right, H-top-bottom
+	var rates []float64
+	var maxLost int64 = 1
+	for _, r := range rows {
+		if !slices.Contains(rates, r.rate) {
+			rates = append(rates, r.rate)
+		}
+		maxLost = max(maxLost, r.lostMax)
+	}
+	slices.Sort(rates)
+	x := func(rate float64) float64 {
+		i := slices.Index(rates, rate)
+		if len(rates) == 1 {
+			return left + pw/2
+		}
+		return left + pw*float64(i)/float64(len(rates)-1)
+	}
+	ymax := niceCeil(float64(maxLost))
+	y := func(v float64) float64 { return top + ph - ph*v/ymax }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="14">Lost updates per run (median, bars: range) against the stall rate</text>`+"\n", left)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", left, top+ph, left+pw, top+ph)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", left, top, left, top+ph)
+	for i := 0; i <= 4; i++ {
+		v := ymax * float64(i) / 4
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#ddd"/><text x="%.0f" y="%.1f" text-anchor="end">%g</text>`+"\n",
+			left, y(v), left+pw, y(v), left-6, y(v)+4, v)
+	}
+	for _, r := range rates {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%g%%</text>`+"\n", x(r), top+ph+18, r*100)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">sections that stall</text>`+"\n", left+pw/2, H-10)
+	colors := map[string]string{"none": "#d62728", "write-only": "#ff7f0e", "claim-first": "#2ca02c", "fence-table": "#1f77b4"}
+	type series struct {
+		mode string
+		work int64
+	}
+	var order []series
+	pts := map[series][]stallRow{}
+	for _, r := range rows {
+		s := series{r.mode, r.work}
+		if _, ok := pts[s]; !ok {
+			order = append(order, s)
+		}
+		pts[s] = append(pts[s], r)
+	}
+	for i, s := range order {
+		c := colors[s.mode]
+		dash := ""
+		if i > 0 && s.work != order[0].work {
+			dash = ` stroke-dasharray="5,3"`
+		}
+		var path []string
+		for _, p := range pts[s] {
+			path = append(path, fmt.Sprintf("%.1f,%.1f", x(p.rate), y(float64(p.lostMed))))
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x(p.rate), y(float64(p.lostMin)), x(p.rate), y(float64(p.lostMax)), c)
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(p.rate), y(float64(p.lostMed)), c)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(path, " "), c, dash)
+		ly := top + 16*float64(i)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s, %d ms work</text>`+"\n",
+			left+pw+10, ly, left+pw+30, ly, c, dash, left+pw+35, ly+4, s.mode, s.work)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func niceCeil(v float64) float64 {
+	if v <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}

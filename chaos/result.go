@@ -1,0 +1,103 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Result is one run in the JSON report.
+type Result struct {
+	Topology   string  `json:"topology"`
+	Fault      string  `json:"fault"`
+	Fencing    string  `json:"fencing"`
+	Seed       uint64  `json:"seed"`
+	Repeat     int     `json:"repeat,omitempty"`
+	Workers    int     `json:"workers"`
+	TTLms      int64   `json:"ttl_ms"`
+	WorkMs     int64   `json:"work_ms"`
+	StallRate  float64 `json:"stall_rate"`
+	Quarantine bool    `json:"quarantine"`
+
+	Sections        int      `json:"sections"` // critical sections entered (lock granted)
+	Accepted        int      `json:"accepted"` // increments committed
+	Expected        int64    `json:"expected"` // what the counter should read
+	Final           int64    `json:"final"`    // what it reads
+	LostUpdates     int64    `json:"lost_updates"`
+	Overlaps        int      `json:"overlaps"`       // valid leases that coexisted
+	StaleOverlaps   int      `json:"stale_overlaps"` // sections that overlapped at the resource, valid or not
+	Rejected        int      `json:"rejected"`       // stale writes refused by fencing (then redone)
+	LateSections    int      `json:"late_sections"`  // sections that ended after their lease deadline
+	Late            []string `json:"late,omitempty"`
+	TokenInversions int      `json:"token_inversions"`
+	Linearizable    string   `json:"linearizable"` // porcupine on the lock history: ok, violation, unknown
+	LockFailures    int      `json:"lock_failures"`
+	DuringFault     int      `json:"granted_during_fault"`
+	BlockedMs       int64    `json:"blocked_ms,omitempty"`
+	Error           string   `json:"error,omitempty"` // the lock error the fault produced, if any
+	ErrorLatencyMs  int64    `json:"error_latency_ms,omitempty"`
+	DurationMs      int64    `json:"duration_ms"`
+	Schedule        []string `json:"schedule,omitempty"`
+
+	Expect  string   `json:"expect"`
+	Pass    bool     `json:"pass"`
+	Failure []string `json:"failures,omitempty"`
+}
+
+// evaluate checks the run against what its scenario must show.
+func (r *Result) evaluate(e Expect, runErr error) {
+	r.Expect = e.Describe()
+	var f []string
+	if runErr != nil {
+		f = append(f, "run failed: "+oneLine(runErr))
+	}
+	if err := e.Overlaps.check("overlaps", r.Overlaps); err != nil {
+		f = append(f, err.Error())
+	}
+	if err := e.Lost.check("lost updates", int(r.LostUpdates)); err != nil {
+		f = append(f, err.Error())
+	}
+	if e.Granted && r.DuringFault == 0 {
+		f = append(f, "no lock was granted while the fault was active")
+	}
+	if e.NoQuorum {
+		if r.Sections != 0 {
+			f = append(f, fmt.Sprintf("%d sections granted without a quorum", r.Sections))
+		}
+		if !strings.Contains(r.Error, "no quorum") {
+			f = append(f, fmt.Sprintf("error does not name the missing quorum: %q", r.Error))
+		}
+	}
+	if e.MaxBlock > 0 && (r.BlockedMs <= 0 || time.Duration(r.BlockedMs)*time.Millisecond > e.MaxBlock) {
+		f = append(f, fmt.Sprintf("others were blocked %d ms after the holder crashed, want <= %v", r.BlockedMs, e.MaxBlock))
+	}
+	if e.Rejection && r.Rejected == 0 {
+		f = append(f, "the stale writer was never rejected")
+	}
+	if r.TokenInversions > 0 && r.Fencing != "none" {
+		// A fenced resource must never accept an older token.
+		f = append(f, fmt.Sprintf("%d writes accepted with an older token", r.TokenInversions))
+	}
+	r.Failure, r.Pass = f, len(f) == 0
+}
+
+// Report is the whole JSON report.
+type Report struct {
+	Profile    string    `json:"profile"`
+	Backend    string    `json:"backend"`
+	Seed       uint64    `json:"seed"`
+	Started    time.Time `json:"started"`
+	DurationMs int64     `json:"duration_ms"`
+	Runs       []Result  `json:"runs"`
+}
+
+// Failed returns the runs that did not show what they must.
+func (r *Report) Failed() []Result {
+	var out []Result
+	for _, x := range r.Runs {
+		if !x.Pass {
+			out = append(out, x)
+		}
+	}
+	return out
+}
