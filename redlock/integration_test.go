@@ -264,6 +264,8 @@ func TestIntegrationLockHandOffAndCancel(t *testing.T) {
 	case at, ok := <-got:
 		require.True(t, ok, "waiter failed")
 		require.Less(t, at.Sub(released), 3*time.Second, "hand-off waited for the poll interval")
+		_, open := <-got // closed once the waiter has released again
+		require.False(t, open)
 	case <-time.After(8 * time.Second):
 		t.Fatal("waiter was not woken by the release")
 	}
