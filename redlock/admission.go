@@ -170,6 +170,11 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	}
 
 	rec, norec, err := a.records(ctx, i)
+	if len(c.nodes) == 1 {
+		// A lone node has no peers to vouch that it is new: assume it lost
+		// its state, and let it serve one quarantine.
+		rec, err = 1, nil
+	}
 	if rec == 0 && norec < len(c.nodes)-c.quorum+1 {
 		return false, 0, fmt.Errorf("redlock: cannot tell whether node %d is new or restarted: %d of its peers answered: %w", i, norec, err)
 	}

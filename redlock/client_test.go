@@ -522,3 +522,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+func TestSingleNodeServesOneQuarantine(t *testing.T) {
+	c, fs := newFake(t, 1, WithMaxTTL(100*time.Millisecond))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "k", 100*time.Millisecond)
+	require.ErrorIs(t, err, ErrNodeQuarantined, "a lone node cannot be known to be new")
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, "k", 100*time.Millisecond)
+	require.NoError(t, err, "the lone node was never admitted")
+	require.NoError(t, l.Release(ctx))
+	_, ok := fs[0].Get(markerKey)
+	require.True(t, ok)
+}
