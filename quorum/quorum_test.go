@@ -153,3 +153,45 @@ func TestAwaitContinues(t *testing.T) {
 		t.Fatalf("Wait returned %d replies after all were awaited", len(rest))
 	}
 }
+
+func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
+	ms := time.Millisecond
+	// Node 2 fails, nodes 3 and 4 never answer: with them discounted the
+	// round is hopeless (2 possible successes for 3 needed) at once.
+	fail := map[int]bool{2: true}
+	r := Start(context.Background(), 5, delays([]time.Duration{ms, ms, ms, -1, -1}, fail))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	got := r.AwaitDiscounting(ctx, 3, okReply, func(i int) bool { return i >= 3 })
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("AwaitDiscounting waited %v for discounted nodes", took)
+	}
+	sawFailure := false
+	for _, rep := range got {
+		if rep.Node >= 3 {
+			t.Fatalf("reply from node %d that never answers", rep.Node)
+		}
+		sawFailure = sawFailure || rep.Node == 2
+	}
+	if !sawFailure {
+		t.Fatalf("returned %+v before the failure that made success impossible", got)
+	}
+	r.Cancel()
+	r.Wait()
+
+	// A discounted node that answers still counts toward success.
+	r = Start(context.Background(), 5, delays([]time.Duration{ms, ms, -1, 2 * ms, -1}, nil))
+	got = r.AwaitDiscounting(ctx, 3, okReply, func(i int) bool { return i == 3 || i == 4 })
+	good := 0
+	for _, rep := range got {
+		if rep.Err == nil {
+			good++
+		}
+	}
+	if good != 3 {
+		t.Fatalf("got %d successes, want 3 including the discounted node 3: %+v", good, got)
+	}
+	r.Cancel()
+	r.Wait()
+}

@@ -47,13 +47,38 @@ func Start[T any](ctx context.Context, n int, call func(ctx context.Context, nod
 // calls still running go on; see Cancel and Wait. Successive Awaits continue
 // where the previous one stopped.
 func (r *Round[T]) Await(ctx context.Context, need int, ok func(Reply[T]) bool) []Reply[T] {
+	return r.AwaitDiscounting(ctx, need, ok, nil)
+}
+
+// AwaitDiscounting is Await that gives up early on nodes the caller
+// expects not to answer in time (discount(node) true, for example nodes
+// that missed the previous round's deadline): success is deemed impossible
+// as soon as the nodes still expected to answer cannot make up need. A
+// discounted node that does answer in time counts like any other, so
+// discounting can only make a round fail sooner, never succeed wrongly.
+// A nil discount discounts nothing.
+func (r *Round[T]) AwaitDiscounting(ctx context.Context, need int, ok func(Reply[T]) bool, discount func(node int) bool) []Reply[T] {
 	var out []Reply[T]
 	good, bad := 0, 0
-	for r.got < r.n && !Decided(r.n, need, good, bad) {
+	written := 0 // discounted nodes that have not answered yet
+	var answered []bool
+	if discount != nil {
+		answered = make([]bool, r.n)
+		for i := range r.n {
+			if discount(i) {
+				written++
+			}
+		}
+	}
+	for r.got < r.n && !Decided(r.n, need, good, bad+written) {
 		select {
 		case rep := <-r.ch:
 			r.got++
 			out = append(out, rep)
+			if answered != nil && !answered[rep.Node] && discount(rep.Node) {
+				answered[rep.Node] = true
+				written--
+			}
 			if ok(rep) {
 				good++
 			} else {

@@ -33,6 +33,7 @@ func (c *Client) acquireOn(ctx context.Context, i int, key, value string, ttlMs 
 	}
 	res, err := acquireScript.Run(ctx, c.nodes[i].sc, []string{key, fenceKey(key), markerKey},
 		value, ttlMs, check, fence).Slice()
+	c.observe(i, err)
 	if err != nil {
 		return acqReply{}, err
 	}
@@ -68,6 +69,7 @@ type attempt struct {
 	lease      *Lease
 	err        error         // wraps ErrNotObtained on failure
 	wait       time.Duration // with err: how long until enough busy nodes expire (0: unknown)
+	took       time.Duration // with err: how long the failed round took
 	unadmitted []int         // nodes that refused to vote because they are not admitted
 }
 
@@ -85,7 +87,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 	round := quorum.Start(rctx, n, func(ctx context.Context, i int) (acqReply, error) {
 		return c.acquireOn(ctx, i, key, value, ttlMs)
 	})
-	replies := round.Await(rctx, c.quorum, acquired)
+	replies := round.AwaitDiscounting(rctx, c.quorum, acquired, c.missedLast)
 	elapsed := c.cfg.clock.Now().Sub(t0)
 
 	var yes int
@@ -111,9 +113,18 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 	}
 	// Nodes not heard from are an error only if the round ran out of time;
 	// a round decided early simply did not wait for them.
-	if len(replies) < n && !quorum.Decided(n, c.quorum, yes, len(replies)-yes) {
+	if len(replies) < n && yes < c.quorum {
+		timedOut := rctx.Err() != nil && ctx.Err() == nil
 		for _, i := range missing(n, replies) {
-			errs = append(errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(ttl), context.DeadlineExceeded)))
+			switch {
+			case timedOut:
+				c.nodes[i].missed.Store(true)
+				errs = append(errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(ttl), context.DeadlineExceeded)))
+			case c.missedLast(i):
+				errs = append(errs, c.nodeErr(i, errors.New("not waited for: it missed its previous deadline and success needed it")))
+			default:
+				// Success had become impossible; it was not needed.
+			}
 		}
 	}
 
@@ -166,9 +177,13 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 	return attempt{
 		err:        errors.Join(append([]error{ErrNotObtained, cause}, errs...)...),
 		wait:       freeIn(busy, c.quorum, n),
+		took:       elapsed,
 		unadmitted: unadmitted,
 	}
 }
+
+// missedLast reports whether node i missed the deadline of its last call.
+func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
 
 // missing lists the nodes that have no reply in replies.
 func missing(n int, replies []quorum.Reply[acqReply]) []int {

@@ -10,6 +10,7 @@ import (
 // releaseOn runs the compare-and-delete script on node i.
 func (c *Client) releaseOn(ctx context.Context, i int, key, value string) (bool, error) {
 	v, err := releaseScript.Run(ctx, c.nodes[i].sc, []string{key}, value, releaseChannel(key)).Int64()
+	c.observe(i, err)
 	return v == 1, err
 }
 

@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +39,26 @@ type node struct {
 	name string // address as the caller configured it: the node's identity in membership records
 	sc   redis.Scripter
 	uc   redis.UniversalClient // nil for test doubles: no Pub/Sub, no INFO
+
+	// missed is set when a call to the node ran out of time and cleared by
+	// its next answer. An acquisition that can only succeed if a node that
+	// missed its last deadline answers in time gives up without waiting.
+	missed atomic.Bool
+}
+
+// observe records the outcome of one call to node i for missed.
+func (c *Client) observe(i int, err error) {
+	switch {
+	case err == nil:
+		c.nodes[i].missed.Store(false)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		c.nodes[i].missed.Store(true)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // New returns a Client over nodes, which should be independent Redis

@@ -536,3 +536,44 @@ func TestSingleNodeServesOneQuarantine(t *testing.T) {
 	_, ok := fs[0].Get(markerKey)
 	require.True(t, ok)
 }
+
+func TestFailingAttemptDoesNotWaitForNodesThatMissedTheirDeadline(t *testing.T) {
+	c, fs := newFake(t, 5, WithNodeTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	fs[3].freeze()
+	fs[4].freeze()
+	fs[0].mu.Lock()
+	fs[0].vals["k"] = "other"
+	fs[0].exp["k"] = time.Now().Add(time.Minute)
+	fs[0].mu.Unlock()
+
+	start := time.Now()
+	_, err = c.TryLock(ctx, "k", 10*time.Second)
+	first := time.Since(start)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.GreaterOrEqual(t, first, 300*time.Millisecond, "the first attempt cannot know the frozen nodes are gone")
+
+	start = time.Now()
+	_, err = c.TryLock(ctx, "k", 10*time.Second)
+	second := time.Since(start)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorContains(t, err, "missed its previous deadline")
+	require.Less(t, second, 150*time.Millisecond, "the second attempt waited for nodes that had missed their deadline")
+
+	// Once they answer again they count as before.
+	fs[3].thaw()
+	fs[4].thaw()
+	fs[0].mu.Lock()
+	delete(fs[0].vals, "k")
+	fs[0].mu.Unlock()
+	require.Eventually(t, func() bool {
+		l, err := c.TryLock(ctx, "k2", 10*time.Second)
+		if err != nil {
+			return false
+		}
+		_ = l.Release(ctx)
+		return !fs[3].missed() && !fs[4].missed()
+	}, 3*time.Second, 20*time.Millisecond)
+}

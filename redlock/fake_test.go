@@ -27,6 +27,8 @@ type fakeNode struct {
 	fail  atomic.Pointer[error]
 	hold  atomic.Pointer[chan struct{}]
 	delay atomic.Int64 // ns added to every call
+
+	node *node // the client's view of this fake
 }
 
 func newFakeNode() *fakeNode {
@@ -213,7 +215,11 @@ func fakeCluster(n int, opts ...Option) (*Client, []*fakeNode, error) {
 	for i := range fs {
 		fs[i] = newFakeNode()
 		ns[i] = &node{idx: i, name: fmt.Sprintf("fake-%d", i), sc: fs[i]}
+		fs[i].node = ns[i]
 	}
 	c, err := newClient(ns, opts)
 	return c, fs, err
 }
+
+// missed is set by the test cluster's client; see fakeCluster.
+func (f *fakeNode) missed() bool { return f.node.missed.Load() }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -85,11 +86,25 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		t := time.NewTimer(delay)
 		select {
 		case <-wake:
+			// Every waiter hears the same release. Trying all at once
+			// splits the nodes between them and nobody wins a majority
+			// (the more likely the fewer nodes are up), so spread the
+			// attempts over about one round trip: the first one usually
+			// takes every node.
+			if at.took > 0 {
+				j := time.NewTimer(rand.N(at.took))
+				select {
+				case <-j.C:
+				case <-ctx.Done():
+					j.Stop()
+				}
+			}
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(at.err, ctx.Err())
 		}
 		t.Stop()
+		if ctx.Err() != nil {
+			return nil, errors.Join(at.err, ctx.Err())
+		}
 	}
 }
