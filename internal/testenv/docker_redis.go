@@ -118,7 +118,7 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 	}
 }
 
-func (r *RedisContainer) ping(ctx context.Context) error { return pingRedis(ctx, r.Addr()) }
+func (r *RedisContainer) ping(ctx context.Context) error { return pingRedis(ctx, r.Addr(), 0) }
 
 // preloadBinds mounts every absolute host file named in an LD_PRELOAD entry
 // read-only at the same path, so that a shim built on the host (for the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -170,7 +171,7 @@ func waitRedisReady(ctx context.Context, c *child, addr string) error {
 		if c.exited() {
 			return errors.New("process exited")
 		}
-		if last = pingRedis(ctx, addr); last == nil {
+		if last = pingRedis(ctx, addr, c.pid()); last == nil {
 			return nil
 		}
 		select {
@@ -185,7 +186,11 @@ func waitRedisReady(ctx context.Context, c *child, addr string) error {
 
 // pingRedis speaks RESP directly so that readiness does not depend on the
 // client library under test or on its pool and retry settings.
-func pingRedis(ctx context.Context, addr string) error {
+// pingRedis asks the server at addr for INFO server and checks that it is
+// the process with pid wantPID (0: any): with ports chosen by closing a
+// listener, another server may already own the port our child failed to
+// bind, and must not be mistaken for it.
+func pingRedis(ctx context.Context, addr string, wantPID int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -197,18 +202,38 @@ func pingRedis(ctx context.Context, addr string) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
-	line = strings.TrimSpace(line)
-	if line != "+PONG" {
-		return fmt.Errorf("PING answered %q", line)
+	head = strings.TrimSpace(head)
+	if !strings.HasPrefix(head, "$") {
+		return fmt.Errorf("INFO answered %q", head)
 	}
-	return nil
+	n, err := strconv.Atoi(head[1:])
+	if err != nil || n < 0 {
+		return fmt.Errorf("INFO answered %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if wantPID == 0 {
+		return nil
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v != strconv.Itoa(wantPID) {
+				return fmt.Errorf("%s is answered by another server (pid %s, ours is %d)", addr, v, wantPID)
+			}
+			return nil
+		}
+	}
+	return errors.New("INFO server has no process_id")
 }
 
 // Addr returns "127.0.0.1:PORT"; it stays the same across restarts.
