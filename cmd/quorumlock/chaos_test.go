@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestChaosCLIBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"unknown profile", []string{"--profile", "fast"}, `unknown profile "fast"`},
+		{"unknown fault", []string{"--fault", "kill-9"}, `unknown fault "kill-9"`},
+		{"unknown topology", []string{"--topology", "triple"}, `unknown topology "triple"`},
+		{"unknown fencing", []string{"--fencing", "paper"}, `unknown fencing mode "paper"`},
+		{"unknown backend", []string{"--backend", "cloud"}, `unknown backend "cloud"`},
+		{"bad seed", []string{"--seed", "-3"}, `--seed "-3"`},
+		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, t.TempDir(), nil, append([]string{"chaos"}, tc.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, tc.msg)
+			}
+		})
+	}
+}
+
+func TestChaosCLIMissingBinaries(t *testing.T) {
+	r := runCLI(t, t.TempDir(), []string{"PATH=" + t.TempDir()}, "chaos", "--profile", "smoke")
+	if r.code != exitChaosVerdict || !strings.Contains(r.stderr, "redis-server") || !strings.Contains(r.stderr, "not installed") {
+		t.Errorf("exit %d, stderr %q; want %d and a message naming redis-server", r.code, r.stderr, exitChaosVerdict)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestChaosCLIPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	r := runCLI(t, t.TempDir(), nil, "chaos", "--profile", "smoke", "--postgres-port", port)
+	if r.code != exitChaosVerdict || !strings.Contains(r.stderr, "port "+port+" on 127.0.0.1 is in use") {
+		t.Errorf("exit %d, stderr %q; want %d and a port-in-use message", r.code, r.stderr, exitChaosVerdict)
+	}
+}
+
+// TestChaosCLIReport runs two short runs through the binary and checks
+// the JSON report's required fields.
+func TestChaosCLIReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and PostgreSQL")
+	}
+	dir := t.TempDir()
+	r := runCLI(t, dir, nil, "chaos", "--profile", "smoke", "--fault", "kill-3,kill-2", "--seed", "5",
+		"--json", "r.json", "--markdown", "r.md")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "seed 5") {
+		t.Errorf("the seed is not printed: %s", r.stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs in the report, want 2", len(rep.Runs))
+	}
+	for _, run := range rep.Runs {
+		for _, k := range []string{"topology", "fault", "fencing", "sections", "lost_updates", "overlaps", "rejected", "seed"} {
+			if _, ok := run[k]; !ok {
+				t.Errorf("run %v lacks %q", run["fault"], k)
+			}
+		}
+	}
+	if md, err := os.ReadFile(filepath.Join(dir, "r.md")); err != nil || !strings.Contains(string(md), "| redlock-5 | kill-3 |") {
+		t.Errorf("markdown report: %v\n%s", err, md)
+	}
+}
+
+// TestChaosCLIInterrupt: Ctrl-C ends the suite with 130 and leaves no
+// server running (their fixed ports are free again).
+func TestChaosCLIInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and PostgreSQL")
+	}
+	pg, rd := freeTCPPort(t), freePortBlock(t, 5)
+	p := startCLI(t, t.TempDir(), nil, "chaos", "--profile", "quick", "--fault", "mixed",
+		"--postgres-port", strconv.Itoa(pg), "--redis-port", strconv.Itoa(rd))
+	deadline := time.Now().Add(45 * time.Second)
+	for !listening(rd + 4) {
+		select {
+		case <-p.done:
+			t.Fatalf("the suite ended before it was interrupted: exit %d\nstderr: %s", p.res.code, p.res.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fifth node never listened\nstderr: %s", p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	p.signal(t, syscall.SIGINT)
+	r := p.wait(t)
+	if r.code != exitInterrupted {
+		t.Errorf("exit %d after SIGINT, want %d\nstderr: %s", r.code, exitInterrupted, r.stderr)
+	}
+	// The suite waits for its servers before it exits; a listener that is
+	// still there a moment later was left behind.
+	for _, port := range []int{pg, rd, rd + 1, rd + 2, rd + 3, rd + 4} {
+		gone := time.Now().Add(2 * time.Second)
+		for listening(port) && time.Now().Before(gone) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if listening(port) {
+			t.Errorf("port %d still has a listener after the suite ended\nstderr: %s", port, r.stderr)
+		}
+	}
+}
+
+// freePortBlock finds n consecutive free ports (the suite gives node k of a
+// run the port base+k).
+func freePortBlock(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := freeTCPPort(t)
+		if base+n > 65535 {
+			continue
+		}
+		ok := true
+		for k := range n {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+k)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

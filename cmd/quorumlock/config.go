@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// nodeConfig is how to reach the Redis nodes: flags, each backed by a
+// QUORUMLOCK_* environment variable, which the flag overrides.
+//
+// There is deliberately no --password flag: a command line is readable by
+// every user of the machine (ps, /proc). Passwords come from the
+// environment, a file, or a node URL (which can itself come from the
+// environment). They are never printed: messages name nodes by host:port,
+// node URLs are shown with the password masked, and error texts pass
+// through scrub.
+type nodeConfig struct {
+	nodes        string
+	username     string
+	passwordFile string
+	tls          bool
+	tlsCA        string
+	tlsCert      string
+	tlsKey       string
+	tlsServer    string
+	tlsInsecure  bool
+
+	password string   // from QUORUMLOCK_PASSWORD or passwordFile
+	secrets  []string // every password seen, for scrub
+}
+
+// Environment variables read for the node flags.
+const (
+	envNodes        = "QUORUMLOCK_NODES"
+	envUsername     = "QUORUMLOCK_USERNAME"
+	envPassword     = "QUORUMLOCK_PASSWORD"
+	envPasswordFile = "QUORUMLOCK_PASSWORD_FILE"
+	envTLS          = "QUORUMLOCK_TLS"
+	envTLSCA        = "QUORUMLOCK_TLS_CA"
+	envTLSCert      = "QUORUMLOCK_TLS_CERT"
+	envTLSKey       = "QUORUMLOCK_TLS_KEY"
+	envTLSServer    = "QUORUMLOCK_TLS_SERVER_NAME"
+	envTLSInsecure  = "QUORUMLOCK_TLS_INSECURE_SKIP_VERIFY"
+)
+
+// flagEnv maps a flag name to the environment variable that supplies it
+// when the flag is not given. Subcommands add their own entries.
+type flagEnv map[string]string
+
+func (c *nodeConfig) register(fs *flag.FlagSet, env flagEnv) {
+	fs.StringVar(&c.nodes, "nodes", "", "comma-separated Redis `nodes`: host:port, redis://[user[:password]@]host:port[/db], rediss://... or unix:///path")
+	fs.StringVar(&c.username, "username", "", "ACL user `name` for every node (a node URL's own user wins)")
+	fs.StringVar(&c.passwordFile, "password-file", "", "read the nodes' password from this `file` (first line); see also "+envPassword)
+	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (implied by rediss:// nodes and by any other --tls-* flag)")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM `file` of the CA certificates that sign the nodes' certificates (default: the system pool)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM client certificate `file`, for nodes that require one (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&c.tlsServer, "tls-server-name", "", "`name` to verify in the nodes' certificates (default: each node's host)")
+	fs.BoolVar(&c.tlsInsecure, "tls-insecure-skip-verify", false, "do not verify the nodes' certificates (testing only: anyone on the path can impersonate a node)")
+	env["nodes"] = envNodes
+	env["username"] = envUsername
+	env["password-file"] = envPasswordFile
+	env["tls"] = envTLS
+	env["tls-ca"] = envTLSCA
+	env["tls-cert"] = envTLSCert
+	env["tls-key"] = envTLSKey
+	env["tls-server-name"] = envTLSServer
+	env["tls-insecure-skip-verify"] = envTLSInsecure
+}
+
+// applyEnv sets every flag of fs that was not given on the command line
+// from its environment variable, when that is set and not empty.
+func applyEnv(fs *flag.FlagSet, env flagEnv) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name, ok := env[f.Name]
+		if !ok || given[f.Name] {
+			return
+		}
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", name, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// nodeOptions validates the node configuration and returns one set of
+// go-redis options per node, in order. It reads the password and TLS files
+// but contacts no node. Every error is a usage error.
+func (c *nodeConfig) nodeOptions() ([]*redis.Options, error) {
+	entries := splitNodes(c.nodes)
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("no nodes: give --nodes host:port,host:port,... or set %s", envNodes)
+	}
+	if err := c.loadPassword(); err != nil {
+		return nil, err
+	}
+	anyTLS := c.tls || c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" || c.tlsServer != "" || c.tlsInsecure
+	var base *tls.Config
+	if anyTLS || strings.Contains(c.nodes, "rediss://") {
+		var err error
+		if base, err = c.tlsConfig(); err != nil {
+			return nil, err
+		}
+	}
+	opts := make([]*redis.Options, 0, len(entries))
+	seen := map[string]int{}
+	for i, e := range entries {
+		o, useTLS, err := parseNode(e)
+		if err != nil {
+			return nil, fmt.Errorf("node %d (%s): %v", i, redactURL(e), err)
+		}
+		if o.Password != "" {
+			c.secrets = append(c.secrets, o.Password)
+		}
+		if o.Username == "" && o.Password == "" {
+			o.Username, o.Password = c.username, c.password
+		}
+		if anyTLS || useTLS {
+			o.TLSConfig = base.Clone()
+			if c.tlsServer != "" {
+				o.TLSConfig.ServerName = c.tlsServer
+			} else if host, _, err := net.SplitHostPort(o.Addr); err == nil && o.Network == "tcp" {
+				o.TLSConfig.ServerName = host
+			}
+		}
+		name := memberName(o)
+		if j, dup := seen[name]; dup {
+			return nil, fmt.Errorf("nodes %d and %d are the same address %s: every node must be a distinct Redis server", j, i, o.Addr)
+		}
+		seen[name] = i
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+func splitNodes(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseNode reads one --nodes entry. The error never contains the entry
+// (which may carry a password); the caller adds a redacted form.
+func parseNode(e string) (o *redis.Options, useTLS bool, err error) {
+	if strings.Contains(e, "://") {
+		scheme, _, _ := strings.Cut(e, "://")
+		switch scheme {
+		case "redis", "rediss", "unix":
+		default:
+			return nil, false, fmt.Errorf("unknown scheme %q (want redis://, rediss:// or unix://)", scheme)
+		}
+		o, err = redis.ParseURL(e)
+		if err != nil {
+			// url.Parse quotes the whole URL, password included.
+			return nil, false, errors.New("not a valid node URL (want redis://[user[:password]@]host:port[/db])")
+		}
+		if o.Network == "tcp" {
+			if _, port, err := net.SplitHostPort(o.Addr); err != nil || port == "" {
+				return nil, false, errors.New("not a valid host:port")
+			}
+		}
+		return o, scheme == "rediss", nil
+	}
+	host, port, err := net.SplitHostPort(e)
+	if err != nil || host == "" {
+		return nil, false, errors.New("want host:port or a redis:// URL")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, false, fmt.Errorf("invalid port %q", port)
+	}
+	return &redis.Options{Network: "tcp", Addr: e}, false, nil
+}
+
+// memberName is the name redlock gives a node in its membership records
+// (redlock's addrOf): "tcp://host:port" with localhost written as
+// 127.0.0.1. It must match exactly for status to find a node's record.
+func memberName(o *redis.Options) string {
+	network := o.Network
+	if network == "" {
+		network = "tcp"
+	}
+	a := strings.TrimSpace(o.Addr)
+	if rest, ok := strings.CutPrefix(a, "localhost:"); ok {
+		a = "127.0.0.1:" + rest
+	}
+	return network + "://" + a
+}
+
+func (c *nodeConfig) loadPassword() error {
+	c.password = os.Getenv(envPassword)
+	if c.passwordFile != "" {
+		if c.password != "" {
+			return fmt.Errorf("both %s and --password-file (or %s) are set: give one", envPassword, envPasswordFile)
+		}
+		b, err := os.ReadFile(c.passwordFile)
+		if err != nil {
+			return fmt.Errorf("password file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		c.password = strings.TrimSuffix(line, "\r")
+		if c.password == "" {
+			return fmt.Errorf("password file %s: first line is empty", c.passwordFile)
+		}
+	}
+	if c.password != "" {
+		c.secrets = append(c.secrets, c.password)
+	}
+	return nil
+}
+
+func (c *nodeConfig) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.tlsInsecure}
+	if c.tlsCA != "" {
+		pem, err := os.ReadFile(c.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", c.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case c.tlsCert != "" && c.tlsKey != "":
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case c.tlsCert != "" || c.tlsKey != "":
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	return cfg, nil
+}
+
+// redactURL masks the password of a node URL for display.
+func redactURL(e string) string {
+	scheme, rest, ok := strings.Cut(e, "://")
+	if !ok {
+		return e
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return e
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return e
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// scrub masks every known password in s: a last line of defence for error
+// texts that come from libraries.
+func (c *nodeConfig) scrub(s string) string {
+	for _, p := range c.secrets {
+		if p != "" {
+			s = strings.ReplaceAll(s, p, "xxxxx")
+		}
+	}
+	return s
+}
+
+// clients builds one go-redis client per node. Deadlines of the caller's
+// ctx bound socket reads and writes (ContextTimeoutEnabled), so a frozen
+// node cannot hold a call longer than the round it belongs to.
+func clients(opts []*redis.Options, tune func(*redis.Options)) []*redis.Client {
+	out := make([]*redis.Client, len(opts))
+	for i, o := range opts {
+		o.ContextTimeoutEnabled = true
+		if tune != nil {
+			tune(o)
+		}
+		out[i] = redis.NewClient(o)
+	}
+	return out
+}
+
+func closeAll(cs []*redis.Client) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// redisLogger sends go-redis's own log lines to slog (or nowhere), so they
+// do not interleave with the command's output on stderr.
+type redisLogger struct {
+	l   *slog.Logger
+	cfg *nodeConfig
+}
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.DebugContext(ctx, "go-redis: "+r.cfg.scrub(fmt.Sprintf(format, v...)))
+}
+
+// newLogger returns a debug logger on w, or a silent one.
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	if !verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// durationFlag is a duration flag that may be absent ("not given" differs
+// from every value) and must not be negative.
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("not a duration (examples: 500ms, 30s, 5m)")
+	}
+	if d < 0 {
+		return errors.New("must not be negative")
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// printFlags writes fs's flags in --name form, with the environment
+// variable each one falls back to.
+func printFlags(w io.Writer, fs *flag.FlagSet, env flagEnv) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, text := flag.UnquoteUsage(f)
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-"
+		}
+		line := "  " + dashes + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		fmt.Fprintln(w, line)
+		extra := ""
+		if e, ok := env[f.Name]; ok {
+			extra = " [$" + e + "]"
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" {
+			extra = " (default " + d + ")" + extra
+		}
+		fmt.Fprintf(w, "      %s%s\n", text, extra)
+	})
+}

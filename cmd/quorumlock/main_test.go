@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// binPath is the quorumlock binary under test, built once by TestMain:
+// the tests run it as a real process, so exit codes, signals and process
+// groups are the ones users get.
+var binPath string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "quorumlock-cli-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binPath = filepath.Join(dir, "quorumlock")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}()
+	if err := testenv.Shutdown(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv.Shutdown:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// cliTimeout bounds every quorumlock process a test starts; generous, the
+// machine may be busy.
+const cliTimeout = 60 * time.Second
+
+type result struct {
+	code    int
+	stdout  string
+	stderr  string
+	elapsed time.Duration
+}
+
+// proc is a quorumlock process started by a test.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	start          time.Time
+	done           chan struct{}
+	res            result
+}
+
+// startCLI starts quorumlock with args, in dir when it is not empty, with
+// this process's environment minus every QUORUMLOCK_* variable, plus env.
+// The process is killed when the test ends if it still runs.
+func startCLI(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), env...)
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	// A leaked grandchild holding the output pipes must not hang the test.
+	cmd.WaitDelay = 5 * time.Second
+	p.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start quorumlock: %v", err)
+	}
+	go func() {
+		defer close(p.done)
+		err := cmd.Wait()
+		p.res = result{code: cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String(), elapsed: time.Since(p.start)}
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			p.res.code = -1
+			p.res.stderr += "\n(wait: " + err.Error() + ")"
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait returns the result, failing the test if the process runs past
+// cliTimeout.
+func (p *proc) wait(t *testing.T) result {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.res
+	case <-time.After(cliTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("quorumlock %q ran longer than %v\nstderr: %s", p.cmd.Args[1:], cliTimeout, p.stderr.String())
+		return result{}
+	}
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// runCLI runs quorumlock to completion.
+func runCLI(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	return startCLI(t, dir, env, args...).wait(t)
+}
+
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "QUORUMLOCK_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// redisNodes starts n nodes and checks that each address reaches the
+// process started for it. testenv's readiness PING can be answered by
+// another server that holds the same port (a parallel start that drew the
+// same free port, or another test binary); such a set is discarded.
+func redisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.RedisNode {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		nodes := testenv.RedisNodes(t, n, opts...)
+		err := ownProcesses(nodes)
+		if err == nil {
+			return nodes
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("starting nodes again: %v", err)
+	}
+}
+
+func ownProcesses(nodes []*testenv.RedisNode) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		info, err := c.Info(ctx, "server").Result()
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Addr(), err)
+		}
+		if pid := infoField(info, "process_id"); pid != strconv.Itoa(n.PID()) {
+			return fmt.Errorf("node %s answers as pid %s, but its process is %d", n.Addr(), pid, n.PID())
+		}
+	}
+	return nil
+}
+
+// setPassword makes every node require password from now on.
+func setPassword(t *testing.T, nodes []*testenv.RedisNode, password string) {
+	t.Helper()
+	for _, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		err := c.ConfigSet(context.Background(), "requirepass", password).Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func nodesArg(nodes []*testenv.RedisNode) string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// waitFile waits until path exists, failing the test after d.
+func waitFile(t *testing.T, path string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// trapListener is a TCP listener that counts connections: given as a node
+// to commands that must not contact any node.
+type trapListener struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns int
+	done  chan struct{}
+}
+
+func newTrap(t *testing.T) *trapListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trapListener{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tr.mu.Lock()
+			tr.conns++
+			tr.mu.Unlock()
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-tr.done })
+	return tr
+}
+
+func (tr *trapListener) addr() string { return tr.ln.Addr().String() }
+
+func (tr *trapListener) count() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.conns
+}
+
+// keyAbsent checks that no node holds key (the lock was released).
+func keyAbsent(t *testing.T, nodes []*testenv.RedisNode, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		c := n.Client(t)
+		if v, err := c.Exists(ctx, key).Result(); err != nil || v != 0 {
+			t.Errorf("node %s: key %q still there (exists=%d, err=%v)", n.Addr(), key, v, err)
+		}
+	}
+}

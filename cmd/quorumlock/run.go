@@ -1,0 +1,545 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+func init() {
+	register("run", subcommand{
+		summary:    "run a command while holding a lock on a key (a distributed flock)",
+		ownSignals: true, // forwarded to the command, not used to cancel
+		run:        runMain,
+	})
+}
+
+// Exit statuses of run besides the command's own. 124 to 127 follow
+// timeout(1) and env(1), so scripts that know those read them right.
+const (
+	exitTempFail   = 75  // EX_TEMPFAIL: lock not obtained within --wait
+	exitLeaseLost  = 124 // the lease ended while the command ran; it was stopped
+	exitRunFailed  = 125 // quorumlock itself failed
+	exitCannotExec = 126 // the command was found but could not be started
+	exitNotFound   = 127 // the command was not found
+)
+
+const (
+	envMaxTTL       = "QUORUMLOCK_MAX_TTL"
+	envFencingToken = "QUORUMLOCK_FENCING_TOKEN"
+	defaultGrace    = 10 * time.Second
+)
+
+type runConfig struct {
+	nodes   nodeConfig
+	key     string
+	ttl     durationFlag
+	wait    durationFlag // not set: wait until obtained
+	maxHold durationFlag
+	grace   durationFlag
+	maxTTL  durationFlag
+	fence   bool
+	verbose bool
+	command []string
+}
+
+func runUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
+	fmt.Fprint(w, `Usage: quorumlock run --nodes ADDR,... --key K --ttl D [flags] -- CMD [ARGS...]
+
+Takes the lock on K on a majority of the nodes, runs CMD while renewing the
+lease every ttl/3, and releases the lock when CMD exits. CMD runs in a
+process group of its own (unless stdin is a terminal); signals sent to
+quorumlock (INT, TERM, HUP, QUIT, USR1, USR2) are forwarded to that group.
+If the lease is lost or ends (renewals failed, or --max-hold reached), CMD
+gets SIGTERM and, after --grace, SIGKILL, and quorumlock exits 124.
+
+With --fence, CMD gets the lease's fencing token in $QUORUMLOCK_FENCING_TOKEN:
+a number larger for every later holder of K, for the resource to refuse
+stale writers with. The lease cannot stop CMD from acting after its lease
+ended (paused process, slow write); a fencing token checked by the resource
+can.
+
+Flags:
+`)
+	printFlags(w, fs, env)
+	fmt.Fprint(w, `
+Environment: QUORUMLOCK_PASSWORD (password of every node; removed from CMD's
+environment), and the variables in [brackets] above. Flags win over them.
+
+Exit codes:
+  0-255  CMD's exit status, when CMD exited by itself
+  2      usage error: bad flags or arguments (no node was contacted)
+  75     the lock was not obtained within --wait (EX_TEMPFAIL): held by
+         someone else, or too few nodes answered
+  124    the lease was lost or ended while CMD ran; CMD was terminated
+  125    quorumlock itself failed (for example, the node set is invalid)
+  126    CMD was found but could not be started
+  127    CMD was not found
+  128+N  CMD died of signal N; also when quorumlock got signal N while
+         still waiting for the lock (CMD never ran)
+`)
+}
+
+// parseRun returns the configuration, or the exit status to end with.
+func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
+	rc := &runConfig{}
+	env := flagEnv{}
+	fs := flag.NewFlagSet("quorumlock run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rc.nodes.register(fs, env)
+	fs.StringVar(&rc.key, "key", "", "the lock's `key` (required)")
+	fs.Var(&rc.ttl, "ttl", "lease `duration`, renewed every ttl/3 while CMD runs; whole milliseconds, at most --max-ttl (required)")
+	fs.Var(&rc.wait, "wait", "give up after this `duration` if the lock is held (0: try once; default: wait until obtained)")
+	fs.Var(&rc.maxHold, "max-hold", "stop renewing after CMD has held the lock this `duration`, so a hung CMD cannot keep it forever (default: no limit)")
+	rc.grace = durationFlag{d: defaultGrace, set: true}
+	fs.Var(&rc.grace, "grace", "after a lost lease, the `duration` CMD has between SIGTERM and SIGKILL")
+	rc.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
+	fs.Var(&rc.maxTTL, "max-ttl", "the longest ttl (`duration`) any client of these nodes uses; also how long a node that restarted empty is kept from voting (use the same value everywhere)")
+	env["max-ttl"] = envMaxTTL
+	fs.BoolVar(&rc.fence, "fence", false, "mint a fencing token (one more round trip) and pass it in $"+envFencingToken)
+	fs.BoolVar(&rc.verbose, "verbose", false, "log lock events to stderr")
+	fs.BoolVar(&rc.verbose, "v", false, "short for --verbose")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			runUsage(stdout, fs, env)
+			return nil, exitOK, false
+		}
+		return nil, usageError(stderr, "run", err), false
+	}
+	if err := applyEnv(fs, env); err != nil {
+		return nil, usageError(stderr, "run", err), false
+	}
+	rc.command = fs.Args()
+	if err := rc.validate(); err != nil {
+		return nil, usageError(stderr, "run", err), false
+	}
+	return rc, 0, true
+}
+
+func usageError(w io.Writer, cmd string, err error) int {
+	fmt.Fprintf(w, "quorumlock %s: %v\nRun \"quorumlock %s --help\" for usage.\n", cmd, err, cmd)
+	return exitUsage
+}
+
+// validate checks everything that can be checked without a node, so that
+// bad input never takes or blocks a lock.
+func (rc *runConfig) validate() error {
+	if rc.key == "" {
+		return errors.New("--key is required and must not be empty")
+	}
+	if !rc.ttl.set {
+		return errors.New("--ttl is required (for example --ttl 30s)")
+	}
+	if rc.maxTTL.d <= 0 {
+		return errors.New("--max-ttl must be positive")
+	}
+	if err := checkTTL(rc.ttl.d, rc.maxTTL.d); err != nil {
+		return err
+	}
+	if rc.maxHold.set && rc.maxHold.d == 0 {
+		return errors.New("--max-hold must be positive (leave it out for no limit)")
+	}
+	if len(rc.command) == 0 {
+		return errors.New("missing command: quorumlock run [flags] -- CMD [ARGS...]")
+	}
+	if rc.command[0] == "" {
+		return errors.New("empty command name")
+	}
+	_, err := rc.nodes.nodeOptions()
+	return err
+}
+
+// checkTTL applies redlock's rules for a ttl up front, with messages in
+// terms of the flags.
+func checkTTL(ttl, maxTTL time.Duration) error {
+	if ttl%time.Millisecond != 0 {
+		return fmt.Errorf("--ttl %v: must be a whole number of milliseconds", ttl)
+	}
+	if d := drift.Drift(ttl, drift.DefaultFactor); ttl <= d {
+		return fmt.Errorf("--ttl %v: must exceed its clock-drift allowance %v", ttl, d)
+	}
+	if ttl > maxTTL {
+		return fmt.Errorf("--ttl %v exceeds --max-ttl %v (raise --max-ttl on every client of these nodes, or use a shorter ttl: the lease is renewed while the command runs)", ttl, maxTTL)
+	}
+	return nil
+}
+
+func runMain(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	rc, code, ok := parseRun(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return rc.execute(stdout, stderr)
+}
+
+// session is one run: the wait for the lock, then the command.
+type session struct {
+	rc             *runConfig
+	path           string
+	stdout, stderr io.Writer
+	group          bool // the command runs in a process group of its own
+	logger         *slog.Logger
+
+	lockCtx    context.Context // ends the wait; never cancelled once the command started
+	cancelLock context.CancelCauseFunc
+
+	mu      sync.Mutex
+	started bool      // the lock was obtained and the command is being started
+	child   *exec.Cmd // the running command; nil before it starts and after it exits
+
+	// Outcome, written by the function Do runs, read after Do returned.
+	execErr    error
+	lost       error // why the lease ended while the command ran
+	status     int
+	heldSince  time.Time
+	lease      *redlock.Lease
+	terminated bool // the command was stopped for a lost lease
+}
+
+var errWaitOver = errors.New("--wait elapsed")
+
+// signalError is the cause of the wait's end when quorumlock got a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "got " + signalName(e.sig) }
+
+func (rc *runConfig) execute(stdout, stderr io.Writer) int {
+	logger := newLogger(stderr, rc.verbose)
+	redis.SetLogger(redisLogger{l: logger, cfg: &rc.nodes})
+
+	// Find the command before touching the lock: a typo must not take it.
+	path, err := exec.LookPath(rc.command[0])
+	if err != nil {
+		code := exitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
+		}
+		fmt.Fprintf(stderr, "quorumlock run: %v\n", err)
+		return code
+	}
+
+	s := &session{rc: rc, path: path, stdout: stdout, stderr: stderr, group: !isTerminal(os.Stdin), logger: logger}
+	s.lockCtx, s.cancelLock = context.WithCancelCause(context.Background())
+	defer s.cancelLock(nil)
+
+	// Catch signals before the first node is contacted, so none is lost
+	// between the lock and the command start.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	watchDone := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case sig := <-sigs:
+				s.onSignal(sig.(syscall.Signal))
+			case <-stopWatch:
+				return
+			}
+		}
+	}()
+	defer func() { close(stopWatch); <-watchDone }()
+
+	if rc.wait.set && rc.wait.d > 0 {
+		t := time.AfterFunc(rc.wait.d, func() { s.giveUp(errWaitOver) })
+		defer t.Stop()
+	}
+
+	opts, err := rc.nodes.nodeOptions()
+	if err != nil { // validated already; only a file that changed since
+		return usageError(stderr, "run", err)
+	}
+	cs := clients(opts, nil)
+	defer closeAll(cs)
+	ucs := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		ucs[i] = c
+	}
+	ropts := []redlock.Option{redlock.WithMaxTTL(rc.maxTTL.d), redlock.WithLogger(logger)}
+	if rc.fence {
+		ropts = append(ropts, redlock.WithFencing())
+	}
+	if rc.maxHold.set {
+		ropts = append(ropts, redlock.WithMaxHold(rc.maxHold.d))
+	}
+	if rc.wait.set && rc.wait.d == 0 {
+		ropts = append(ropts, redlock.WithRetry(redlock.DefaultRetry, 1))
+	}
+	client, err := redlock.New(ucs, ropts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "quorumlock run: %s\n", rc.nodes.scrub(err.Error()))
+		return exitRunFailed
+	}
+	defer client.Close()
+
+	derr := client.Do(s.lockCtx, rc.key, rc.ttl.d, s.holding)
+	if derr != nil {
+		logger.Debug("Do returned", "err", rc.nodes.scrub(derr.Error()))
+	}
+	return s.outcome(derr)
+}
+
+// giveUp ends the wait for the lock with cause, unless the command has
+// already started; it reports whether it did.
+func (s *session) giveUp(cause error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return false
+	}
+	s.cancelLock(cause)
+	return true
+}
+
+func (s *session) onSignal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		if stopsWaiting(sig) {
+			s.cancelLock(signalError{sig})
+		}
+		return
+	}
+	if s.child != nil {
+		s.signalChild(sig)
+	}
+}
+
+// signalChild sends sig to the command (its whole process group when it
+// has one). s.mu must be held and s.child set.
+func (s *session) signalChild(sig syscall.Signal) {
+	if s.group {
+		_ = syscall.Kill(-s.child.Process.Pid, sig)
+		return
+	}
+	_ = s.child.Process.Signal(sig)
+}
+
+// holding runs the command while Do keeps the lease; ctx ends when the
+// lease is lost or ends.
+func (s *session) holding(ctx context.Context, l *redlock.Lease) error {
+	s.mu.Lock()
+	if err := context.Cause(s.lockCtx); err != nil {
+		// The wait ended just as the lock came: do not start.
+		s.mu.Unlock()
+		return err
+	}
+	s.started = true
+	s.heldSince, s.lease = time.Now(), l
+	cmd := exec.Command(s.path, s.rc.command[1:]...)
+	cmd.Args[0] = s.rc.command[0]
+	cmd.Env = childEnv(os.Environ(), s.rc.fence, l.FencingToken())
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, s.stdout, s.stderr
+	cmd.SysProcAttr = procAttr(s.group)
+	if err := cmd.Start(); err != nil {
+		s.execErr = err
+		s.mu.Unlock()
+		return nil
+	}
+	s.child = cmd
+	s.mu.Unlock()
+	s.logger.Info("lock obtained; command started", "key", l.Key(), "fencing_token", l.FencingToken(), "pid", cmd.Process.Pid, "valid_until", l.Deadline().Format(time.RFC3339Nano))
+
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the status is in cmd.ProcessState
+		close(exited)
+	}()
+
+	select {
+	case <-exited:
+		// A lease that ended before the exit was seen may have ended before
+		// the command finished: report it as lost, to be safe.
+		select {
+		case <-l.Done():
+			s.lost = errors.New("the lease ended before the command's exit was seen")
+		default:
+		}
+	case <-ctx.Done():
+		s.lost = context.Cause(ctx)
+		s.terminated = true
+		s.terminate(exited)
+	}
+	s.mu.Lock()
+	s.child = nil
+	s.mu.Unlock()
+	s.status = exitStatus(cmd.ProcessState)
+	return nil
+}
+
+// terminate stops the command after its lease ended: SIGTERM, then SIGKILL
+// after the grace period. The group gets SIGKILL even when the command
+// exited in time, so that nothing it started goes on without the lock.
+func (s *session) terminate(exited <-chan struct{}) {
+	fmt.Fprintf(s.stderr, "quorumlock run: lease on %q lost while the command ran (%s); sending SIGTERM\n", s.rc.key, s.lostReason())
+	s.mu.Lock()
+	s.signalChild(syscall.SIGTERM)
+	s.mu.Unlock()
+	t := time.NewTimer(s.rc.grace.d)
+	defer t.Stop()
+	select {
+	case <-exited:
+		if s.group {
+			s.mu.Lock()
+			s.signalChild(syscall.SIGKILL)
+			s.mu.Unlock()
+		}
+	case <-t.C:
+		fmt.Fprintf(s.stderr, "quorumlock run: command still running %v after SIGTERM; sending SIGKILL\n", s.rc.grace.d)
+		s.mu.Lock()
+		s.signalChild(syscall.SIGKILL)
+		s.mu.Unlock()
+		<-exited
+	}
+}
+
+func (s *session) lostReason() string {
+	if s.rc.maxHold.set && time.Since(s.heldSince) >= s.rc.maxHold.d {
+		return fmt.Sprintf("held for --max-hold %v, so renewal stopped and it ran out", s.rc.maxHold.d)
+	}
+	if s.lost == nil {
+		return "unknown cause"
+	}
+	// Do's cause does not say how the lease ended; its deadline does.
+	if s.lease != nil && time.Now().Before(s.lease.Deadline()) {
+		return "a majority of nodes no longer hold it: it expired, was deleted, or was taken over"
+	}
+	return "its validity ran out before a renewal reached a majority of nodes"
+}
+
+// outcome turns the run into the exit status, with a message for every
+// status that is not the command's own.
+func (s *session) outcome(derr error) int {
+	rc := s.rc
+	switch {
+	case !s.started:
+		cause := context.Cause(s.lockCtx)
+		var se signalError
+		if errors.As(cause, &se) {
+			fmt.Fprintf(s.stderr, "quorumlock run: %s while waiting for the lock on %q; the command was not run\n", signalName(se.sig), rc.key)
+			return 128 + int(se.sig)
+		}
+		if errors.Is(derr, redlock.ErrNotObtained) || errors.Is(cause, errWaitOver) {
+			how := "within --wait " + rc.wait.d.String()
+			if rc.wait.set && rc.wait.d == 0 {
+				how = "in one attempt (--wait 0)"
+			}
+			fmt.Fprintf(s.stderr, "quorumlock run: lock %q not obtained %s: %s; the command was not run\n", rc.key, how, rc.nodes.scrub(describeNotObtained(derr)))
+			return exitTempFail
+		}
+		fmt.Fprintf(s.stderr, "quorumlock run: %s\n", rc.nodes.scrub(fmt.Sprint(derr)))
+		return exitRunFailed
+	case s.execErr != nil:
+		fmt.Fprintf(s.stderr, "quorumlock run: cannot start %s: %v\n", rc.command[0], s.execErr)
+		if errors.Is(s.execErr, fs.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	case s.lost != nil:
+		if !s.terminated {
+			fmt.Fprintf(s.stderr, "quorumlock run: the lease on %q ended about when the command exited (status %d); it may have run without the lock at the end\n", rc.key, s.status)
+		} else {
+			fmt.Fprintf(s.stderr, "quorumlock run: the command was stopped because the lease on %q was lost; its exit status was %d\n", rc.key, s.status)
+		}
+		return exitLeaseLost
+	}
+	return s.status
+}
+
+// describeNotObtained summarises the per-node causes of the last attempt.
+func describeNotObtained(err error) string {
+	var held, quarantined, silent, failed int
+	var firstFailure string
+	walkErrors(err, func(e error) bool {
+		ne, ok := e.(*redlock.NodeError)
+		if !ok {
+			return true
+		}
+		switch {
+		case errors.Is(ne.Err, redlock.ErrNodeHeld):
+			held++
+		case errors.Is(ne.Err, redlock.ErrNodeQuarantined):
+			quarantined++
+		case errors.Is(ne.Err, context.DeadlineExceeded) || errors.Is(ne.Err, context.Canceled):
+			// Slow, or not waited for once the attempt could no longer
+			// succeed: the library labels both the same way.
+			silent++
+		default:
+			failed++
+			if firstFailure == "" {
+				firstFailure = ne.Error()
+			}
+		}
+		return false
+	})
+	var parts []string
+	if held > 0 {
+		parts = append(parts, fmt.Sprintf("held by another owner on %d node(s)", held))
+	}
+	if quarantined > 0 {
+		parts = append(parts, fmt.Sprintf("%d node(s) in restart quarantine", quarantined))
+	}
+	if silent > 0 {
+		parts = append(parts, fmt.Sprintf("%d node(s) not heard from before the attempt was decided", silent))
+	}
+	if failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d node(s) failed or did not answer (first: %s)", failed, firstFailure))
+	}
+	if len(parts) == 0 {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return "the wait ended before an attempt completed"
+		}
+		return fmt.Sprint(err)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// walkErrors calls f on err and, while f returns true, on what it wraps.
+func walkErrors(err error, f func(error) bool) {
+	if err == nil || !f(err) {
+		return
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walkErrors(e, f)
+		}
+	case interface{ Unwrap() error }:
+		walkErrors(u.Unwrap(), f)
+	}
+}
+
+// childEnv is the command's environment: ours, without the node password
+// and without any fencing token inherited from an outer quorumlock (a
+// stale token would let the command pass a fence it does not hold).
+func childEnv(env []string, fence bool, token uint64) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, envFencingToken+"=") || strings.HasPrefix(kv, envPassword+"=")
+	})
+	if fence {
+		out = append(out, fmt.Sprintf("%s=%d", envFencingToken, token))
+	}
+	return out
+}
