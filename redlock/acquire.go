@@ -143,6 +143,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 
 	if yes >= c.quorum && validity > 0 && ctx.Err() == nil {
 		c.inst.attempt("obtained", c.cfg.clock.Now().Sub(t0))
+		for _, i := range unadmitted {
+			c.admit.kick(i) // start its admission; the lock did not need it
+		}
 		l := c.newLease(key, value, ttl, token, t0.Add(ttl-drift.Drift(ttl, c.cfg.factor)))
 		c.spawn(func() {
 			// Stragglers that took the key after we decided are part of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +24,15 @@ import (
 //
 // Re-admitting it must wait until every lock it may have forgotten has
 // expired: one maximum TTL plus drift after it lost its state. The client
-// cannot learn when that was, so it waits that long from the moment it first
-// saw the node unadmitted, which is later and therefore safe. A pending mark
-// written on the node at that moment must still be there at the end of the
-// wait: if the node lost its data again meanwhile, the mark is gone and the
-// wait starts over.
+// cannot learn when that was, so the wait starts when a client first finds
+// the node unadmitted, which is later and therefore safe: it writes a
+// pending mark stamped with the node's clock, and the node is admitted once
+// the stamp is one quarantine old on that same clock (checked atomically by
+// the node), provided the mark is still there: if the node lost its data
+// again meanwhile, the mark is gone and the wait starts over. Timing the
+// wait on the node's clock lets any client finish it; it is the same clock
+// the node expires lock keys with, so a node whose clock jumps forward,
+// which already breaks Redlock's expiry, can also cut its quarantine short.
 //
 // A brand-new node must not wait, and cannot have granted anything (it never
 // had a marker). Every node keeps a record of the names of admitted nodes;
@@ -48,9 +54,8 @@ type admission struct {
 }
 
 type admitState struct {
-	mark    string    // pending mark being timed
-	since   time.Time // when this client first saw that mark
-	running bool      // a background admission loop is active
+	mark    string // pending mark last seen (to log a quarantine once)
+	running bool   // a background admission loop is active
 }
 
 func newAdmission(c *Client) *admission {
@@ -159,7 +164,7 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
 	}
-	if len(res) != 2 {
+	if len(res) < 2 {
 		return false, 0, c.nodeErr(i, fmt.Errorf("pending script returned %d values", len(res)))
 	}
 	status, _ := res[0].(int64)
@@ -167,6 +172,16 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if status == 1 {
 		a.seen[i].Store(true)
 		return true, 0, nil
+	}
+	if len(res) != 3 {
+		return false, 0, c.nodeErr(i, fmt.Errorf("pending script returned %d values", len(res)))
+	}
+	nowS, _ := res[2].(string)
+	now, err1 := strconv.ParseInt(nowS, 10, 64)
+	_, stampS, _ := strings.Cut(mark, ":")
+	stamp, err2 := strconv.ParseInt(stampS, 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, 0, c.nodeErr(i, fmt.Errorf("pending mark %q at %q is malformed", mark, nowS))
 	}
 
 	rec, norec, err := a.records(ctx, i)
@@ -179,13 +194,15 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 		return false, 0, fmt.Errorf("redlock: cannot tell whether node %d is new or restarted: %d of its peers answered: %w", i, norec, err)
 	}
 	if rec > 0 {
-		now := c.cfg.clock.Now()
+		// The quarantine runs on the node's own clock from the pending
+		// mark's stamp, so any client can end it, including short-lived
+		// ones (quorumlock run) that never see it through.
+		left := a.quarantine() - time.Duration(now-stamp)*time.Microsecond
 		a.mu.Lock()
 		if a.st[i].mark != mark {
-			a.st[i].mark, a.st[i].since = mark, now
-			c.cfg.logger.Warn("redlock: node lost its state; quarantined", "node", i, "addr", nd.name, "for", a.quarantine())
+			a.st[i].mark = mark
+			c.cfg.logger.Warn("redlock: node lost its state; quarantined", "node", i, "addr", nd.name, "left", left)
 		}
-		left := a.quarantine() - now.Sub(a.st[i].since)
 		a.mu.Unlock()
 		if left > 0 {
 			return false, left, nil
@@ -198,7 +215,7 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if rec > 0 {
 		requireMark = "1"
 	}
-	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, mark, requireMark).Int64()
+	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, mark, requireMark, a.quarantine().Microseconds()).Int64()
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
 	}

@@ -119,6 +119,13 @@ func TestSecondHolderIsRefused(t *testing.T) {
 	ctx := context.Background()
 	l, err := c.TryLock(ctx, "k", time.Second)
 	require.NoError(t, err)
+	held := map[int]bool{}
+	for i, f := range fs {
+		if v, ok := f.Get("k"); ok && v == l.value {
+			held[i] = true
+		}
+	}
+	require.GreaterOrEqual(t, len(held), 3)
 	_, err = c.TryLock(ctx, "k", time.Second)
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.ErrorIs(t, err, ErrNodeHeld)
@@ -126,8 +133,8 @@ func TestSecondHolderIsRefused(t *testing.T) {
 	require.ErrorAs(t, err, &ne)
 	require.True(t, strings.HasPrefix(ne.Addr, "fake-"), "NodeError.Addr = %q", ne.Addr)
 	// The failed attempt must not have disturbed the holder's keys.
-	for i, f := range fs {
-		v, ok := f.Get("k")
+	for i := range held {
+		v, ok := fs[i].Get("k")
 		require.True(t, ok, "node %d lost the key", i)
 		require.Equal(t, l.value, v, "node %d", i)
 	}
@@ -396,6 +403,7 @@ func TestDoCancelsWhenLeaseLost(t *testing.T) {
 	})
 	require.True(t, sawCancel)
 	require.ErrorIs(t, err, ErrNotHeld)
+	require.NotErrorIs(t, err, ErrMaxHold)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -424,6 +432,7 @@ func TestDoStopsExtendingAfterMaxHold(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, ErrNotHeld)
+	require.ErrorIs(t, err, ErrMaxHold)
 	took := time.Since(start)
 	require.Greater(t, took, 600*time.Millisecond, "extending stopped before the max hold")
 	require.Less(t, took, 5*time.Second, "extending did not stop at the max hold")
@@ -576,4 +585,41 @@ func TestFailingAttemptDoesNotWaitForNodesThatMissedTheirDeadline(t *testing.T) 
 		_ = l.Release(ctx)
 		return !fs[3].missed() && !fs[4].missed()
 	}, 3*time.Second, 20*time.Millisecond)
+}
+
+// A quarantine started by one client can be finished by another: short-lived
+// clients (quorumlock run) must not each restart the wait.
+func TestQuarantineSurvivesTheClientThatStartedIt(t *testing.T) {
+	const maxTTL = 200 * time.Millisecond
+	c1, fs := newFake(t, 5, WithMaxTTL(maxTTL))
+	ctx := context.Background()
+	_, err := c1.TryLock(ctx, "warm", maxTTL)
+	require.NoError(t, err)
+	wipe(fs[2])
+	// Nodes 3 and 4 are held by someone else: every lock needs node 2.
+	for _, f := range fs[3:] {
+		f.mu.Lock()
+		f.vals["k"] = "other"
+		f.exp["k"] = time.Now().Add(time.Minute)
+		f.mu.Unlock()
+	}
+	_, err = c1.TryLock(ctx, "k", maxTTL) // finds node 2 empty: quarantine starts
+	require.ErrorIs(t, err, ErrNodeQuarantined)
+	require.Eventually(t, func() bool { _, ok := fs[2].Get(pendingKey); return ok }, time.Second, time.Millisecond)
+	require.NoError(t, c1.Close())
+	_, stillThere := fs[2].Get(markerKey)
+	require.False(t, stillThere, "node 2 admitted before its quarantine ended")
+
+	time.Sleep(maxTTL + 50*time.Millisecond)
+	ns := make([]*node, len(fs))
+	for i, f := range fs {
+		ns[i] = &node{idx: i, name: fmt.Sprintf("fake-%d", i), sc: f}
+	}
+	c2, err := newClient(ns, []Option{WithMaxTTL(maxTTL)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close() })
+	_, err = c2.TryLock(ctx, "k", maxTTL)
+	require.NoError(t, err, "a new client did not finish the quarantine it found already served")
+	_, ok := fs[2].Get(markerKey)
+	require.True(t, ok)
 }

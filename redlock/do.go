@@ -13,7 +13,9 @@ import (
 // that failed for long enough), so fn must stop acting as the holder when
 // ctx is done. With WithMaxHold, extending stops after that long and fn's
 // ctx ends with the last validity. Do returns fn's error, joined with an
-// error wrapping ErrNotHeld when the lease was lost before fn returned, or
+// error wrapping ErrNotHeld when the lease was lost before fn returned
+// (and ErrMaxHold, or the Extend error, that ended it; context.Cause of
+// fn's ctx is the same error), or
 // Lock's error when the lock was not obtained. Safe for concurrent use.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
 	if fn == nil {
@@ -48,10 +50,12 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 
 // keep extends l until stop is closed, and cancels fn's context when the
 // lease ends first. It returns a non-nil error wrapping ErrNotHeld when the
-// lease was lost while fn still ran.
+// lease was lost while fn still ran, and wrapping what ended it: ErrMaxHold,
+// or the last Extend error.
 func (c *Client) keep(l *Lease, ttl time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc) error {
 	start := c.cfg.clock.Now()
 	every := ttl / 3
+	var why error // what ended the lease, for the error fn's ctx ends with
 	for {
 		t := time.NewTimer(every)
 		select {
@@ -60,12 +64,16 @@ func (c *Client) keep(l *Lease, ttl time.Duration, stop <-chan struct{}, cancel 
 			return nil
 		case <-l.Done():
 			t.Stop()
-			err := fmt.Errorf("%w: lease on %q ended while fn was running", ErrNotHeld, l.key)
+			if why == nil {
+				why = errors.New("validity ended")
+			}
+			err := fmt.Errorf("%w: lease on %q ended while fn was running: %w", ErrNotHeld, l.key, why)
 			cancel(err)
 			return err
 		case <-t.C:
 		}
 		if c.cfg.maxHold > 0 && c.cfg.clock.Now().Sub(start) >= c.cfg.maxHold {
+			why = ErrMaxHold
 			every = time.Hour // stop extending; Done closes at the deadline
 			continue
 		}
@@ -73,6 +81,7 @@ func (c *Client) keep(l *Lease, ttl time.Duration, stop <-chan struct{}, cancel 
 		err := l.Extend(ctx, ttl)
 		ecancel()
 		if err != nil {
+			why = err
 			c.cfg.logger.Warn("redlock: extend failed", "key", l.key, "err", err)
 			// A transient failure retries soon; ErrNotHeld closed Done.
 			every = max(ttl/10, time.Millisecond)

@@ -26,6 +26,10 @@ var (
 	// until one maximum TTL plus drift has passed.
 	ErrNodeQuarantined = errors.New("node restarted and is in quarantine")
 
+	// ErrMaxHold is wrapped into Do's error (and the cause of fn's ctx) when
+	// the lease ended because WithMaxHold stopped its renewal.
+	ErrMaxHold = errors.New("redlock: max hold time reached")
+
 	// ErrClosed is returned by calls on a Client after Close.
 	ErrClosed = errors.New("redlock: client closed")
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,17 +160,24 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if m, ok := f.get(k[0]); ok {
 			return []any{int64(1), m}, nil
 		}
+		now := strconv.FormatInt(f.now().UnixMicro(), 10)
 		if _, ok := f.get(k[1]); !ok {
-			f.vals[k[1]] = a[0]
+			f.vals[k[1]] = a[0] + ":" + now
 		}
 		p, _ := f.get(k[1])
-		return []any{int64(0), p}, nil
+		return []any{int64(0), p, now}, nil
 	case "admit":
 		if _, ok := f.get(k[0]); ok {
 			return int64(1), nil
 		}
-		if p, _ := f.get(k[1]); a[1] == "1" && p != a[0] {
-			return int64(0), nil
+		if a[1] == "1" {
+			p, _ := f.get(k[1])
+			_, st, _ := strings.Cut(a[0], ":")
+			stamp, _ := strconv.ParseInt(st, 10, 64)
+			q, _ := strconv.ParseInt(a[2], 10, 64)
+			if p != a[0] || f.now().UnixMicro()-stamp < q {
+				return int64(0), nil
+			}
 		}
 		f.vals[k[0]] = a[0]
 		delete(f.vals, k[1])
