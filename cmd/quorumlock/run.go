@@ -416,13 +416,13 @@ func (s *session) terminate(exited <-chan struct{}) {
 }
 
 func (s *session) lostReason() string {
-	if s.rc.maxHold.set && time.Since(s.heldSince) >= s.rc.maxHold.d {
+	if errors.Is(s.lost, redlock.ErrMaxHold) || (s.rc.maxHold.set && time.Since(s.heldSince) >= s.rc.maxHold.d) {
 		return fmt.Sprintf("held for --max-hold %v, so renewal stopped and it ran out", s.rc.maxHold.d)
 	}
 	if s.lost == nil {
 		return "unknown cause"
 	}
-	// Do's cause does not say how the lease ended; its deadline does.
+	// A majority no longer holding it shows as a deadline still ahead.
 	if s.lease != nil && time.Now().Before(s.lease.Deadline()) {
 		return "a majority of nodes no longer hold it: it expired, was deleted, or was taken over"
 	}
