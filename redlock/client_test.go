@@ -493,7 +493,11 @@ func TestRestartQuarantine(t *testing.T) {
 			// Let the refused calls to nodes 3 and 4 finish before healing
 			// them, or a late call would take the key there after all.
 			require.Eventually(t, func() bool {
-				return fs[3].ended.Load() > before3 && fs[4].ended.Load() > before4
+				settled := func(f *fakeNode, before int64) bool {
+					calls := f.calls.Load()
+					return calls > before && f.ended.Load() == calls
+				}
+				return settled(fs[3], before3) && settled(fs[4], before4)
 			}, time.Second, time.Millisecond)
 			fs[3].setErr(nil)
 			fs[4].setErr(nil)

@@ -129,18 +129,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	c.spawn(func() { round.Wait() })
 	elapsed := c.cfg.clock.Now().Sub(t0)
 
-	yes, gone := 0, 0
-	var errs []error
-	for _, r := range replies {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val:
-			yes++
-		default:
-			gone++
-		}
-	}
+	yes, gone, errs := c.tally(replies)
 	if yes >= c.quorum {
 		c.inst.extend("ok")
 		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
@@ -217,18 +206,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		round.Wait()
 	})
 
-	yes, gone := 0, 0
-	var errs []error
-	for _, r := range replies {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val:
-			yes++
-		default:
-			gone++
-		}
-	}
+	yes, gone, errs := c.tally(replies)
 	switch {
 	case prev == lost || expired:
 		return fmt.Errorf("%w: %q had expired or was lost before Release", ErrNotHeld, l.key)
@@ -241,4 +219,21 @@ func (l *Lease) Release(ctx context.Context) error {
 		errs = append(errs, ctx.Err())
 	}
 	return errors.Join(append([]error{fmt.Errorf("redlock: release of %q confirmed by %d of %d nodes; the rest expire with the ttl", l.key, yes, len(c.nodes))}, errs...)...)
+}
+
+// tally counts a compare-and-act round's replies: yes where the node held
+// our value and acted, gone where it no longer held it, and the per-node
+// errors of the rest.
+func (c *Client) tally(replies []quorum.Reply[bool]) (yes, gone int, errs []error) {
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, r.Err))
+		case r.Val:
+			yes++
+		default:
+			gone++
+		}
+	}
+	return yes, gone, errs
 }
