@@ -151,7 +151,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 			// Stragglers that took the key after we decided are part of
 			// the lock; if the lease is already over, release them now.
 			for _, r := range round.Wait() {
-				if acquired(r) && l.over() {
+				if acquired(r) && l.straggler(r.Node) {
 					c.releaseOne(key, value, r.Node, ttl)
 				}
 			}

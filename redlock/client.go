@@ -28,6 +28,7 @@ type Client struct {
 	admit  *admission
 	wake   *waker
 	inst   *instruments
+	gates  gates
 
 	mu     sync.Mutex
 	closed bool

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -626,4 +628,49 @@ func TestQuarantineSurvivesTheClientThatStartedIt(t *testing.T) {
 	require.NoError(t, err, "a new client did not finish the quarantine it found already served")
 	_, ok := fs[2].Get(markerKey)
 	require.True(t, ok)
+}
+
+// Eight goroutines on one Client queue in memory instead of splitting the
+// nodes between them: an acquisition costs about one acquire and one
+// release round (10 calls on 5 nodes), not a storm of failed attempts.
+func TestLocalWaitersQueue(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond) // let the warm-up's background calls finish
+	before := totalCalls(fs)
+	const workers, rounds = 8, 20
+	var wg sync.WaitGroup
+	var inside atomic.Int32
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				err := c.Do(ctx, "k", time.Second, func(context.Context, *Lease) error {
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		for _, f := range fs {
+			if f.ended.Load() != f.calls.Load() {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
+	perAcq := float64(totalCalls(fs)-before) / (workers * rounds)
+	t.Logf("%.1f node calls per acquisition", perAcq)
+	require.Less(t, perAcq, 15.0, "local waiters are not queueing")
 }

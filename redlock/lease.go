@@ -26,6 +26,46 @@ type Lease struct {
 	timer    drift.Timer
 	state    leaseState
 	done     chan struct{}
+	pass     func() // passes this Client's gate for the key on; nil for TryLock
+
+	late    []int  // nodes whose grant arrived after the decision
+	deleted []bool // per node: Release's delete removed our value
+	relDone bool   // Release's round has finished everywhere
+}
+
+// holdGate makes the lease hold its key's local gate until it ends.
+func (l *Lease) holdGate(pass func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != live {
+		pass()
+		return
+	}
+	l.pass = pass
+}
+
+func (l *Lease) passGateLocked() {
+	if l.pass != nil {
+		l.pass()
+		l.pass = nil
+	}
+}
+
+// straggler records that node i granted our value after the round was
+// decided, and reports whether the caller must delete it there now: when
+// the lease ended without Release, or Release's delete on that node had
+// already run (and found nothing) before our SET landed.
+func (l *Lease) straggler(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.state == live || (l.state == released && !l.relDone):
+		l.late = append(l.late, i)
+		return false
+	case l.state == released:
+		return !l.deleted[i]
+	}
+	return true
 }
 
 type leaseState int
@@ -71,6 +111,9 @@ func (l *Lease) endLocked(s leaseState) {
 		l.timer.Stop()
 	}
 	close(l.done)
+	if s != released {
+		l.passGateLocked() // Release passes it once its deletes landed
+	}
 }
 
 // Key returns the locked key, exactly as passed to Lock.
@@ -186,12 +229,18 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
 	if c.isClosed() {
+		l.mu.Lock()
+		l.passGateLocked()
+		l.mu.Unlock()
 		return ErrClosed
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+	deleted := make([]bool, len(c.nodes)) // each index written by its own goroutine
 	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		return c.releaseOn(ctx, i, l.key, l.value)
+		ok, err := c.releaseOn(ctx, i, l.key, l.value)
+		deleted[i] = ok && err == nil
+		return ok, err
 	})
 	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(l.ttl))
@@ -200,10 +249,22 @@ func (l *Lease) Release(ctx context.Context) error {
 	// Wake this client's waiters only now that the deletes have landed:
 	// woken earlier, they would find the key still held and go back to
 	// sleep until its expiry.
+	l.mu.Lock()
+	l.passGateLocked()
+	l.mu.Unlock()
 	c.wake.local(l.key)
 	c.spawn(func() {
 		defer cancel()
 		round.Wait()
+		l.mu.Lock()
+		l.deleted, l.relDone = deleted, true
+		late := l.late
+		l.mu.Unlock()
+		for _, i := range late {
+			if !deleted[i] {
+				c.releaseOne(l.key, l.value, i, l.ttl)
+			}
+		}
 	})
 
 	yes, gone, errs := c.tally(replies)

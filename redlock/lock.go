@@ -51,11 +51,23 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	var wake chan struct{}
 	start := c.cfg.clock.Now()
+	pass, err := c.gates.enter(ctx, key)
+	if err != nil {
+		return nil, errors.Join(ErrNotObtained, err)
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			pass()
+		}
+	}()
+	var wake chan struct{}
 	for n := 0; ; n++ {
 		at := c.tryAdmitting(ctx, key, ttl)
 		if at.err == nil {
+			at.lease.holdGate(pass)
+			handed = true
 			c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
 			return at.lease, nil
 		}

@@ -1,0 +1,63 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+)
+
+// gates queue one Client's Lock calls per key. Only the call at the head
+// makes network attempts; the others wait in line in memory. The lease the
+// head obtains passes the gate on once its Release has reached a majority,
+// or as soon as it ends any other way.
+//
+// Without it every local waiter woke on each release, they split the nodes
+// between them, and the losers' cleanups woke everyone again: measured with
+// 8 goroutines on one Client, about 106 Redis calls per acquisition and a
+// seventh of redsync's throughput. TryLock does not queue: it is one
+// attempt by definition.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]*gate
+}
+
+type gate struct {
+	free chan struct{} // holds a token while nobody is at the head
+	refs int           // calls queued or holding, to drop idle gates
+}
+
+// enter waits for key's gate and returns the function that passes it on
+// (idempotent), or ctx's error.
+func (g *gates) enter(ctx context.Context, key string) (func(), error) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*gate{}
+	}
+	gt := g.m[key]
+	if gt == nil {
+		gt = &gate{free: make(chan struct{}, 1)}
+		gt.free <- struct{}{}
+		g.m[key] = gt
+	}
+	gt.refs++
+	g.mu.Unlock()
+	drop := func() {
+		g.mu.Lock()
+		if gt.refs--; gt.refs == 0 {
+			delete(g.m, key)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case <-gt.free:
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			gt.free <- struct{}{}
+			drop()
+		})
+	}, nil
+}
