@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strconv"
@@ -76,15 +77,50 @@ type attempt struct {
 // try runs one acquisition round (plus the fencing commit round when
 // enabled). On any failure it releases the key on every node before
 // returning (nodes that do not answer are released in the background).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt {
+//
+// With ordered set (Lock's retries under contention), the round first asks
+// one gatekeeper node alone and goes on to the others only if it granted:
+// contenders that all wake on the same release then queue on one node
+// instead of splitting the majority between them, and the losers leave
+// nothing to clean up. The validity still counts from before the first
+// step, so safety is that of the parallel round; it costs one more round
+// trip to the winner.
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, ordered bool) attempt {
 	value := newValue()
 	ttlMs := ttl.Milliseconds()
 	n := len(c.nodes)
 	t0 := c.cfg.clock.Now()
 
+	gate, gateReply := -1, acqReply{}
+	if ordered && n >= 3 {
+		if g := c.gatekeeper(key); g >= 0 {
+			gctx, gcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+			r, err := c.acquireOn(gctx, g, key, value, ttlMs)
+			gcancel()
+			switch {
+			case err == nil && r.status == 0:
+				// Held elsewhere (or by a contender that got here first):
+				// nothing was taken, nothing to clean up.
+				c.inst.attempt("held", c.cfg.clock.Now().Sub(t0))
+				return attempt{
+					err:  errors.Join(ErrNotObtained, fmt.Errorf("held elsewhere: gatekeeper node %d is taken", g), c.nodeErr(g, ErrNodeHeld)),
+					wait: freeIn([]int64{r.pttl}, 1, 1),
+					took: c.cfg.clock.Now().Sub(t0),
+				}
+			case err == nil && r.status == 1:
+				gate, gateReply = g, r
+			}
+			// Otherwise (error, not admitted): fall back to the plain round,
+			// which releases on every node, this one included.
+		}
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
 	round := quorum.Start(rctx, n, func(ctx context.Context, i int) (acqReply, error) {
+		if i == gate {
+			return gateReply, nil
+		}
 		return c.acquireOn(ctx, i, key, value, ttlMs)
 	})
 	replies := round.AwaitDiscounting(rctx, c.quorum, acquired, c.missedLast)
@@ -183,6 +219,22 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) attempt
 		took:       elapsed,
 		unadmitted: unadmitted,
 	}
+}
+
+// gatekeeper picks the node ordered attempts on key start with: the same
+// for every client that sees the same nodes healthy (a hash of the key),
+// skipping nodes that missed their last deadline. -1 if none qualifies.
+func (c *Client) gatekeeper(key string) int {
+	n := len(c.nodes)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	start := int(h.Sum32() % uint32(n))
+	for k := range n {
+		if i := (start + k) % n; !c.missedLast(i) {
+			return i
+		}
+	}
+	return -1
 }
 
 // missedLast reports whether node i missed the deadline of its last call.

@@ -18,15 +18,15 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	at := c.tryAdmitting(ctx, key, ttl)
+	at := c.tryAdmitting(ctx, key, ttl, false)
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
 // refused to vote because they were not yet admitted (a new deployment)
 // could be admitted at once.
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration) attempt {
-	at := c.try(ctx, key, ttl)
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, ordered bool) attempt {
+	at := c.try(ctx, key, ttl, ordered)
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
 		return at
 	}
@@ -38,7 +38,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	if !admitted {
 		return at
 	}
-	return c.try(ctx, key, ttl)
+	return c.try(ctx, key, ttl, false)
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
@@ -64,7 +64,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}()
 	var wake chan struct{}
 	for n := 0; ; n++ {
-		at := c.tryAdmitting(ctx, key, ttl)
+		// The first attempt is one parallel round; retries, which mean
+		// contention, go through the key's gatekeeper node first.
+		at := c.tryAdmitting(ctx, key, ttl, n > 0)
 		if at.err == nil {
 			at.lease.holdGate(pass)
 			handed = true
