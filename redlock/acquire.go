@@ -24,16 +24,26 @@ type acqReply struct {
 
 func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == 1 }
 
-func (c *Client) acquireOn(ctx context.Context, i int, key, value string, ttlMs int64) (acqReply, error) {
-	check, fence := "0", "0"
+// acqArgs are one attempt's script keys and arguments, built once and
+// shared read-only by the attempt's per-node calls.
+type acqArgs struct {
+	keys []string
+	args []any
+}
+
+func (c *Client) newAcqArgs(key, value string, ttlMs int64) acqArgs {
+	check, fence, fkey := "0", "0", key // KEYS[2] is only read with fencing
 	if c.cfg.quarantine {
 		check = "1"
 	}
 	if c.cfg.fencing {
-		fence = "1"
+		fence, fkey = "1", fenceKey(key)
 	}
-	res, err := acquireScript.Run(ctx, c.nodes[i].sc, []string{key, fenceKey(key), markerKey},
-		value, ttlMs, check, fence).Slice()
+	return acqArgs{keys: []string{key, fkey, markerKey}, args: []any{value, ttlMs, check, fence}}
+}
+
+func (c *Client) acquireOn(ctx context.Context, i int, a acqArgs) (acqReply, error) {
+	res, err := acquireScript.Run(ctx, c.nodes[i].sc, a.keys, a.args...).Slice()
 	c.observe(i, err)
 	if err != nil {
 		return acqReply{}, err
@@ -90,12 +100,13 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, ordered
 	ttlMs := ttl.Milliseconds()
 	n := len(c.nodes)
 	t0 := c.cfg.clock.Now()
+	aa := c.newAcqArgs(key, value, ttlMs)
 
 	gate, gateReply := -1, acqReply{}
 	if ordered && n >= 3 {
 		if g := c.gatekeeper(key); g >= 0 {
 			gctx, gcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-			r, err := c.acquireOn(gctx, g, key, value, ttlMs)
+			r, err := c.acquireOn(gctx, g, aa)
 			gcancel()
 			switch {
 			case err == nil && r.status == 0:
@@ -121,7 +132,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, ordered
 		if i == gate {
 			return gateReply, nil
 		}
-		return c.acquireOn(ctx, i, key, value, ttlMs)
+		return c.acquireOn(ctx, i, aa)
 	})
 	replies := round.AwaitDiscounting(rctx, c.quorum, acquired, c.missedLast)
 	elapsed := c.cfg.clock.Now().Sub(t0)

@@ -7,9 +7,20 @@ import (
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
+// relArgs are a release's script keys and arguments, built once per round
+// and shared read-only by its per-node calls.
+type relArgs struct {
+	keys []string
+	args []any
+}
+
+func newRelArgs(key, value string) relArgs {
+	return relArgs{keys: []string{key}, args: []any{value, releaseChannel(key)}}
+}
+
 // releaseOn runs the compare-and-delete script on node i.
-func (c *Client) releaseOn(ctx context.Context, i int, key, value string) (bool, error) {
-	v, err := releaseScript.Run(ctx, c.nodes[i].sc, []string{key}, value, releaseChannel(key)).Int64()
+func (c *Client) releaseOn(ctx context.Context, i int, a relArgs) (bool, error) {
+	v, err := releaseScript.Run(ctx, c.nodes[i].sc, a.keys, a.args...).Int64()
 	c.observe(i, err)
 	return v == 1, err
 }
@@ -18,7 +29,7 @@ func (c *Client) releaseOn(ctx context.Context, i int, key, value string) (bool,
 func (c *Client) releaseOne(key, value string, i int, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if _, err := c.releaseOn(ctx, i, key, value); err != nil {
+	if _, err := c.releaseOn(ctx, i, newRelArgs(key, value)); err != nil {
 		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", key, "node", i, "err", err)
 	}
 }
@@ -38,8 +49,9 @@ func (c *Client) cleanup(key, value string, ttl time.Duration, replies []quorum.
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+	ra := newRelArgs(key, value)
 	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		return c.releaseOn(ctx, i, key, value)
+		return c.releaseOn(ctx, i, ra)
 	})
 	if len(granted) > 0 {
 		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })

@@ -485,6 +485,16 @@ func TestRestartQuarantine(t *testing.T) {
 			ctx := context.Background()
 			_, err := c.TryLock(ctx, "warm", 300*time.Millisecond) // admit everyone
 			require.NoError(t, err)
+			// Wait for the warm-up's stragglers, so that the counts below
+			// see only A's calls.
+			require.Eventually(t, func() bool {
+				for _, f := range fs {
+					if n := f.calls.Load(); n == 0 || f.ended.Load() != n {
+						return false
+					}
+				}
+				return true
+			}, time.Second, time.Millisecond)
 			// A holds the lock on exactly nodes 0, 1, 2.
 			boom := errors.New("unreachable")
 			fs[3].setErr(boom)

@@ -237,8 +237,9 @@ func (l *Lease) Release(ctx context.Context) error {
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	deleted := make([]bool, len(c.nodes)) // each index written by its own goroutine
+	ra := newRelArgs(l.key, l.value)
 	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		ok, err := c.releaseOn(ctx, i, l.key, l.value)
+		ok, err := c.releaseOn(ctx, i, ra)
 		deleted[i] = ok && err == nil
 		return ok, err
 	})

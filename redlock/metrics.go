@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -68,15 +69,27 @@ var (
 	nodeKey    = attribute.Key("node")
 )
 
+// outcomeOpts caches one measurement option per outcome: building it per
+// call allocates, on every attempt, even when no provider is installed.
+var outcomeOpts sync.Map // string -> metric.MeasurementOption
+
+func outcomeOpt(outcome string) metric.MeasurementOption {
+	if o, ok := outcomeOpts.Load(outcome); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o, _ := outcomeOpts.LoadOrStore(outcome, metric.WithAttributeSet(attribute.NewSet(outcomeKey.String(outcome))))
+	return o.(metric.MeasurementOption)
+}
+
 func (in *instruments) attempt(outcome string, took time.Duration) {
 	ctx := context.Background()
-	set := metric.WithAttributes(outcomeKey.String(outcome))
+	set := outcomeOpt(outcome)
 	in.acquisitions.Add(ctx, 1, set)
 	in.acquireTime.Record(ctx, took.Seconds(), set)
 }
 
 func (in *instruments) extend(outcome string) {
-	in.extends.Add(context.Background(), 1, metric.WithAttributes(outcomeKey.String(outcome)))
+	in.extends.Add(context.Background(), 1, outcomeOpt(outcome))
 }
 
 func (in *instruments) nodeError(name string) {
