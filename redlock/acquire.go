@@ -304,8 +304,10 @@ func (c *Client) commit(ctx context.Context, key, value string, ttl time.Duratio
 
 	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
+	keys, args := []string{key, fenceKey(key)}, []any{value, tok}
 	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := commitScript.Run(ctx, c.nodes[i].sc, []string{key, fenceKey(key)}, value, tok).Int64()
+		v, err := commitScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
+		c.observe(i, err)
 		return v == 1, err
 	})
 	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
