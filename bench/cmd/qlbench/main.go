@@ -1,0 +1,259 @@
+// Command qlbench compares quorumlock with go-redsync/redsync, a
+// single-node lock and the network floor, on five redis-server nodes it
+// starts itself. It is what `quorumlock bench` and `make bench` run; see
+// docs/performance.md.
+//
+// It lives in its own module (bench/) so that the quorumlock module never
+// depends on redsync.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/quorumlock/bench/internal/impl"
+	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/bench/internal/report"
+	"github.com/quorumlock/quorumlock/bench/internal/suite"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("quorumlock bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "smaller samples: about one minute instead of about four")
+	jsonPath := fs.String("json", "", "write the results as JSON (API.md) to `FILE`")
+	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
+	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
+	scen := fs.String("scenarios", "", "comma-separated subset of: "+strings.Join(suite.All, ","))
+	ttl := fs.Duration("ttl", 8*time.Second, "lock ttl for every implementation (redsync's default expiry)")
+	redisBin := fs.String("redis-server", "redis-server", "redis-server binary to start the five nodes with")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
+	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE`")
+	countCalls := fs.Bool("count-calls", false, "count the Redis commands each implementation sends per operation (adds a client hook)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: quorumlock bench [flags]
+
+Starts five redis-server nodes on free loopback ports (no persistence),
+runs the scenarios with quorumlock, redsync, a single-node lock and the
+network floor interleaved, prints a table of latencies and ratios and the
+checks of the performance targets, and stops the nodes (also on Ctrl-C).
+Exit status: 0 done (targets may have been missed: read the table),
+1 error, 2 usage, 130 interrupted.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "quorumlock bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := suite.Config{Quick: *quick, TTL: *ttl, Log: stderr}
+	impl.CountCalls.Store(*countCalls)
+	if *scen != "" {
+		for s := range strings.SplitSeq(*scen, ",") {
+			if !contains(suite.All, s) {
+				fmt.Fprintf(stderr, "quorumlock bench: unknown scenario %q (have %s)\n", s, strings.Join(suite.All, ","))
+				return 2
+			}
+			cfg.Scenarios = append(cfg.Scenarios, s)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := handleSignals(cancel, stderr)
+	defer stopSignals()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			return 1
+		}
+		defer trace.Stop()
+	}
+
+	meta := report.Meta{
+		Mode:         map[bool]string{true: "quick", false: "full"}[*quick],
+		Started:      time.Now().UTC().Format(time.RFC3339),
+		GoVersion:    runtime.Version(),
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
+		CPUs:         runtime.NumCPU(),
+		RedisVersion: redisVersion(*redisBin),
+		TTLms:        ttl.Milliseconds(),
+		NodeTimeout:  float64(nodeTimeout(*ttl)) / float64(time.Millisecond),
+		LoadBefore:   loadAvg(),
+	}
+	fmt.Fprintf(stderr, "quorumlock bench: %s mode, %s, GOMAXPROCS=%d, redis %s, load %v\n",
+		meta.Mode, meta.GoVersion, meta.GOMAXPROCS, meta.RedisVersion, meta.LoadBefore)
+
+	start := time.Now()
+	ns, err := nodes.Start(ctx, *redisBin, 5)
+	if err != nil {
+		fmt.Fprintln(stderr, "quorumlock bench:", err)
+		return 1
+	}
+	results, runErr := suite.Run(ctx, cfg, ns)
+	ns.Stop()
+	meta.Seconds = time.Since(start).Seconds()
+	meta.LoadAfter = loadAvg()
+
+	ts := report.Targets(results, nodeTimeout(*ttl))
+	fmt.Fprintln(stdout)
+	report.Text(stdout, results, ts)
+	fmt.Fprintf(stdout, "\n%s mode, %.0f s; load average before %v, after %v\n", meta.Mode, meta.Seconds, meta.LoadBefore, meta.LoadAfter)
+
+	status := 0
+	if *jsonPath != "" {
+		if err := report.WriteJSON(*jsonPath, report.Doc{Meta: meta, Results: results, Targets: ts}); err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			status = 1
+		}
+	}
+	if *mdPath != "" {
+		if err := writeMarkdown(*mdPath, results, ts); err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			status = 1
+		}
+	}
+	if *plotPath != "" && len(results) > 0 {
+		if err := report.Plot(*plotPath, results); err != nil {
+			fmt.Fprintln(stderr, "quorumlock bench: plot:", err)
+			status = 1
+		}
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "quorumlock bench: interrupted; the nodes are stopped")
+			return 130
+		}
+		fmt.Fprintln(stderr, "quorumlock bench:", runErr)
+		return 1
+	}
+	return status
+}
+
+// handleSignals cancels the run on the first SIGINT or SIGTERM so that the
+// nodes are thawed and stopped; a terminal's Ctrl-C may reach this process
+// twice (directly and forwarded by `quorumlock bench`), so only a third
+// signal ends the process at once (the nodes then die with it).
+func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-ch:
+				n++
+				if n == 1 {
+					fmt.Fprintln(stderr, "quorumlock bench: stopping (signal again twice to exit at once)")
+					cancel()
+				}
+				if n >= 3 {
+					os.Exit(130)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+func writeMarkdown(path string, rs []suite.Result, ts []report.Target) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	report.Markdown(f, rs, ts)
+	return f.Close()
+}
+
+// nodeTimeout mirrors redlock's default per-node timeout for ttl.
+func nodeTimeout(ttl time.Duration) time.Duration {
+	return max(time.Duration(float64(ttl)*redlock.DefaultTimeoutFactor), redlock.DefaultMinNodeTimeout)
+}
+
+func redisVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for f := range strings.FieldsSeq(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func loadAvg() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	var out []float64
+	for i, f := range strings.Fields(string(b)) {
+		if i == 3 {
+			break
+		}
+		if v, err := strconv.ParseFloat(f, 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,112 @@
+// Package report turns the suite's results into the ratio table, the
+// checks of issue 6's targets, the JSON of API.md and a plot.
+package report
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/quorumlock/bench/internal/suite"
+)
+
+// Target is one of the performance targets, checked on one run's results.
+type Target struct {
+	Name     string  `json:"name"`
+	Measured float64 `json:"measured"`
+	Limit    float64 `json:"limit"`
+	Unit     string  `json:"unit"` // "x" for ratios, "ms"
+	// AtMost: met when Measured <= Limit; otherwise when Measured >= Limit.
+	AtMost bool   `json:"at_most"`
+	Met    bool   `json:"met"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Find returns the first result of scenario and impl.
+func Find(rs []suite.Result, scenario, impl string) (suite.Result, bool) {
+	for _, r := range rs {
+		if r.Scenario == scenario && r.Impl == impl && r.Samples > 0 {
+			return r, true
+		}
+	}
+	return suite.Result{}, false
+}
+
+// Targets checks what the results allow; targets whose inputs were not
+// measured are left out. nodeTimeout is quorumlock's per-node timeout for
+// the ttl used.
+func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
+	var ts []Target
+	add := func(name string, measured, limit float64, unit string, atMost bool, detail string) {
+		met := measured <= limit
+		if !atMost {
+			met = measured >= limit
+		}
+		ts = append(ts, Target{Name: name, Measured: measured, Limit: limit, Unit: unit, AtMost: atMost, Met: met, Detail: detail})
+	}
+	get := func(s, i string) (suite.Result, bool) { return Find(rs, s, i) }
+
+	q, okQ := get(suite.Uncontended, "quorumlock")
+	f, okF := get(suite.Uncontended, "floor")
+	r, okR := get(suite.Uncontended, "redsync")
+	if okQ && okF {
+		add("uncontended p50 / floor p50", q.P50us/f.P50us, 1.1, "x", true,
+			fmt.Sprintf("%.0f / %.0f µs", q.P50us, f.P50us))
+	}
+	if okQ && okR {
+		add("uncontended p50 / redsync p50", q.P50us/r.P50us, 1.0, "x", true,
+			fmt.Sprintf("%.0f / %.0f µs", q.P50us, r.P50us))
+		if q.AllocsPerOp != nil && r.AllocsPerOp != nil {
+			add("allocs per Lock+Release / redsync's", *q.AllocsPerOp / *r.AllocsPerOp, 1.0, "x", true,
+				fmt.Sprintf("%.0f / %.0f", *q.AllocsPerOp, *r.AllocsPerOp))
+		}
+	}
+	if fq, ok := get(suite.UncontendedFenced, "quorumlock"); ok && okQ {
+		add("fenced p50 / unfenced p50", fq.P50us/q.P50us, 1.6, "x", true,
+			fmt.Sprintf("%.0f / %.0f µs", fq.P50us, q.P50us))
+	}
+	if d, ok := get(suite.TwoDown, "quorumlock"); ok {
+		if h, ok := get(suite.TwoDownHealthy, "quorumlock"); ok {
+			add("two frozen: p50 / healthy p50 (same clients)", d.P50us/h.P50us, 1.5, "x", true,
+				fmt.Sprintf("%.0f / %.0f µs", d.P50us, h.P50us))
+		}
+		if okQ {
+			add("two frozen: p50 / uncontended p50", d.P50us/q.P50us, 1.5, "x", true,
+				fmt.Sprintf("%.0f / %.0f µs", d.P50us, q.P50us))
+		}
+	}
+	if t, ok := get(suite.ThreeDown, "quorumlock"); ok {
+		add("three frozen: slowest failing TryLock", t.MaxUs/1000, 2*float64(nodeTimeout)/float64(time.Millisecond), "ms", true,
+			fmt.Sprintf("limit: 2 x per-node timeout %v", nodeTimeout))
+	}
+	if t, ok := get(suite.ThreeDownLockCtx, "quorumlock"); ok {
+		add("three frozen: Lock with 2s ctx, slowest", t.MaxUs/1000, 2000+float64(nodeTimeout)/float64(time.Millisecond), "ms", true,
+			"limit: ctx + one per-node timeout")
+	}
+	if t, ok := get(suite.ThreeDownLockTrys, "quorumlock"); ok {
+		// 3 attempts of one round each, 2 delays of 50 ms, plus slack.
+		limit := 3*float64(nodeTimeout)/float64(time.Millisecond) + 2*50 + 100
+		add("three frozen: Lock WithRetry(50ms, 3), slowest", t.MaxUs/1000, limit, "ms", true,
+			"limit: 3 rounds + 2 delays + 100 ms")
+	}
+	qc, okQC := get(suite.Contended, "quorumlock")
+	rc, okRC := get(suite.Contended, "redsync")
+	if okQC && okRC && qc.WaiterP99us != nil && rc.WaiterP99us != nil {
+		add("contended: redsync waiter p99 / quorumlock's", *rc.WaiterP99us / *qc.WaiterP99us, 10, "x", false,
+			fmt.Sprintf("%.0f / %.0f µs", *rc.WaiterP99us, *qc.WaiterP99us))
+		add("contended: throughput / redsync's", qc.OpsPerSec/rc.OpsPerSec, 0.8, "x", false,
+			fmt.Sprintf("%.0f / %.0f acquisitions/s", qc.OpsPerSec, rc.OpsPerSec))
+	}
+	if okQC && qc.WaiterShare != nil {
+		add("contended: share of acquisitions by a waiter", *qc.WaiterShare, 0.5, "", false, "")
+	}
+	if qs, ok := get(suite.ContendedSeparate, "quorumlock"); ok && okRC && qs.WaiterP99us != nil && rc.WaiterP99us != nil {
+		add("contended, 8 Clients: redsync waiter p99 / quorumlock's", *rc.WaiterP99us / *qs.WaiterP99us, 10, "x", false,
+			fmt.Sprintf("%.0f / %.0f µs", *rc.WaiterP99us, *qs.WaiterP99us))
+		add("contended, 8 Clients: throughput / redsync's", qs.OpsPerSec/rc.OpsPerSec, 0.8, "x", false,
+			fmt.Sprintf("%.0f / %.0f acquisitions/s", qs.OpsPerSec, rc.OpsPerSec))
+		if qs.WaiterShare != nil {
+			add("contended, 8 Clients: share by a waiter", *qs.WaiterShare, 0.5, "", false, "")
+		}
+	}
+	return ts
+}

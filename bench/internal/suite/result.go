@@ -1,0 +1,37 @@
+package suite
+
+// Result is one row of the report and of the JSON's results array
+// (API.md): latencies in microseconds. Fields that do not apply to a row
+// are omitted from the JSON.
+type Result struct {
+	Scenario    string   `json:"scenario"`
+	Impl        string   `json:"impl"`
+	P50us       float64  `json:"p50_us"`
+	P99us       float64  `json:"p99_us"`
+	OpsPerSec   float64  `json:"ops_per_sec"`
+	AllocsPerOp *float64 `json:"allocs_per_op,omitempty"`
+	WaiterP99us *float64 `json:"waiter_p99_us,omitempty"`
+	WaiterShare *float64 `json:"waiter_share,omitempty"`
+
+	// Beyond API.md's minimum.
+	Variant      string   `json:"variant,omitempty"` // e.g. "TryLock", "Lock, ctx 2s"
+	Samples      int      `json:"samples"`
+	Errors       int      `json:"errors"`
+	FirstError   string   `json:"first_error,omitempty"`
+	MaxUs        float64  `json:"max_us"`
+	HandoffP50us *float64 `json:"handoff_p50_us,omitempty"`
+	HandoffP95us *float64 `json:"handoff_p95_us,omitempty"`
+	// Contended: a waiter's Lock call is one that got the lock from
+	// another goroutine (not back from itself), or was still waiting when
+	// the block ended (counted with the time it had waited).
+	WaiterP50us   *float64 `json:"waiter_p50_us,omitempty"`
+	WaiterMaxUs   *float64 `json:"waiter_max_us,omitempty"`
+	Waiters       *int     `json:"waiters,omitempty"`
+	WaitersCutOff *int     `json:"waiters_cut_off,omitempty"`
+	LockP50us     *float64 `json:"lock_p50_us,omitempty"` // every successful Lock call
+	LockP99us     *float64 `json:"lock_p99_us,omitempty"`
+	Overlaps      *int     `json:"overlaps,omitempty"`     // mutual-exclusion violations seen
+	CallsPerOp    *float64 `json:"calls_per_op,omitempty"` // Redis commands per operation (--count-calls)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,94 @@
+// Package suite runs the benchmark's scenarios against five local Redis
+// nodes and returns one Result per scenario and implementation.
+//
+// Every scenario interleaves the implementations in blocks (A B C D, B C D
+// A, ...) so that a slow spell of a shared machine hits all of them alike;
+// compare the ratios taken inside one run rather than absolute numbers.
+package suite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+)
+
+// Scenario names (API.md).
+const (
+	Uncontended       = "uncontended"
+	UncontendedFenced = "uncontended-fenced"
+	SlowNode          = "slow-node"
+	TwoDown           = "two-down"
+	ThreeDown         = "three-down"
+	Contended         = "contended"
+	ContendedSeparate = "contended-separate"
+)
+
+// All lists the scenarios in the order they run.
+var All = []string{Uncontended, SlowNode, TwoDown, ThreeDown, Contended}
+
+// Config sets the size of a run.
+type Config struct {
+	Quick bool
+	TTL   time.Duration // lock ttl for every implementation (redsync's default expiry: 8s)
+	Log   io.Writer     // progress lines
+	// Scenarios to run (names from All); empty: all.
+	Scenarios []string
+}
+
+func (c Config) want(s string) bool { return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, s) }
+
+func (c Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+// pick returns quick or full by mode.
+func pick[T any](c Config, quick, full T) T {
+	if c.Quick {
+		return quick
+	}
+	return full
+}
+
+// Run runs the selected scenarios on ns (five nodes) and returns their
+// results, and the checks of the targets those results allow. It stops
+// early, with what it has, when ctx ends.
+func Run(ctx context.Context, cfg Config, ns *nodes.Set) ([]Result, error) {
+	addrs := make([]string, len(ns.Nodes))
+	for i, n := range ns.Nodes {
+		addrs[i] = n.Addr
+	}
+	run := fmt.Sprintf("qlbench:%d", time.Now().UnixNano())
+	var out []Result
+	steps := []struct {
+		name string
+		f    func(context.Context, Config, *nodes.Set, []string, string) ([]Result, error)
+	}{
+		{Uncontended, uncontended},
+		{SlowNode, slowNode},
+		{TwoDown, twoDown},
+		{ThreeDown, threeDown},
+		{Contended, contended},
+	}
+	for _, s := range steps {
+		if !cfg.want(s.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		cfg.logf("scenario %s", s.name)
+		rs, err := s.f(ctx, cfg, ns, addrs, run+":"+s.name)
+		ns.ThawAll()
+		out = append(out, rs...)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return out, nil
+}
