@@ -30,6 +30,8 @@ type Client struct {
 	inst   *instruments
 	gates  gates
 
+	contended sync.Map // key -> time.Time of the last retried Lock
+
 	mu     sync.Mutex
 	closed bool
 	bg     sync.WaitGroup // background work: straggler cleanup, admission

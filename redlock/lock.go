@@ -64,9 +64,16 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}()
 	var wake chan struct{}
 	for n := 0; ; n++ {
-		// The first attempt is one parallel round; retries, which mean
-		// contention, go through the key's gatekeeper node first.
-		at := c.tryAdmitting(ctx, key, ttl, n > 0)
+		// The first attempt is one parallel round unless this client saw
+		// contention on the key lately; retries, which mean contention, go
+		// through the key's gatekeeper node first. A holder that locks
+		// again right after releasing then queues on the gatekeeper with
+		// the waiters instead of beating them with a parallel round.
+		ordered := n > 0 || c.contendedLately(key)
+		if n > 0 {
+			c.sawContention(key)
+		}
+		at := c.tryAdmitting(ctx, key, ttl, ordered)
 		if at.err == nil {
 			at.lease.holdGate(pass)
 			handed = true
@@ -121,4 +128,24 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			return nil, errors.Join(at.err, ctx.Err())
 		}
 	}
+}
+
+// contentionMemory is how long a key counts as contended after this
+// client last had to retry a Lock on it.
+const contentionMemory = time.Second
+
+func (c *Client) sawContention(key string) {
+	c.contended.Store(key, c.cfg.clock.Now())
+}
+
+func (c *Client) contendedLately(key string) bool {
+	v, ok := c.contended.Load(key)
+	if !ok {
+		return false
+	}
+	if c.cfg.clock.Now().Sub(v.(time.Time)) < contentionMemory {
+		return true
+	}
+	c.contended.CompareAndDelete(key, v)
+	return false
 }
