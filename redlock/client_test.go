@@ -684,3 +684,42 @@ func TestLocalWaitersQueue(t *testing.T) {
 	t.Logf("%.1f node calls per acquisition", perAcq)
 	require.Less(t, perAcq, 15.0, "local waiters are not queueing")
 }
+
+// A retry asks the key's gatekeeper node alone first: when it is taken,
+// the attempt costs one call and leaves nothing to clean up.
+func TestOrderedAttemptStopsAtBusyGatekeeper(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	g := c.gatekeeper("k")
+	require.GreaterOrEqual(t, g, 0)
+	fs[g].mu.Lock()
+	fs[g].vals["k"] = "other"
+	fs[g].exp["k"] = time.Now().Add(time.Minute)
+	fs[g].mu.Unlock()
+	require.Eventually(t, func() bool { // the warm-up's background calls
+		for _, f := range fs {
+			if f.ended.Load() != f.calls.Load() {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond)
+	before := totalCalls(fs)
+	at := c.try(ctx, "k", time.Second, true)
+	require.ErrorIs(t, at.err, ErrNotObtained)
+	require.ErrorIs(t, at.err, ErrNodeHeld)
+	require.Equal(t, int64(1), totalCalls(fs)-before, "an ordered attempt went past a busy gatekeeper")
+	require.Positive(t, at.wait, "no expiry hint from the gatekeeper")
+
+	// Free gatekeeper: the attempt goes on to the other nodes and wins.
+	fs[g].mu.Lock()
+	delete(fs[g].vals, "k")
+	fs[g].mu.Unlock()
+	at = c.try(ctx, "k", time.Second, true)
+	require.NoError(t, at.err)
+	v, ok := fs[g].Get("k")
+	require.True(t, ok)
+	require.Equal(t, at.lease.value, v)
+}
