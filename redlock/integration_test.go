@@ -320,6 +320,9 @@ func TestIntegrationRestartQuarantine(t *testing.T) {
 			}
 			a, err := c.TryLock(ctx, key, ttl)
 			require.NoError(t, err)
+			aVal := cl.values(t, []int{0}, key)[0]
+			require.NotEmpty(t, aVal)
+			require.Equal(t, []string{aVal, aVal, aVal}, cl.values(t, []int{0, 1, 2}, key))
 			require.NoError(t, cl.nodes[2].Kill())
 			require.NoError(t, cl.nodes[2].Restart(ctx))
 			time.Sleep(500 * time.Millisecond) // the other owner's keys expire
@@ -327,7 +330,13 @@ func TestIntegrationRestartQuarantine(t *testing.T) {
 			if !quarantine {
 				require.NoError(t, err, "expected the unsafe double grant without quarantine")
 				require.True(t, time.Now().Before(a.Deadline()), "A's lease ended before the double grant: test too slow")
-				require.NotEqual(t, a, b)
+				// The double grant, on the nodes: A still holds 0 and 1, B
+				// (which could only win 2, 3 and 4) holds those three.
+				require.Equal(t, []string{aVal, aVal}, cl.values(t, []int{0, 1}, key))
+				bVals := cl.values(t, []int{2, 3, 4}, key)
+				require.NotEqual(t, aVal, bVals[0])
+				require.Equal(t, []string{bVals[0], bVals[0], bVals[0]}, bVals)
+				require.NoError(t, b.Release(ctx))
 				return
 			}
 			require.ErrorIs(t, err, redlock.ErrNotObtained, "double grant while A holds the lock")
