@@ -296,8 +296,8 @@ func (c *Client) commit(ctx context.Context, key, value string, ttl time.Duratio
 			floor = max(floor, r.Val.timeUs)
 		}
 	}
-	if maxFence >= math.MaxInt64 {
-		return 0, fmt.Errorf("redlock: fence for %q reached the largest PostgreSQL bigint", key)
+	if maxFence >= math.MaxInt64 || floor > math.MaxInt64 {
+		return 0, fmt.Errorf("redlock: fence for %q would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", key, maxFence, floor)
 	}
 	token := max(maxFence+1, floor)
 	tok := strconv.FormatUint(token, 10)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -722,4 +723,78 @@ func TestOrderedAttemptStopsAtBusyGatekeeper(t *testing.T) {
 	v, ok := fs[g].Get("k")
 	require.True(t, ok)
 	require.Equal(t, at.lease.value, v)
+}
+
+func TestFencingTokenStaysABigint(t *testing.T) {
+	c, fs := newFake(t, 5, WithFencing())
+	ctx := context.Background()
+	setFence := func(v string) {
+		for _, f := range fs {
+			f.mu.Lock()
+			f.vals["k:quorumlock:fence"] = v
+			f.mu.Unlock()
+		}
+	}
+	setFence("9223372036854775806") // MaxInt64 - 1: one more token fits
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, uint64(math.MaxInt64), l.FencingToken())
+	require.NoError(t, l.Release(ctx))
+	requireGone(t, fs, "k")
+
+	_, err = c.TryLock(ctx, "k", time.Second) // the fence is now MaxInt64
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorContains(t, err, "largest PostgreSQL bigint")
+	requireGone(t, fs, "k") // nothing left behind
+}
+
+// A fencing commit that reaches fewer than a majority makes the attempt
+// fail and clean up: the token would not be ordered.
+func TestFencingCommitFailureFailsTheAttempt(t *testing.T) {
+	c, fs := newFake(t, 5, WithFencing())
+	ctx := context.Background()
+	_, err := c.TryLock(ctx, "warm", time.Second)
+	require.NoError(t, err)
+	boom := errors.New("commit refused")
+	for _, f := range fs[:3] {
+		f.failScript("commit", boom)
+	}
+	_, err = c.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "fence commit")
+	requireGone(t, fs, "k")
+	for _, f := range fs[:3] {
+		f.failScript("commit", nil)
+	}
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	require.NotZero(t, l.FencingToken())
+}
+
+// With a majority unreachable, Extend and Release report the node errors,
+// not ErrNotHeld, and Extend keeps the lease valid until its old deadline.
+func TestExtendAndReleaseWithMajorityDown(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	deadline := l.Deadline()
+	boom := errors.New("connection refused")
+	for _, f := range fs[:3] {
+		f.setErr(boom)
+	}
+	err = l.Extend(ctx, time.Second)
+	require.ErrorIs(t, err, boom)
+	require.NotErrorIs(t, err, ErrNotHeld)
+	require.Equal(t, deadline, l.Deadline())
+	select {
+	case <-l.Done():
+		t.Fatal("a failed Extend ended a lease that may still be held")
+	default:
+	}
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, boom)
+	require.NotErrorIs(t, err, ErrNotHeld)
+	require.ErrorContains(t, err, "nodes; the rest expire with the ttl")
 }

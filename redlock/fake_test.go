@@ -30,6 +30,19 @@ type fakeNode struct {
 	delay atomic.Int64 // ns added to every call
 
 	node *node // the client's view of this fake
+
+	failMu  sync.Mutex
+	failing map[string]error // script name -> error it returns
+}
+
+// failScript makes one script fail on this node (err nil: succeed again).
+func (f *fakeNode) failScript(name string, err error) {
+	f.failMu.Lock()
+	defer f.failMu.Unlock()
+	if f.failing == nil {
+		f.failing = map[string]error{}
+	}
+	f.failing[name] = err
 }
 
 func newFakeNode() *fakeNode {
@@ -95,6 +108,12 @@ func (f *fakeNode) EvalSha(ctx context.Context, sha string, keys []string, args 
 	name, ok := scriptsBySHA[sha]
 	if !ok {
 		return redis.NewCmdResult(nil, errors.New("NOSCRIPT"))
+	}
+	f.failMu.Lock()
+	ferr := f.failing[name]
+	f.failMu.Unlock()
+	if ferr != nil {
+		return redis.NewCmdResult(nil, ferr)
 	}
 	s := make([]string, len(args))
 	for i, a := range args {
