@@ -85,7 +85,7 @@ type LocalBackend struct {
 	mu     sync.Mutex
 	nodes  []*localNode
 	pg     *testenv.PostgresProcess
-	clock  *clockShim
+	clock  lazyShim
 	closed bool
 	next   int
 }
@@ -133,7 +133,7 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 	}
 	n := &localNode{}
 	if spec.Clock {
-		shim, err := b.shim(ctx)
+		shim, err := b.clock.get(ctx, b.TempDir)
 		if err != nil {
 			return nil, err
 		}
@@ -152,20 +152,6 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 	b.nodes = append(b.nodes, n)
 	b.mu.Unlock()
 	return n, nil
-}
-
-func (b *LocalBackend) shim(ctx context.Context) (*clockShim, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.clock != nil {
-		return b.clock, nil
-	}
-	s, err := buildClockShim(ctx, b.TempDir)
-	if err != nil {
-		return nil, err
-	}
-	b.clock = s
-	return s, nil
 }
 
 // Postgres implements Backend.
@@ -199,11 +185,7 @@ func (b *LocalBackend) StopRedis() error {
 	b.nodes = nil
 	b.next = 0
 	b.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Stop())
-	}
-	return errors.Join(errs...)
+	return stopAll(nodes)
 }
 
 // Close implements Backend.
@@ -219,10 +201,7 @@ func (b *LocalBackend) Close() error {
 		err = errors.Join(err, b.pg.Stop())
 		b.pg = nil
 	}
-	if b.clock != nil {
-		err = errors.Join(err, b.clock.remove())
-	}
-	return err
+	return errors.Join(err, b.clock.remove())
 }
 
 // portFree fails with a clear message when a fixed port is taken.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -100,4 +101,45 @@ func CheckLocalBinaries() error {
 		return fmt.Errorf("chaos: the local backend needs programs that are not installed: %s", strings.Join(missing, "; "))
 	}
 	return nil
+}
+
+// lazyShim builds the clock shim on first use, once per backend, and
+// removes it when the backend closes.
+type lazyShim struct {
+	mu sync.Mutex
+	s  *clockShim
+}
+
+func (l *lazyShim) get(ctx context.Context, dir string) (*clockShim, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s != nil {
+		return l.s, nil
+	}
+	s, err := buildClockShim(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	l.s = s
+	return s, nil
+}
+
+func (l *lazyShim) remove() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s == nil {
+		return nil
+	}
+	err := l.s.remove()
+	l.s = nil
+	return err
+}
+
+// stopAll stops every node and joins their errors.
+func stopAll[N interface{ Stop() error }](nodes []N) error {
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, n.Stop())
+	}
+	return errors.Join(errs...)
 }

@@ -38,7 +38,7 @@ type ComposeBackend struct {
 	mu     sync.Mutex
 	nodes  []*composeNode
 	pg     *testenv.PostgresContainer
-	clock  *clockShim
+	clock  lazyShim
 	closed bool
 }
 
@@ -74,7 +74,7 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 	}
 	n := &composeNode{}
 	if spec.Clock {
-		shim, err := b.shim(ctx)
+		shim, err := b.clock.get(ctx, b.TempDir)
 		if err != nil {
 			return nil, err
 		}
@@ -95,20 +95,6 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 	b.nodes = append(b.nodes, n)
 	b.mu.Unlock()
 	return n, nil
-}
-
-func (b *ComposeBackend) shim(ctx context.Context) (*clockShim, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.clock != nil {
-		return b.clock, nil
-	}
-	s, err := buildClockShim(ctx, b.TempDir)
-	if err != nil {
-		return nil, err
-	}
-	b.clock = s
-	return s, nil
 }
 
 // Postgres implements Backend.
@@ -136,11 +122,7 @@ func (b *ComposeBackend) StopRedis() error {
 	nodes := b.nodes
 	b.nodes = nil
 	b.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Stop())
-	}
-	return errors.Join(errs...)
+	return stopAll(nodes)
 }
 
 // Close implements Backend.
@@ -156,10 +138,7 @@ func (b *ComposeBackend) Close() error {
 		err = errors.Join(err, b.pg.Stop())
 		b.pg = nil
 	}
-	if b.clock != nil {
-		err = errors.Join(err, b.clock.remove())
-	}
-	return err
+	return errors.Join(err, b.clock.remove())
 }
 
 type composeNode struct {
