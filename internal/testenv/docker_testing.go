@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 )
 
@@ -24,36 +22,7 @@ func useDocker(t testing.TB) bool {
 // that none ran.
 func dockerRedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 	t.Helper()
-	cfgs := make([]RedisConfig, n)
-	for i := range cfgs {
-		for _, o := range opts {
-			o.apply(&cfgs[i])
-		}
-	}
-	nodes := make([]*RedisNode, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			r, err := StartRedisContainer(context.Background(), cfgs[i])
-			if err == nil {
-				nodes[i] = &RedisNode{r}
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for _, node := range nodes {
-		if node != nil {
-			t.Cleanup(func() {
-				if err := node.Stop(); err != nil {
-					t.Errorf("testenv: stop redis container %s: %v", node.Addr(), err)
-				}
-			})
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return nodes
+	return startRedisNodes(t, redisConfigs(n, opts), func(ctx context.Context, cfg RedisConfig) (RedisServer, error) {
+		return StartRedisContainer(ctx, cfg)
+	})
 }

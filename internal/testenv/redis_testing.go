@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,21 +64,37 @@ func RedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 		return dockerRedisNodes(t, n, opts...)
 	}
 	RequireBinaries(t, "redis-server")
+	cfgs := redisConfigs(n, opts)
+	for i := range cfgs {
+		cfgs[i].Dir = t.TempDir()
+	}
+	return startRedisNodes(t, cfgs, func(ctx context.Context, cfg RedisConfig) (RedisServer, error) {
+		return StartRedisProcess(ctx, cfg)
+	})
+}
+
+func redisConfigs(n int, opts []RedisOption) []RedisConfig {
 	cfgs := make([]RedisConfig, n)
 	for i := range cfgs {
 		for _, o := range opts {
 			o.apply(&cfgs[i])
 		}
-		cfgs[i].Dir = t.TempDir()
 	}
-	nodes := make([]*RedisNode, n)
-	errs := make([]error, n)
+	return cfgs
+}
+
+// startRedisNodes starts one server per config in parallel, whichever the
+// backend, and stops them when the test ends.
+func startRedisNodes(t testing.TB, cfgs []RedisConfig, start func(context.Context, RedisConfig) (RedisServer, error)) []*RedisNode {
+	t.Helper()
+	nodes := make([]*RedisNode, len(cfgs))
+	errs := make([]error, len(cfgs))
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range cfgs {
 		wg.Go(func() {
-			p, err := StartRedisProcess(context.Background(), cfgs[i])
+			r, err := start(context.Background(), cfgs[i])
 			if err == nil {
-				nodes[i] = &RedisNode{p}
+				nodes[i] = &RedisNode{r}
 			}
 			errs[i] = err
 		})
@@ -94,10 +111,8 @@ func RedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 			})
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return nodes
 }
