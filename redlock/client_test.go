@@ -798,3 +798,26 @@ func TestExtendAndReleaseWithMajorityDown(t *testing.T) {
 	require.NotErrorIs(t, err, ErrNotHeld)
 	require.ErrorContains(t, err, "nodes; the rest expire with the ttl")
 }
+
+// The time floor alone keeps tokens increasing when the only node shared by
+// two holders' majorities lost its fence (restart without persistence).
+// The quarantine is off here so the restarted node votes at once and only
+// the floor stands between B and a token below A's.
+func TestTimeFloorSurvivesLostFence(t *testing.T) {
+	c, fs := newFake(t, 5, WithFencing(), WithoutRestartQuarantine())
+	ctx := context.Background()
+	boom := errors.New("unreachable")
+	fs[3].setErr(boom)
+	fs[4].setErr(boom)
+	a, err := c.TryLock(ctx, "k", time.Second) // commits on nodes 0, 1, 2 only
+	require.NoError(t, err)
+	require.NoError(t, a.Release(ctx))
+	fs[3].setErr(nil)
+	fs[4].setErr(nil)
+	wipe(fs[2]) // node 2 forgets its fence
+	fs[0].setErr(boom)
+	fs[1].setErr(boom)
+	b, err := c.TryLock(ctx, "k", time.Second) // reads fences only on 2, 3, 4: all empty
+	require.NoError(t, err)
+	require.Greater(t, b.FencingToken(), a.FencingToken(), "token inversion after a lost fence")
+}
