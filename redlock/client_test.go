@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -820,4 +821,37 @@ func TestTimeFloorSurvivesLostFence(t *testing.T) {
 	b, err := c.TryLock(ctx, "k", time.Second) // reads fences only on 2, 3, 4: all empty
 	require.NoError(t, err)
 	require.Greater(t, b.FencingToken(), a.FencingToken(), "token inversion after a lost fence")
+}
+
+// Unreachable nodes do not make New fail (a majority may come up later),
+// and a lock over them fails fast with every node's cause.
+func TestUnreachableNodes(t *testing.T) {
+	var nodes []redis.UniversalClient
+	for range 5 {
+		l, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on once closed
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+		rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	c, err := New(nodes, WithProbeTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	start := time.Now()
+	_, err = c.TryLock(context.Background(), "k", time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.Less(t, time.Since(start), 2*time.Second)
+	// go-redis retries a refused dial for about 400 ms, longer than the
+	// 50 ms per-node timeout: each node shows up as timed out or refused.
+	failed := map[int]bool{}
+	for _, e := range flatten(err) {
+		var ne *NodeError
+		var oe *net.OpError
+		if errors.As(e, &ne) && (errors.As(ne, &oe) || errors.Is(ne, context.DeadlineExceeded)) {
+			failed[ne.Node] = true
+		}
+	}
+	require.Len(t, failed, 5, "want every node's cause in %v", err)
 }
