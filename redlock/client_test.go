@@ -151,10 +151,7 @@ func TestFailedAttemptLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, err)
 	// Another owner holds the key on three nodes: we can win only two.
 	for _, f := range fs[2:] {
-		f.mu.Lock()
-		f.vals["k"] = "other"
-		f.exp["k"] = time.Now().Add(time.Minute)
-		f.mu.Unlock()
+		f.set("k", "other", time.Minute)
 	}
 	_, err = c.TryLock(ctx, "k", time.Second)
 	require.ErrorIs(t, err, ErrNotObtained)
@@ -320,9 +317,7 @@ func TestExtendAfterTakeover(t *testing.T) {
 	l, err := c.TryLock(ctx, "k", time.Second)
 	require.NoError(t, err)
 	for _, f := range fs[:3] { // the lease is taken over on a majority
-		f.mu.Lock()
-		f.vals["k"] = "thief"
-		f.mu.Unlock()
+		f.set("k", "thief", 0)
 	}
 	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
 	select {
@@ -393,9 +388,7 @@ func TestDoCancelsWhenLeaseLost(t *testing.T) {
 	var sawCancel bool
 	err := c.Do(ctx, "k", 90*time.Millisecond, func(ctx context.Context, l *Lease) error {
 		for _, f := range fs { // someone takes the lock over everywhere
-			f.mu.Lock()
-			f.vals["k"] = "thief"
-			f.mu.Unlock()
+			f.set("k", "thief", 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -449,9 +442,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 	for i := range 20 {
 		// Push a minority's fence far ahead, as failed attempts can.
 		if i == 10 {
-			fs[4].mu.Lock()
-			fs[4].vals["k:quorumlock:fence"] = fmt.Sprint(last + 1_000_000)
-			fs[4].mu.Unlock()
+			fs[4].set("k:quorumlock:fence", fmt.Sprint(last+1_000_000), 0)
 		}
 		l, err := c.TryLock(ctx, "k", time.Second)
 		require.NoError(t, err)
@@ -571,10 +562,7 @@ func TestFailingAttemptDoesNotWaitForNodesThatMissedTheirDeadline(t *testing.T) 
 	require.NoError(t, err)
 	fs[3].freeze()
 	fs[4].freeze()
-	fs[0].mu.Lock()
-	fs[0].vals["k"] = "other"
-	fs[0].exp["k"] = time.Now().Add(time.Minute)
-	fs[0].mu.Unlock()
+	fs[0].set("k", "other", time.Minute)
 
 	start := time.Now()
 	_, err = c.TryLock(ctx, "k", 10*time.Second)
@@ -616,10 +604,7 @@ func TestQuarantineSurvivesTheClientThatStartedIt(t *testing.T) {
 	wipe(fs[2])
 	// Nodes 3 and 4 are held by someone else: every lock needs node 2.
 	for _, f := range fs[3:] {
-		f.mu.Lock()
-		f.vals["k"] = "other"
-		f.exp["k"] = time.Now().Add(time.Minute)
-		f.mu.Unlock()
+		f.set("k", "other", time.Minute)
 	}
 	_, err = c1.TryLock(ctx, "k", maxTTL) // finds node 2 empty: quarantine starts
 	require.ErrorIs(t, err, ErrNodeQuarantined)
@@ -696,10 +681,7 @@ func TestOrderedAttemptStopsAtBusyGatekeeper(t *testing.T) {
 	require.NoError(t, err)
 	g := c.gatekeeper("k")
 	require.GreaterOrEqual(t, g, 0)
-	fs[g].mu.Lock()
-	fs[g].vals["k"] = "other"
-	fs[g].exp["k"] = time.Now().Add(time.Minute)
-	fs[g].mu.Unlock()
+	fs[g].set("k", "other", time.Minute)
 	require.Eventually(t, func() bool { // the warm-up's background calls
 		for _, f := range fs {
 			if f.ended.Load() != f.calls.Load() {
@@ -731,9 +713,7 @@ func TestFencingTokenStaysABigint(t *testing.T) {
 	ctx := context.Background()
 	setFence := func(v string) {
 		for _, f := range fs {
-			f.mu.Lock()
-			f.vals["k:quorumlock:fence"] = v
-			f.mu.Unlock()
+			f.set("k:quorumlock:fence", v, 0)
 		}
 	}
 	setFence("9223372036854775806") // MaxInt64 - 1: one more token fits

@@ -250,3 +250,13 @@ func fakeCluster(n int, opts ...Option) (*Client, []*fakeNode, error) {
 
 // missed is set by the test cluster's client; see fakeCluster.
 func (f *fakeNode) missed() bool { return f.node.missed.Load() }
+
+// set writes key as another client would; ttl 0 keeps any expiry it had.
+func (f *fakeNode) set(key, val string, ttl time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vals[key] = val
+	if ttl > 0 {
+		f.exp[key] = f.now().Add(ttl)
+	}
+}
