@@ -2,7 +2,10 @@ package chaos_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,9 +24,29 @@ func TestChaosSmokeVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := runProfile(t, p, 42)
+	history := t.TempDir()
+	rep := runProfile(t, p, 42, history)
 	if len(rep.Runs) != len(p.Runs) {
 		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
+	}
+	// Every run that got as far as its checks left its history, one row
+	// per section it reported.
+	for _, r := range rep.Runs {
+		if r.Sections == 0 {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(history, fmt.Sprintf("*_%d.csv", r.Seed)))
+		if len(files) != 1 {
+			t.Errorf("%s/%s/%s: %d history files, want 1", r.Topology, r.Fault, r.Fencing, len(files))
+			continue
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := strings.Count(string(b), "\n") - 1; rows != r.Sections {
+			t.Errorf("%s: %d rows, the run reported %d sections", filepath.Base(files[0]), rows, r.Sections)
+		}
 	}
 	get := func(topo, fault, mode string) chaos.Result {
 		t.Helper()

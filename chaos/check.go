@@ -19,6 +19,8 @@ type Section struct {
 	Deadline int64 // the lease's validity ends
 	End      int64 // the write returned; the section ends
 	Release  int64 // Release returned
+	ReadAt   int64 // the read of the counter was sent (0: no read)
+	Read     int64 // the counter value the section read
 	Outcome  string
 }
 
@@ -67,6 +69,36 @@ func overlapPairs(ss []Section, span func(Section) (int64, int64)) int {
 
 // TokenInversions counts writes the resource accepted with a token not
 // larger than one it had accepted before (tokens in commit order; 0, a
+
+// LateWrites looks at the accepted writes of sections that ended after
+// their lease deadline. Such a write sets the counter to what its section
+// read plus one. If it lands between two other sections it erases every
+// increment committed since its read; if it lands while the next holder
+// is between its own read and write, that holder overwrites it and only
+// the late section's increment is lost. It returns how many late writes
+// were accepted and how many of those no section read afterwards (the
+// second case), so that lost updates can be split into the two. A read
+// counts as afterwards when it was sent after the late write returned.
+func LateWrites(ss []Section) (accepted, overwritten int) {
+	for i, s := range ss {
+		if s.Outcome != "ok" || s.End <= s.Deadline {
+			continue
+		}
+		accepted++
+		read := false
+		for j, o := range ss {
+			if j != i && o.Read == s.Read+1 && o.ReadAt > s.End {
+				read = true
+				break
+			}
+		}
+		if !read {
+			overwritten++
+		}
+	}
+	return accepted, overwritten
+}
+
 // write without a token, is skipped).
 func TokenInversions(tokens []uint64) int {
 	var hi uint64

@@ -40,3 +40,30 @@ func TestChaosCheckers(t *testing.T) {
 		t.Errorf("TokenInversions = %d, want 2", got)
 	}
 }
+
+// TestChaosLateWrites: a late write that lands between sections is read
+// by the next one; one that lands inside another holder's read-write
+// window is not, because that holder's write replaces it.
+func TestChaosLateWrites(t *testing.T) {
+	sec := func(w int, got, end, deadline, read int64) Section {
+		return Section{Worker: w, Got: got, ReadAt: got + 1, End: end, Deadline: deadline, Read: read, Outcome: "ok"}
+	}
+	ss := []Section{
+		sec(0, 0, 300, 200, 0),   // late: read 0, wrote 1 at 300
+		sec(1, 210, 220, 410, 0), // took over at expiry: 0 -> 1
+		sec(2, 230, 240, 430, 1), // 1 -> 2
+		sec(3, 310, 320, 510, 1), // read the late write's 1: it survived, 1 erased
+		sec(0, 400, 700, 600, 2), // late: read 2, wrote 3 at 700
+		sec(1, 610, 620, 810, 2), // 2 -> 3
+		sec(2, 690, 710, 890, 3), // read 3 before the late write, wrote 4 after it
+		sec(3, 720, 730, 920, 4), // nobody read the late write's value
+	}
+	acc, over := LateWrites(ss)
+	if acc != 2 || over != 1 {
+		t.Errorf("LateWrites = %d accepted, %d overwritten; want 2 and 1", acc, over)
+	}
+	ss[4].Outcome = "rejected"
+	if acc, over := LateWrites(ss); acc != 1 || over != 0 {
+		t.Errorf("with the second late write rejected: %d accepted, %d overwritten; want 1 and 0", acc, over)
+	}
+}

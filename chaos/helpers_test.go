@@ -36,11 +36,11 @@ func backend(t *testing.T) *chaos.LocalBackend {
 	return b
 }
 
-func runProfile(t *testing.T, p chaos.Profile, seed uint64) *chaos.Report {
+func runProfile(t *testing.T, p chaos.Profile, seed uint64, history string) *chaos.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rep, err := chaos.Run(ctx, p, seed, chaos.Options{Backend: backend(t), WorkerCommand: workerCommand, Log: testLog{t}})
+	rep, err := chaos.Run(ctx, p, seed, chaos.Options{Backend: backend(t), WorkerCommand: workerCommand, Log: testLog{t}, History: history})
 	if err != nil {
 		t.Fatal(err)
 	}

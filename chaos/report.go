@@ -66,11 +66,14 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	}
 	if sum := stallSummary(rep); len(sum) > 0 {
 		fmt.Fprint(w, "\n## Stalled sections\n\n")
-		fmt.Fprintln(w, "| stall rate | work | fencing | runs | lost (median, range) | rejected (median) |")
-		fmt.Fprintln(w, "|---|---|---|---:|---|---:|")
+		fmt.Fprintln(w, "| stall rate | work | fencing | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs |")
+		fmt.Fprintln(w, "|---|---|---|---:|---|---:|---|")
 		for _, s := range sum {
-			fmt.Fprintf(w, "| %g%% | %d ms | %s | %d | %d (%d-%d) | %d |\n", s.rate*100, s.work, s.mode, s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed)
+			fmt.Fprintf(w, "| %g%% | %d ms | %s | %d | %d (%d-%d) | %d | %d (%d) |\n", s.rate*100, s.work, s.mode, s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed, s.late, s.lateOver)
 		}
+		fmt.Fprintln(w, "\nA late write that lands between two sections erases every increment made since its read; one")
+		fmt.Fprintln(w, "that lands while the next holder is between its read and its write is itself overwritten, and")
+		fmt.Fprintln(w, "only its own increment is lost (see docs/chaos.md).")
 	}
 	if svg != "" {
 		fmt.Fprintf(w, "\n![lost updates against the stall rate](%s)\n", svg)
@@ -106,6 +109,7 @@ type stallRow struct {
 	runs                      int
 	lostMed, lostMin, lostMax int64
 	rejMed                    int64
+	late, lateOver            int
 }
 
 func stallSummary(rep *Report) []stallRow {
@@ -116,6 +120,7 @@ func stallSummary(rep *Report) []stallRow {
 	}
 	lost := map[key][]int64{}
 	rej := map[key][]int64{}
+	late := map[key][2]int{}
 	for _, r := range rep.Runs {
 		if r.Fault != "stall" {
 			continue
@@ -123,13 +128,15 @@ func stallSummary(rep *Report) []stallRow {
 		k := key{r.StallRate, r.WorkMs, r.Fencing}
 		lost[k] = append(lost[k], r.LostUpdates)
 		rej[k] = append(rej[k], int64(r.Rejected))
+		l := late[k]
+		late[k] = [2]int{l[0] + r.LateWrites, l[1] + r.LateOverwritten}
 	}
 	var out []stallRow
 	for k, l := range lost {
 		slices.Sort(l)
 		rj := rej[k]
 		slices.Sort(rj)
-		out = append(out, stallRow{k.rate, k.work, k.mode, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2]})
+		out = append(out, stallRow{k.rate, k.work, k.mode, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2], late[k][0], late[k][1]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]

@@ -29,6 +29,8 @@ type Result struct {
 	Rejected        int      `json:"rejected"`       // stale writes refused by fencing (then redone)
 	LateSections    int      `json:"late_sections"`  // sections that ended after their lease deadline
 	Late            []string `json:"late,omitempty"`
+	LateWrites      int      `json:"late_writes"`             // late sections whose write was accepted
+	LateOverwritten int      `json:"late_writes_overwritten"` // of those, writes no later section read
 	TokenInversions int      `json:"token_inversions"`
 	Linearizable    string   `json:"linearizable"` // porcupine on the lock history: ok, violation, unknown
 	LockFailures    int      `json:"lock_failures"`

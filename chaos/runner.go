@@ -31,6 +31,10 @@ type Options struct {
 	Progress io.Writer
 	// Log receives one line per finished run; nil: none.
 	Log io.Writer
+	// History, when set, is a directory that receives each run's section
+	// history as CSV (one row per critical section, times in Unix ns), for
+	// checking the verdicts by hand.
+	History string
 }
 
 // RunSeed derives a run's seed from the suite's seed and the run's name,
@@ -455,7 +459,7 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, outcome FROM sections`)
+	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome FROM sections ORDER BY got_ns`)
 	if err != nil {
 		return err
 	}
@@ -463,7 +467,7 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 	for rows.Next() {
 		var s Section
 		var tok int64
-		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.Outcome); err != nil {
+		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &s.Outcome); err != nil {
 			return err
 		}
 		s.Token = uint64(tok)
@@ -491,6 +495,11 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 		return err
 	}
 
+	if e.opts.History != "" {
+		if err := writeHistory(e.opts.History, e.sc, e.seed, ss); err != nil {
+			return err
+		}
+	}
 	r.Sections = len(ss)
 	e.mu.Lock()
 	from, to := e.faultFrom, e.faultTo
@@ -522,6 +531,7 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 	r.LostUpdates = r.Expected - r.Final
 	r.Overlaps = Overlaps(ss)
 	r.StaleOverlaps = StaleOverlaps(ss)
+	r.LateWrites, r.LateOverwritten = LateWrites(ss)
 	r.TokenInversions = TokenInversions(toks)
 	r.Linearizable = Linearizable(ss, 20*time.Second)
 	for _, p := range e.procs {

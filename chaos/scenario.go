@@ -295,3 +295,21 @@ func (p Profile) Filter(topologies, faults, modes []string) (Profile, error) {
 	}
 	return out, nil
 }
+
+// Named keeps the runs whose name (Scenario.Name, as the table and the
+// JSON report print it) contains sub. An empty sub keeps every run.
+func (p Profile) Named(sub string) (Profile, error) {
+	if sub == "" {
+		return p, nil
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		if strings.Contains(s.Name(), sub) {
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: profile %s has no run whose name contains %q", p.Name, sub)
+	}
+	return out, nil
+}

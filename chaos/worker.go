@@ -219,7 +219,7 @@ type section struct {
 	token                            uint64
 	callNs, gotNs, deadlineNs, endNs int64
 	releaseNs                        int64
-	read                             int64
+	readNs, read                     int64
 	outcome                          string
 }
 
@@ -266,7 +266,13 @@ func (w *worker) work(ctx context.Context) {
 	}
 }
 
-const readSQL = `SELECT value FROM counter WHERE id = 1`
+// readCounter reads the counter into s, noting when the read was sent.
+func readCounter(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, s *section) error {
+	s.readNs = wallNs()
+	return q.QueryRow(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&s.read)
+}
 
 // body is one critical section in the worker's fencing mode. The database
 // calls deliberately carry no deadline from the lease: the point is to see
@@ -275,7 +281,7 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 	tok := int64(lease.FencingToken())
 	switch w.cfg.Fencing {
 	case "none":
-		if err := w.pool.QueryRow(ctx, readSQL).Scan(&s.read); err != nil {
+		if err := readCounter(ctx, w.pool, s); err != nil {
 			return "error", err
 		}
 		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
@@ -287,7 +293,7 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 		}
 		return "ok", nil
 	case "write-only":
-		if err := w.pool.QueryRow(ctx, readSQL).Scan(&s.read); err != nil {
+		if err := readCounter(ctx, w.pool, s); err != nil {
 			return "error", err
 		}
 		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
@@ -299,7 +305,7 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 		if err := w.guard.Claim(ctx, w.pool, 1, lease); err != nil {
 			return verdictOf(err)
 		}
-		if err := w.pool.QueryRow(ctx, readSQL).Scan(&s.read); err != nil {
+		if err := readCounter(ctx, w.pool, s); err != nil {
 			return "error", err
 		}
 		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
@@ -309,7 +315,7 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
 	default: // fence-table
 		return verdictOf(w.ft.InTx(ctx, w.pool, "counter", lease, func(ctx context.Context, tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, readSQL).Scan(&s.read); err != nil {
+			if err := readCounter(ctx, tx, s); err != nil {
 				return err
 			}
 			if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
@@ -335,9 +341,9 @@ func verdictOf(err error) (string, error) {
 
 func (w *worker) record(ctx context.Context, s *section) error {
 	_, err := w.pool.Exec(ctx, `INSERT INTO sections
-		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_val, outcome)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.read, s.outcome)
+		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome)
 	return err
 }
 
@@ -353,7 +359,7 @@ CREATE TABLE sections (
 	worker int NOT NULL, attempt int NOT NULL, token bigint NOT NULL,
 	call_ns bigint NOT NULL, got_ns bigint NOT NULL, deadline_ns bigint NOT NULL,
 	end_ns bigint NOT NULL, release_ns bigint NOT NULL,
-	read_val bigint NOT NULL, outcome text NOT NULL);
+	read_ns bigint NOT NULL, read_val bigint NOT NULL, outcome text NOT NULL);
 -- Every change of the counter, in commit order of the row (the row lock
 -- orders them), with the token of the writer.
 CREATE TABLE writes (seq bigserial PRIMARY KEY, token bigint NOT NULL, value bigint NOT NULL);

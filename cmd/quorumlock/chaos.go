@@ -37,6 +37,8 @@ type chaosConfig struct {
 	backend  string
 	json     string
 	markdown string
+	history  string
+	run      string
 	seed     uint64
 	seedSet  bool
 	topo     string
@@ -82,6 +84,8 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.profile, "profile", "quick", "`name` of the profile: "+strings.Join(chaos.Profiles, ", "))
 	fs.StringVar(&cc.backend, "backend", "local", "where the servers run: local (child processes on loopback) or compose (containers from the locally built or official images)")
 	fs.StringVar(&cc.json, "json", "", "write the JSON report to `file`")
+	fs.StringVar(&cc.run, "run", "", "only runs whose name contains `text` (names as the table prints them, e.g. stall=0.1%)")
+	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
 	seed := fs.String("seed", "", "the suite's seed, `N` (default: random, printed)")
 	fs.StringVar(&cc.topo, "topology", "", "only runs on these `topologies` (comma-separated)")
@@ -139,6 +143,9 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil {
 		prof, err = prof.Filter(splitList(cc.topo), splitList(cc.faults), splitList(cc.fencing))
 	}
+	if err == nil {
+		prof, err = prof.Named(cc.run)
+	}
 	if err != nil {
 		return usageError(stderr, "chaos", errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
 	}
@@ -181,6 +188,7 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Backend:       b,
 		WorkerCommand: func() (*exec.Cmd, error) { return exec.Command(self, "chaos-worker"), nil },
 		Log:           stdout,
+		History:       cc.history,
 	}
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 		opts.Progress = stderr

@@ -22,6 +22,8 @@ func TestChaosCLIBadInput(t *testing.T) {
 		{"unknown fault", []string{"--fault", "kill-9"}, `unknown fault "kill-9"`},
 		{"unknown topology", []string{"--topology", "triple"}, `unknown topology "triple"`},
 		{"unknown fencing", []string{"--fencing", "paper"}, `unknown fencing mode "paper"`},
+		{"run matching nothing", []string{"--run", "stall=7%"}, `no run whose name contains "stall=7%"`},
+		{"run filtered away", []string{"--fencing", "fence-table", "--run", "kill-3"}, `no run whose name contains "kill-3"`},
 		{"unknown backend", []string{"--backend", "cloud"}, `unknown backend "cloud"`},
 		{"bad seed", []string{"--seed", "-3"}, `--seed "-3"`},
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
