@@ -34,8 +34,13 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeComparisons(w, rep.Comparisons)
 	for _, r := range rep.Failed() {
 		fmt.Fprintf(w, "FAIL %s/%s/%s (seed %d): %s\n", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+	}
+	for _, c := range rep.FailedComparisons() {
+		fmt.Fprintf(w, "FAIL stall %g%% without fencing: median %d lost vs %d published (%.2fx, allowed %gx)\n",
+			c.StallRate*100, c.LostMedian, c.PublishedMedian, c.Ratio, PublishedTolerance)
 	}
 	return nil
 }
@@ -77,6 +82,15 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	}
 	if svg != "" {
 		fmt.Fprintf(w, "\n![lost updates against the stall rate](%s)\n", svg)
+	}
+	if len(rep.Comparisons) > 0 {
+		fmt.Fprintf(w, "\n## Against the published experiment\n\nLost updates without fencing, median (range) over the runs; the median must land within %gx of the published one.\n\n", PublishedTolerance)
+		fmt.Fprintln(w, "| stall rate | runs | here | published | ratio | verdict |")
+		fmt.Fprintln(w, "|---|---:|---|---|---:|---|")
+		for _, c := range rep.Comparisons {
+			fmt.Fprintf(w, "| %g%% | %d | %d (%d-%d) | %d (%d-%d) | %.2f | %s |\n", c.StallRate*100, c.Runs,
+				c.LostMedian, c.LostMin, c.LostMax, c.PublishedMedian, c.PublishedMin, c.PublishedMax, c.Ratio, c.Verdict)
+		}
 	}
 	var notes []string
 	for _, r := range rep.Runs {

@@ -41,3 +41,50 @@ func TestChaosStallSummary(t *testing.T) {
 		t.Errorf("the plot has %d lines, want one per mode (2)", n)
 	}
 }
+
+// TestChaosPublishedComparison: only runs that repeat the published
+// experiment are compared; a median within 1.5x passes, one outside fails,
+// and fewer than five runs are shown but not judged.
+func TestChaosPublishedComparison(t *testing.T) {
+	run := func(rate float64, mode string, accepted int, lost int64) Result {
+		return Result{Topology: Single, Fault: "stall", Fencing: mode, StallRate: rate, Workers: 8, WorkMs: 5,
+			TTLms: 200, Accepted: accepted, LostUpdates: lost, Pass: true}
+	}
+	var runs []Result
+	for _, l := range []int64{10, 31, 8, 52, 12} { // median 12: 0.29x of 42
+		runs = append(runs, run(0.001, "none", 10_000, l))
+	}
+	for _, l := range []int64{268, 244, 370, 300, 250} { // median 268: 0.86x of 310
+		runs = append(runs, run(0.01, "none", 10_000, l))
+	}
+	runs = append(runs,
+		run(0.05, "none", 10_000, 1800),           // one run: not judged
+		run(0.05, "claim-first", 10_000, 0),       // another mode
+		run(0.05, "none", 240, 90),                // the quick profile's stall run
+		Result{Topology: Single, Fault: "kill-1"}, // not a stall run
+	)
+	rep := &Report{Runs: runs, Comparisons: compare(runs)}
+	if len(rep.Comparisons) != 3 {
+		t.Fatalf("%d comparisons, want 3: %+v", len(rep.Comparisons), rep.Comparisons)
+	}
+	for i, want := range []struct {
+		runs    int
+		median  int64
+		verdict string
+	}{{5, 12, "FAIL"}, {5, 268, "ok"}, {1, 1800, "not judged: 1 of 5 runs"}} {
+		c := rep.Comparisons[i]
+		if c.Runs != want.runs || c.LostMedian != want.median || c.Verdict != want.verdict {
+			t.Errorf("comparison %d: %d runs, median %d, %q; want %d, %d, %q", i, c.Runs, c.LostMedian, c.Verdict, want.runs, want.median, want.verdict)
+		}
+	}
+	if f := rep.FailedComparisons(); len(f) != 1 || f[0].StallRate != 0.001 {
+		t.Errorf("failed comparisons %+v, want the 0.1%% one", f)
+	}
+	var tbl bytes.Buffer
+	if err := WriteTable(&tbl, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tbl.String(), "FAIL stall 0.1% without fencing: median 12 lost vs 42 published (0.29x") {
+		t.Errorf("the table does not name the failed comparison:\n%s", tbl.String())
+	}
+}

@@ -91,6 +91,21 @@ type Report struct {
 	Started    time.Time `json:"started"`
 	DurationMs int64     `json:"duration_ms"`
 	Runs       []Result  `json:"runs"`
+	// Comparisons puts the runs that repeat the published experiment
+	// next to its figures (full profile, no fencing).
+	Comparisons []Comparison `json:"published_comparison,omitempty"`
+}
+
+// FailedComparisons returns the judged comparisons whose median missed
+// the published one by more than PublishedTolerance.
+func (r *Report) FailedComparisons() []Comparison {
+	var out []Comparison
+	for _, c := range r.Comparisons {
+		if c.Judged() && c.Verdict != "ok" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Failed returns the runs that did not show what they must.

@@ -82,6 +82,7 @@ func Run(ctx context.Context, p Profile, seed uint64, opts Options) (*Report, er
 				r.Topology, r.Fault, r.Fencing, r.Seed, r.Sections, r.LostUpdates, r.Overlaps, r.Rejected, verdict)
 		}
 	}
+	rep.Comparisons = compare(rep.Runs)
 	rep.DurationMs = time.Since(rep.Started).Milliseconds()
 	return rep, ctx.Err()
 }

@@ -208,6 +208,10 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	failed := len(rep.Failed())
 	fmt.Fprintf(stdout, "\n%d of %d runs showed what they must; seed %d reproduces this suite.\n", len(rep.Runs)-failed, len(rep.Runs), cc.seed)
+	if n := len(rep.FailedComparisons()); n > 0 {
+		fmt.Fprintf(stdout, "%d stall rates missed the published figures by more than %gx.\n", n, chaos.PublishedTolerance)
+		failed += n
+	}
 	switch {
 	case runErr != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "quorumlock chaos: interrupted (%v); reported the runs finished so far\n", context.Cause(ctx))
