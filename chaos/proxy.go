@@ -1,90 +1,117 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
 )
 
-// Proxy is a TCP fault proxy between one client process and one Redis
-// node: every byte the client and the node exchange goes through it, so it
-// can delay the node's replies or stop forwarding altogether, for this
-// client only. It listens on a loopback port of its own.
+// Proxy is a Toxiproxy proxy (github.com/Shopify/toxiproxy/v2, run inside
+// this process rather than as a server driven over HTTP) between one client
+// process and one Redis node: every byte they exchange goes through it, so
+// faults apply to that client only. It listens on a loopback port of its
+// own.
 //
-// A blackhole stops forwarding in both directions but keeps the
-// connections open and the bytes queued, as a partition with TCP
-// retransmission does: the client sees no error, only silence, and its
-// per-node timeout gives up on the node. When the partition heals the
-// queued bytes are delivered late. Cut instead closes every connection and
-// refuses new ones at once (a reset rather than silence).
-//
-// Rejected design: toxiproxy. Its Go server is not available from the
-// module proxy this project may use, and three fault modes on a raw byte
-// stream are less code than driving its HTTP API.
+// The faults map onto Toxiproxy as follows. A blackhole is a "timeout"
+// toxic with timeout 0 in both directions: connections stay open, bytes are
+// dropped, and the client sees silence until its per-node timeout gives up
+// on the node; removing the toxic closes those connections, as a partition
+// long enough to break them would. Latency is a "latency" toxic on the
+// replies. A cut stops the proxy: open connections close and new ones are
+// refused, until it is started again on the same port.
 type Proxy struct {
-	ln net.Listener
+	tp *toxiproxy.Proxy
 
 	mu      sync.Mutex
-	cond    *sync.Cond
-	target  string
-	latency time.Duration
-	hole    bool
-	cut     bool
-	conns   map[net.Conn]struct{}
+	toxics  map[string]bool // toxics currently on, by name
+	stopped bool            // cut or closed
 	closed  bool
-	wg      sync.WaitGroup
 }
+
+// toxServer is the in-process Toxiproxy server the proxies belong to. Its
+// HTTP API is not started: the suite adds and removes toxics directly.
+var toxServer = sync.OnceValue(func() *toxiproxy.ApiServer {
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+})
+
+var proxySeq atomic.Int64
 
 // NewProxy starts a proxy to target on a free loopback port.
 func NewProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("chaos: proxy listen: %w", err)
+	name := fmt.Sprintf("chaos-%d-%s", proxySeq.Add(1), target)
+	tp := toxiproxy.NewProxy(toxServer(), name, "127.0.0.1:0", target)
+	if err := tp.Start(); err != nil {
+		return nil, fmt.Errorf("chaos: proxy to %s: %w", target, err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.accept()
-	return p, nil
+	return &Proxy{tp: tp, toxics: map[string]bool{}}, nil
 }
 
 // Addr is the address clients dial instead of the node's.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string {
+	p.tp.Lock()
+	defer p.tp.Unlock()
+	return p.tp.Listen
+}
 
 // Target returns the node address connections are forwarded to.
 func (p *Proxy) Target() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.target
+	p.tp.Lock()
+	defer p.tp.Unlock()
+	return p.tp.Upstream
 }
 
-// SetLatency delays every chunk the node sends back by d (0: none).
+// SetLatency delays every reply of the node by d (0: none).
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
-	p.latency = d
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.removeLocked("latency")
+	if d > 0 {
+		p.addLocked("latency", "latency", "downstream", fmt.Sprintf(`{"latency":%d}`, d.Milliseconds()))
+	}
 }
 
-// Blackhole stops (on) or resumes (off) forwarding in both directions.
+// Blackhole drops (on) every byte in both directions while keeping the
+// connections open, or (off) ends that, closing the connections it held.
 func (p *Proxy) Blackhole(on bool) {
 	p.mu.Lock()
-	p.hole = on
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if on {
+		p.addLocked("hole-up", "timeout", "upstream", `{"timeout":0}`)
+		p.addLocked("hole-down", "timeout", "downstream", `{"timeout":0}`)
+		return
+	}
+	p.removeLocked("hole-up")
+	p.removeLocked("hole-down")
 }
 
-// Cut closes every open connection and, while on, closes new ones at once.
+// Cut closes every open connection and, while on, refuses new ones.
 func (p *Proxy) Cut(on bool) {
 	p.mu.Lock()
-	p.cut = on
-	if on {
-		p.dropLocked()
+	defer p.mu.Unlock()
+	p.cutLocked(on)
+}
+
+func (p *Proxy) cutLocked(on bool) {
+	if p.closed || on == p.stopped {
+		return
 	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	p.stopped = on
+	if on {
+		p.tp.Stop()
+		return
+	}
+	// Listen is the port the proxy had; start listens there again.
+	if err := p.tp.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+		p.stopped = true
+		panic(fmt.Sprintf("chaos: proxy %s cannot listen again: %v", p.Addr(), err))
+	}
 }
 
 // Retarget forwards new connections to addr and closes the open ones, so
@@ -92,131 +119,56 @@ func (p *Proxy) Cut(on bool) {
 // client does after a failover.
 func (p *Proxy) Retarget(addr string) {
 	p.mu.Lock()
-	p.target = addr
-	p.dropLocked()
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	listen := p.Addr()
+	if err := p.tp.Update(&toxiproxy.Proxy{Listen: listen, Upstream: addr, Enabled: !p.stopped}); err != nil {
+		panic(fmt.Sprintf("chaos: proxy %s cannot listen again: %v", listen, err))
+	}
 }
 
 // Heal clears every fault.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.latency, p.hole, p.cut = 0, false, false
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
-
-func (p *Proxy) dropLocked() {
-	for c := range p.conns {
-		_ = c.Close()
+	defer p.mu.Unlock()
+	for name := range p.toxics {
+		p.removeLocked(name)
 	}
+	p.cutLocked(false)
 }
 
-// Close stops listening, closes every connection and waits for the
-// forwarding goroutines. It is idempotent.
+// Close stops the proxy and closes every connection. It is idempotent.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	err := p.ln.Close()
-	p.dropLocked()
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	p.wg.Wait()
-	return err
-}
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.closed || p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		target := p.target
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.serve(c, target)
-	}
-}
-
-func (p *Proxy) serve(client net.Conn, target string) {
-	defer p.wg.Done()
-	defer p.forget(client)
-	up, err := net.DialTimeout("tcp", target, time.Second)
-	if err != nil {
-		_ = client.Close() // the node is down: the client sees a closed connection
-		return
-	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		_ = up.Close()
-		_ = client.Close()
-		return
-	}
-	p.conns[up] = struct{}{}
-	p.mu.Unlock()
-	defer p.forget(up)
-	var wg sync.WaitGroup
-	wg.Go(func() { p.pipe(up, client, false) })
-	wg.Go(func() { p.pipe(client, up, true) })
-	wg.Wait()
-}
-
-func (p *Proxy) forget(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	_ = c.Close()
-}
-
-// pipe copies src to dst chunk by chunk, honouring the faults before each
-// chunk. reply marks the node-to-client direction, which carries latency.
-func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			d, ok := p.gate()
-			if !ok {
-				return
-			}
-			if reply && d > 0 {
-				time.Sleep(d)
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			return
-		}
-	}
-}
-
-// gate waits while the proxy is blackholed and returns the latency to add;
-// ok is false once the proxy was closed or cut.
-func (p *Proxy) gate() (time.Duration, bool) {
-	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.hole && !p.closed && !p.cut {
-		p.cond.Wait()
+	if !p.closed {
+		p.tp.Stop()
+		p.closed, p.stopped = true, true
 	}
-	return p.latency, !p.closed && !p.cut
+	return nil
+}
+
+// addLocked adds a toxic unless one of that name is on. The toxics and
+// their JSON are fixed by this file, so an error is a bug.
+func (p *Proxy) addLocked(name, typ, stream, attrs string) {
+	if p.toxics[name] {
+		return
+	}
+	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
+	if _, err := p.tp.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+		panic(fmt.Sprintf("chaos: toxic %s: %v", body, err))
+	}
+	p.toxics[name] = true
+}
+
+func (p *Proxy) removeLocked(name string) {
+	if !p.toxics[name] {
+		return
+	}
+	if err := p.tp.Toxics.RemoveToxic(context.Background(), name); err != nil {
+		panic(fmt.Sprintf("chaos: removing toxic %s: %v", name, err))
+	}
+	delete(p.toxics, name)
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -69,9 +70,14 @@ func TestChaosProxy(t *testing.T) {
 		t.Fatalf("latency: %v after %v, want >= 50ms", err, d)
 	}
 	p.SetLatency(0)
+	if d, err := roundTrip(t, c, time.Second); err != nil || d >= 50*time.Millisecond {
+		t.Fatalf("latency off: %v after %v, want < 50ms", err, d)
+	}
 	p.Blackhole(true)
-	if _, err := roundTrip(t, c, 100*time.Millisecond); err == nil {
-		t.Fatal("blackhole: got a reply")
+	// Silence, not a closed connection: the read times out.
+	var ne net.Error
+	if _, err := roundTrip(t, c, 100*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("blackhole: got %v, want a timeout", err)
 	}
 	p.Heal()
 	c2, err := net.Dial("tcp", p.Addr())
@@ -85,5 +91,44 @@ func TestChaosProxy(t *testing.T) {
 	p.Cut(true)
 	if _, err := roundTrip(t, c2, time.Second); err == nil {
 		t.Fatal("cut: the open connection still works")
+	}
+	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("cut: a new connection was accepted")
+	}
+	p.Cut(false)
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("cut off: %v", err)
+	}
+	defer c3.Close()
+	if _, err := roundTrip(t, c3, time.Second); err != nil {
+		t.Fatalf("cut off: %v", err)
+	}
+
+	// Retarget: same address, another server, open connections closed.
+	other := echo(t)
+	addr := p.Addr()
+	p.Retarget(other)
+	if p.Addr() != addr || p.Target() != other {
+		t.Fatalf("retarget: listening on %s to %s, want %s to %s", p.Addr(), p.Target(), addr, other)
+	}
+	if _, err := roundTrip(t, c3, time.Second); err == nil {
+		t.Fatal("retarget: the old connection still works")
+	}
+	c4, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c4.Close()
+	if _, err := roundTrip(t, c4, time.Second); err != nil {
+		t.Fatalf("retargeted: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("closed: a new connection was accepted")
 	}
 }
