@@ -72,6 +72,8 @@ func (e *env) script(ctx context.Context) error {
 		return e.workerFreeze(ctx)
 	case f == "worker-crash":
 		return e.workerCrash(ctx)
+	case f == "renewal-hang":
+		return e.renewalHang(ctx)
 	case f == "freeze-acquire":
 		return e.freezeAcquire(ctx)
 	case f == "mixed":
@@ -325,6 +327,50 @@ func (e *env) workerCrash(ctx context.Context) error {
 	e.markFault(false)
 	e.note("holder killed (SIGKILL) while holding; first section by another worker finished %v later", time.Since(t0).Round(time.Millisecond))
 	return nil
+}
+
+// renewalHang holds the holder's section between its read and its write
+// (the process runs on: its Do keeps extending the lease) and measures how
+// long the others wait. The hold cap ends the lease; once the others have
+// done a few sections, the hung section resumes and writes on its stale
+// read.
+func (e *env) renewalHang(ctx context.Context) error {
+	h := e.procs[0]
+	if _, err := h.waitGate(ctx, "read", 15*time.Second); err != nil {
+		return err
+	}
+	for _, p := range e.procs[1:] {
+		if _, err := p.waitGate(ctx, "start", 10*time.Second); err != nil {
+			return err
+		}
+	}
+	e.markFault(true)
+	t0 := time.Now()
+	for _, p := range e.procs[1:] {
+		if err := p.answer(); err != nil {
+			return err
+		}
+	}
+	for e.totalDone() == 0 {
+		if time.Since(t0) > 10*time.Second {
+			return fmt.Errorf("chaos: no worker got the lock within 10s while the holder hung")
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.blocked = time.Since(t0)
+	e.mu.Unlock()
+	for e.totalDone() < 3 && time.Since(t0) < 10*time.Second {
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	e.note("holder's section hung after its read for %v with Do extending its lease (TTL %v, hold cap %v); the first other section finished %v after the others started trying",
+		time.Since(t0).Round(time.Millisecond), e.sc.TTL, holdCap, e.blocked.Round(time.Millisecond))
+	e.markFault(false)
+	return h.answer()
 }
 
 // freezeAcquire stops a worker while its acquire round is in flight (its

@@ -70,8 +70,12 @@ func (r *Result) evaluate(e Expect, runErr error) {
 			f = append(f, fmt.Sprintf("error does not name the missing quorum: %q", r.Error))
 		}
 	}
-	if e.MaxBlock > 0 && (r.BlockedMs <= 0 || time.Duration(r.BlockedMs)*time.Millisecond > e.MaxBlock) {
-		f = append(f, fmt.Sprintf("others were blocked %d ms after the holder crashed, want <= %v", r.BlockedMs, e.MaxBlock))
+	blocked := time.Duration(r.BlockedMs) * time.Millisecond
+	if e.MaxBlock > 0 && (r.BlockedMs <= 0 || blocked > e.MaxBlock) {
+		f = append(f, fmt.Sprintf("others were blocked %d ms by the holder, want <= %v", r.BlockedMs, e.MaxBlock))
+	}
+	if e.MinBlock > 0 && blocked < e.MinBlock {
+		f = append(f, fmt.Sprintf("others were blocked %d ms by the holder, want >= %v", r.BlockedMs, e.MinBlock))
 	}
 	if e.Rejection && r.Rejected == 0 {
 		f = append(f, "the stale writer was never rejected")

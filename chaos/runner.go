@@ -361,6 +361,12 @@ func (e *env) workerConfig(w int) WorkerConfig {
 		if w == 0 {
 			cfg.Gates = []string{"locked"}
 		}
+	case sc.Fault == "renewal-hang":
+		cfg.HoldMs = int(holdCap.Milliseconds())
+		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
+		if w == 0 {
+			cfg.Gates = []string{"read"}
+		}
 	case sc.Fault == "freeze-acquire" && w == 0:
 		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
 	}

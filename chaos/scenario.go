@@ -34,6 +34,7 @@ var Faults = map[string]string{
 	"worker-freeze":               "SIGSTOP of the holder between read and write, past its lease",
 	"freeze-acquire":              "SIGSTOP of a worker while its acquire round is in flight",
 	"worker-crash":                "kill -9 of the holder: the lock is never released",
+	"renewal-hang":                "the holder's section hangs while Do keeps extending its lease, until the hold cap (WithMaxHold) stops it",
 	"clock-jump":                  "the holder won exactly 3 nodes; one node's wall clock jumps past the TTL",
 	"stall":                       "sections stall inside the worker (sleep) at a given rate",
 	"mixed":                       "a seeded schedule of node kills and empty restarts, pauses, partitions, slow links and worker freezes",
@@ -84,12 +85,13 @@ func (s Scenario) Quarantine() bool {
 
 // Expect is what a run must show; the suite fails when it does not.
 type Expect struct {
-	Overlaps  Bound // mutual-exclusion violations (valid leases that coexisted)
-	Lost      Bound // lost updates
-	Granted   bool  // sections were granted while the fault was active
-	NoQuorum  bool  // nothing was granted and the error names the missing quorum
-	MaxBlock  time.Duration
-	Rejection bool // the stale writer was refused at least once
+	Overlaps  Bound         // mutual-exclusion violations (valid leases that coexisted)
+	Lost      Bound         // lost updates
+	Granted   bool          // sections were granted while the fault was active
+	NoQuorum  bool          // nothing was granted and the error names the missing quorum
+	MinBlock  time.Duration // others waited at least this long for the holder
+	MaxBlock  time.Duration // and at most this long
+	Rejection bool          // the stale writer was refused at least once
 }
 
 // Bound is a constraint on a count: Any, Zero or Positive.
@@ -136,6 +138,9 @@ func (e Expect) Describe() string {
 	}
 	if e.NoQuorum {
 		p = append(p, "no grants, clear error")
+	}
+	if e.MinBlock > 0 {
+		p = append(p, fmt.Sprintf("blocked>=%v", e.MinBlock))
 	}
 	if e.MaxBlock > 0 {
 		p = append(p, fmt.Sprintf("blocked<=%v", e.MaxBlock))
@@ -197,6 +202,7 @@ func LookupProfile(name string) (Profile, error) {
 			run(Redlock5, "worker-freeze", "fence-table", 3, 8, Expect{Lost: Zero}),
 			run(Redlock5, "clock-jump", "none", 2, 4, unsafe),
 			run(Redlock5, "clock-jump", "claim-first", 2, 4, Expect{Lost: Zero, Rejection: true}),
+			run(Redlock5, "renewal-hang", "none", 3, 6, hang(Expect{})),
 		}}, nil
 	case "quick":
 		return Profile{Name: name, Runs: []Scenario{
@@ -221,6 +227,8 @@ func LookupProfile(name string) (Profile, error) {
 			run(Redlock5, "worker-freeze", "fence-table", 4, 20, Expect{Overlaps: Zero, Lost: Zero}),
 			run(Redlock5, "freeze-acquire", "none", 4, 20, Expect{Overlaps: Zero}),
 			run(Redlock5, "worker-crash", "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
+			run(Redlock5, "renewal-hang", "none", 3, 10, hang(Expect{Lost: Positive})),
+			run(Redlock5, "renewal-hang", "claim-first", 3, 10, hang(Expect{Lost: Zero, Rejection: true})),
 			run(Redlock5, "clock-jump", "none", 2, 10, unsafe),
 			run(Redlock5, "clock-jump", "claim-first", 2, 10, Expect{Lost: Zero, Rejection: true}),
 			run(Redlock5, "mixed", "claim-first", 4, 60, Expect{Overlaps: Zero, Lost: Zero}),
@@ -248,6 +256,18 @@ func LookupProfile(name string) (Profile, error) {
 		return Profile{Name: name, Runs: runs}, nil
 	}
 	return Profile{}, fmt.Errorf("chaos: unknown profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
+}
+
+// holdCap is the WithMaxHold of the renewal-hang runs: three TTLs, so
+// that waiting for it is clearly renewal at work and not one TTL.
+const holdCap = 3 * quickTTL
+
+// hang adds what every renewal-hang run must show to e: no two valid
+// leases, and the others blocked past one TTL (renewal kept the hung
+// holder's lease) but not much past the hold cap plus one TTL.
+func hang(e Expect) Expect {
+	e.Overlaps, e.MinBlock, e.MaxBlock = Zero, holdCap, holdCap+quickTTL+300*time.Millisecond
+	return e
 }
 
 func stallRun(topo, mode string, workers, sections int, rate float64, work, lo, hi time.Duration, rep int) Scenario {

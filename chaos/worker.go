@@ -44,6 +44,7 @@ type WorkerConfig struct {
 	StallRate float64  `json:"stall_rate"`
 	StallMin  int      `json:"stall_min_ms"`
 	StallMax  int      `json:"stall_max_ms"`
+	HoldMs    int      `json:"hold_cap_ms"` // > 0: sections run under Do, extended up to this long
 	Seed      uint64   `json:"seed"`
 	Gates     []string `json:"gates"`      // "start", "locked", "read": wait for the coordinator there
 	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
@@ -120,6 +121,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	if cfg.NoQuar {
 		opts = append(opts, redlock.WithoutRestartQuarantine())
 	}
+	if cfg.HoldMs > 0 {
+		opts = append(opts, redlock.WithMaxHold(time.Duration(cfg.HoldMs)*time.Millisecond))
+	}
 	lc, err := redlock.New(clients, opts...)
 	if err != nil {
 		return fmt.Errorf("chaos worker: %w", err)
@@ -154,9 +158,32 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		s.attempt = attempt
 		s.callNs = wallNs()
 		lctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.LockMs)*time.Millisecond)
-		lease, err := lc.Lock(lctx, cfg.Key, ttl)
+		var outcome string
+		var err error
+		if cfg.HoldMs > 0 {
+			// Renewal: the lease is kept extended while the section runs,
+			// up to the hold cap.
+			// The section ignores the context Do cancels when the lease
+			// ends: a hung worker does not look at it either.
+			var serr error
+			err = lc.Do(lctx, cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
+				outcome, serr = w.section(ctx, lease, &s)
+				return serr
+			})
+			s.releaseNs = wallNs()
+			if outcome != "" {
+				err = serr // a lost lease is what the scenario is about, not an error
+			}
+		} else {
+			var lease *redlock.Lease
+			if lease, err = lc.Lock(lctx, cfg.Key, ttl); err == nil {
+				outcome, err = w.section(ctx, lease, &s)
+				_ = lease.Release(context.WithoutCancel(ctx))
+				s.releaseNs = wallNs()
+			}
+		}
 		cancel()
-		if err != nil {
+		if outcome == "" { // the lock was not obtained
 			if ctx.Err() != nil {
 				break
 			}
@@ -169,16 +196,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			continue
 		}
 		consecutive = 0
-		s.gotNs = wallNs()
-		s.deadlineNs = s.gotNs + int64(time.Until(lease.Deadline()))
-		s.token = lease.FencingToken()
-		if err := w.gate(ctx, "locked", attempt, s.token); err != nil {
+		if outcome == "gate" {
 			break
 		}
-		outcome, err := w.body(ctx, lease, &s)
-		s.endNs = wallNs()
-		_ = lease.Release(context.WithoutCancel(ctx))
-		s.releaseNs = wallNs()
 		s.outcome = outcome
 		switch outcome {
 		case "ok":
@@ -200,6 +220,20 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	b, _ := json.Marshal(st)
 	fmt.Fprintf(w.out, "stats %s\n", b)
 	return nil
+}
+
+// section is one critical section on lease: the "locked" gate, then the
+// body. Its deadline is read at the end, so that extensions count.
+func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (string, error) {
+	s.gotNs = wallNs()
+	s.token = lease.FencingToken()
+	if err := w.gate(ctx, "locked", s.attempt, s.token); err != nil {
+		return "gate", err
+	}
+	outcome, err := w.body(ctx, lease, s)
+	s.endNs = wallNs()
+	s.deadlineNs = s.endNs + int64(time.Until(lease.Deadline()))
+	return outcome, err
 }
 
 var fencingModes = map[string]bool{"none": true, "write-only": true, "claim-first": true, "fence-table": true}
