@@ -293,37 +293,10 @@ func (e *env) workerFreeze(ctx context.Context) error {
 // measures how long the others wait for its lease to expire.
 func (e *env) workerCrash(ctx context.Context) error {
 	h := e.procs[0]
-	if _, err := h.waitGate(ctx, "locked", 15*time.Second); err != nil {
+	t0, err := e.blockOthers(ctx, "locked", h.kill, "after the holder's crash")
+	if err != nil {
 		return err
 	}
-	for _, p := range e.procs[1:] {
-		if _, err := p.waitGate(ctx, "start", 10*time.Second); err != nil {
-			return err
-		}
-	}
-	if err := h.kill(); err != nil {
-		return err
-	}
-	t0 := time.Now()
-	e.markFault(true)
-	for _, p := range e.procs[1:] {
-		if err := p.answer(); err != nil {
-			return err
-		}
-	}
-	for e.totalDone() == 0 {
-		if time.Since(t0) > 10*time.Second {
-			return fmt.Errorf("chaos: no worker got the lock within 10s of the holder's crash")
-		}
-		if err := sleep(ctx, time.Millisecond); err != nil {
-			return err
-		}
-	}
-	// totalDone counts finished sections; the lock was obtained about one
-	// section (work + two statements) earlier.
-	e.mu.Lock()
-	e.blocked = time.Since(t0)
-	e.mu.Unlock()
 	e.markFault(false)
 	e.note("holder killed (SIGKILL) while holding; first section by another worker finished %v later", time.Since(t0).Round(time.Millisecond))
 	return nil
@@ -336,32 +309,10 @@ func (e *env) workerCrash(ctx context.Context) error {
 // read.
 func (e *env) renewalHang(ctx context.Context) error {
 	h := e.procs[0]
-	if _, err := h.waitGate(ctx, "read", 15*time.Second); err != nil {
+	t0, err := e.blockOthers(ctx, "read", func() error { return nil }, "while the holder hung")
+	if err != nil {
 		return err
 	}
-	for _, p := range e.procs[1:] {
-		if _, err := p.waitGate(ctx, "start", 10*time.Second); err != nil {
-			return err
-		}
-	}
-	e.markFault(true)
-	t0 := time.Now()
-	for _, p := range e.procs[1:] {
-		if err := p.answer(); err != nil {
-			return err
-		}
-	}
-	for e.totalDone() == 0 {
-		if time.Since(t0) > 10*time.Second {
-			return fmt.Errorf("chaos: no worker got the lock within 10s while the holder hung")
-		}
-		if err := sleep(ctx, time.Millisecond); err != nil {
-			return err
-		}
-	}
-	e.mu.Lock()
-	e.blocked = time.Since(t0)
-	e.mu.Unlock()
 	for e.totalDone() < 3 && time.Since(t0) < 10*time.Second {
 		if err := sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
@@ -371,6 +322,44 @@ func (e *env) renewalHang(ctx context.Context) error {
 		time.Since(t0).Round(time.Millisecond), e.sc.TTL, holdCap, e.blocked.Round(time.Millisecond))
 	e.markFault(false)
 	return h.answer()
+}
+
+// blockOthers waits for the holder (worker 0) at gate and the others at
+// their start, applies fault to the holder, lets the others try, and
+// records in e.blocked how long it took until one of them finished a
+// section (the lock was obtained about one section earlier). It returns
+// when the others started trying.
+func (e *env) blockOthers(ctx context.Context, gate string, fault func() error, what string) (time.Time, error) {
+	if _, err := e.procs[0].waitGate(ctx, gate, 15*time.Second); err != nil {
+		return time.Time{}, err
+	}
+	for _, p := range e.procs[1:] {
+		if _, err := p.waitGate(ctx, "start", 10*time.Second); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if err := fault(); err != nil {
+		return time.Time{}, err
+	}
+	t0 := time.Now()
+	e.markFault(true)
+	for _, p := range e.procs[1:] {
+		if err := p.answer(); err != nil {
+			return t0, err
+		}
+	}
+	for e.totalDone() == 0 {
+		if time.Since(t0) > 10*time.Second {
+			return t0, fmt.Errorf("chaos: no worker got the lock within 10s %s", what)
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return t0, err
+		}
+	}
+	e.mu.Lock()
+	e.blocked = time.Since(t0)
+	e.mu.Unlock()
+	return t0, nil
 }
 
 // freezeAcquire stops a worker while its acquire round is in flight (its
