@@ -133,7 +133,7 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 	}
 	n := &localNode{}
 	if spec.Clock {
-		shim, err := b.clock.get(ctx, b.TempDir)
+		shim, err := b.clock.get(ctx, b.TempDir, true)
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +141,7 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 		if err != nil {
 			return nil, err
 		}
+		n.clock = shim
 		cfg.Env = shim.env(n.clockFile)
 	}
 	p, err := testenv.StartRedisProcess(ctx, cfg)
@@ -216,6 +217,7 @@ func portFree(port int) error {
 type localNode struct {
 	p         *testenv.RedisProcess
 	clockFile string
+	clock     *clockShim
 }
 
 func (n *localNode) Addr() string                      { return n.p.Addr() }
@@ -229,5 +231,13 @@ func (n *localNode) JumpClock(offset time.Duration) error {
 	if n.clockFile == "" {
 		return fmt.Errorf("chaos: node %s was started without an adjustable clock", n.Addr())
 	}
-	return writeOffset(n.clockFile, offset)
+	return n.clock.write(n.clockFile, offset)
+}
+
+// ClockTool names what moves the node's clock.
+func (n *localNode) ClockTool() string {
+	if n.clock == nil {
+		return ""
+	}
+	return n.clock.Tool()
 }

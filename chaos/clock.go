@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,53 +14,146 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 //go:embed shim/clockshim.c
 var clockShimSource []byte
 
-// clockShim is the compiled LD_PRELOAD library that lets the suite move a
-// Redis node's wall clock (see clockshim.c).
+// clockShim is what moves a Redis node's wall clock: libfaketime where it
+// can run redis-server, otherwise the suite's own LD_PRELOAD library
+// (clockshim.c), compiled here. Both read the offset from a file the suite
+// replaces atomically.
 type clockShim struct {
-	dir string
-	lib string
+	dir      string
+	lib      string
+	faketime bool   // lib is libfaketime
+	why      string // why the own shim is used, when libfaketime was tried
 }
 
-// buildClockShim compiles clockshim.c with the machine's C compiler into a
-// fresh directory under tmp.
-//
-// libfaketime would do if it could start redis-server; Debian 12's cannot
-// (it aborts on a recursive clock_gettime during start-up), which is why the
-// shim exists. FAKETIME_TIMESTAMP_FILE-style control is what the shim
-// mimics, so switching back is a matter of the environment only.
-func buildClockShim(ctx context.Context, tmp string) (*clockShim, error) {
+// Tool names what moves the clock, for the run's notes.
+func (s *clockShim) Tool() string {
+	if s.faketime {
+		return "libfaketime (" + s.lib + ")"
+	}
+	if s.why != "" {
+		return "the suite's clock shim (libfaketime was tried: " + s.why + ")"
+	}
+	return "the suite's clock shim"
+}
+
+// buildClockShim compiles clockshim.c with the machine's C compiler into
+// dir. Debian 12's libfaketime (0.9.10) cannot start Debian's redis-server
+// (it aborts on a recursive clock_gettime during start-up), which is why
+// the shim exists.
+func buildClockShim(ctx context.Context, dir string) (*clockShim, error) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		if cc, err = exec.LookPath("gcc"); err != nil {
-			return nil, errors.New("chaos: the clock-jump fault needs a C compiler (cc or gcc) to build its clock shim; install gcc")
+			return nil, errors.New("chaos: the clock-jump fault needs libfaketime that can run redis-server, or a C compiler (cc or gcc) to build its clock shim; install gcc")
 		}
-	}
-	dir, err := os.MkdirTemp(tmp, "quorumlock-clock-")
-	if err != nil {
-		return nil, fmt.Errorf("chaos: clock shim dir: %w", err)
-	}
-	// redis-server may run as another user than the one who built it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
 	}
 	src := filepath.Join(dir, "clockshim.c")
 	if err := os.WriteFile(src, clockShimSource, 0o644); err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	lib := filepath.Join(dir, "clockshim.so")
 	out, err := exec.CommandContext(ctx, cc, "-shared", "-fPIC", "-O2", "-o", lib, src).CombinedOutput()
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("chaos: compile the clock shim with %s: %w\n%s", cc, err, strings.TrimSpace(string(out)))
 	}
 	return &clockShim{dir: dir, lib: lib}, nil
+}
+
+// libfaketimePaths are where distributions install libfaketime.
+var libfaketimePaths = []string{
+	"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+	"/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+	"/usr/lib/faketime/libfaketime.so.1",
+	"/usr/local/lib/faketime/libfaketime.so.1",
+	"/usr/lib64/faketime/libfaketime.so.1",
+}
+
+func findLibfaketime() string {
+	if p := os.Getenv("QUORUMLOCK_LIBFAKETIME"); p != "" {
+		return p
+	}
+	for _, p := range libfaketimePaths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// probeLibfaketime starts a throw-away redis-server under libfaketime and
+// checks that it answers and that its TIME moves when the offset file
+// does. It returns the usable clock or why libfaketime will not do.
+func probeLibfaketime(ctx context.Context, dir string) (*clockShim, error) {
+	lib := findLibfaketime()
+	if lib == "" {
+		return nil, errors.New("not installed")
+	}
+	s := &clockShim{dir: dir, lib: lib, faketime: true}
+	file := filepath.Join(dir, "probe-offset")
+	if err := s.write(file, 0); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	_ = l.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.Env = append(os.Environ(), s.env(file)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	complaint := func(what string) error {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "libfaketime") {
+				return fmt.Errorf("%s: %s", what, strings.TrimSpace(line))
+			}
+		}
+		return errors.New(what)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond, PoolSize: 1})
+	defer rc.Close()
+	var before time.Time
+	for {
+		if before, err = rc.Time(ctx).Result(); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return nil, complaint("redis-server exited under it")
+		case <-ctx.Done():
+			return nil, complaint("redis-server did not answer under it")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := s.write(file, 10*time.Second); err != nil {
+		return nil, err
+	}
+	after, err := rc.Time(ctx).Result()
+	if err != nil || after.Sub(before) < 9*time.Second {
+		return nil, complaint("it did not move redis-server's clock")
+	}
+	return s, nil
 }
 
 var offsetSeq int
@@ -67,20 +162,31 @@ var offsetSeq int
 func (s *clockShim) newOffsetFile() (string, error) {
 	offsetSeq++
 	path := filepath.Join(s.dir, "offset-"+strconv.Itoa(offsetSeq))
-	return path, writeOffset(path, 0)
+	return path, s.write(path, 0)
 }
 
 func (s *clockShim) env(offsetFile string) []string {
+	if s.faketime {
+		// Monotonic clocks stay real, as an NTP step leaves them; Redis's
+		// event loop runs on them.
+		return []string{"LD_PRELOAD=" + s.lib, "FAKETIME_TIMESTAMP_FILE=" + offsetFile,
+			"FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1"}
+	}
 	return []string{"LD_PRELOAD=" + s.lib, "QUORUMLOCK_CLOCK_FILE=" + offsetFile}
 }
 
 func (s *clockShim) remove() error { return os.RemoveAll(s.dir) }
 
-// writeOffset replaces the offset file atomically: the shim sees either the
-// old or the new value, never half a number.
-func writeOffset(path string, d time.Duration) error {
+// write replaces the offset file atomically: the clock sees either the old
+// or the new value, never half a number. libfaketime takes seconds with a
+// sign ("+3.400000"), the shim nanoseconds.
+func (s *clockShim) write(path string, d time.Duration) error {
+	v := strconv.FormatInt(int64(d), 10)
+	if s.faketime {
+		v = fmt.Sprintf("%+.6f", d.Seconds())
+	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(int64(d), 10)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
 		return fmt.Errorf("chaos: write clock offset: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -110,15 +216,37 @@ type lazyShim struct {
 	s  *clockShim
 }
 
-func (l *lazyShim) get(ctx context.Context, dir string) (*clockShim, error) {
+// get returns the clock, made on first use in a fresh directory under
+// tmp: libfaketime when tryFaketime and it can run redis-server here,
+// the compiled shim otherwise.
+func (l *lazyShim) get(ctx context.Context, tmp string, tryFaketime bool) (*clockShim, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.s != nil {
 		return l.s, nil
 	}
-	s, err := buildClockShim(ctx, dir)
+	dir, err := os.MkdirTemp(tmp, "quorumlock-clock-")
 	if err != nil {
+		return nil, fmt.Errorf("chaos: clock dir: %w", err)
+	}
+	// redis-server may run as another user than the one who made it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
+	}
+	var s *clockShim
+	var why error
+	if tryFaketime {
+		s, why = probeLibfaketime(ctx, dir)
+	}
+	if s == nil {
+		if s, err = buildClockShim(ctx, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		if why != nil {
+			s.why = why.Error()
+		}
 	}
 	l.s = s
 	return s, nil

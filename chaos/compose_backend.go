@@ -74,13 +74,15 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 	}
 	n := &composeNode{}
 	if spec.Clock {
-		shim, err := b.clock.get(ctx, b.TempDir)
+		// The images have no libfaketime: the shim, bind-mounted.
+		shim, err := b.clock.get(ctx, b.TempDir, false)
 		if err != nil {
 			return nil, err
 		}
 		if n.clockFile, err = shim.newOffsetFile(); err != nil {
 			return nil, err
 		}
+		n.clock = shim
 		cfg.Env = shim.env(n.clockFile)
 		// The whole directory: the offset file is replaced by a rename,
 		// which a bind mount of the file itself would not follow.
@@ -144,6 +146,7 @@ func (b *ComposeBackend) Close() error {
 type composeNode struct {
 	c         *testenv.RedisContainer
 	clockFile string
+	clock     *clockShim
 }
 
 func (n *composeNode) Addr() string                      { return n.c.Addr() }
@@ -157,5 +160,13 @@ func (n *composeNode) JumpClock(offset time.Duration) error {
 	if n.clockFile == "" {
 		return fmt.Errorf("chaos: node %s was started without an adjustable clock", n.Addr())
 	}
-	return writeOffset(n.clockFile, offset)
+	return n.clock.write(n.clockFile, offset)
+}
+
+// ClockTool names what moves the node's clock.
+func (n *composeNode) ClockTool() string {
+	if n.clock == nil {
+		return ""
+	}
+	return n.clock.Tool()
 }

@@ -151,7 +151,11 @@ func (e *env) doubleGrant(ctx context.Context) error {
 		if err := e.nodes[2].JumpClock(jump); err != nil {
 			return err
 		}
-		e.note("holder locked nodes 0,1,2; node 2's clock jumped %v forward", jump)
+		how := ""
+		if t, ok := e.nodes[2].(interface{ ClockTool() string }); ok {
+			how = " with " + t.ClockTool()
+		}
+		e.note("holder locked nodes 0,1,2; node 2's clock jumped %v forward%s", jump, how)
 		time.Sleep(5 * time.Millisecond) // the shim looks at its offset file at most every 2ms
 	case "failover":
 		if err := e.failover(ctx); err != nil {
