@@ -82,12 +82,96 @@ type LocalBackend struct {
 	// RedisBasePort+k instead of a free port.
 	RedisBasePort int
 
+	servers
+	next int // the next node's offset from RedisBasePort
+}
+
+// servers is the bookkeeping both backends share: the nodes of the current
+// run, the PostgreSQL server kept across runs, and the clock.
+type servers struct {
 	mu     sync.Mutex
-	nodes  []*localNode
-	pg     *testenv.PostgresProcess
+	nodes  []*node
+	pg     pgServer
 	clock  lazyShim
 	closed bool
-	next   int
+}
+
+type pgServer interface {
+	Postgres
+	Stop() error
+}
+
+func (s *servers) checkOpen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("chaos: backend closed")
+	}
+	return nil
+}
+
+// movableClock gives n a clock the suite can move and returns the
+// environment redis-server needs for it.
+func (s *servers) movableClock(ctx context.Context, tmp string, tryFaketime bool, n *node) ([]string, error) {
+	shim, err := s.clock.get(ctx, tmp, tryFaketime)
+	if err != nil {
+		return nil, err
+	}
+	if n.clockFile, err = shim.newOffsetFile(); err != nil {
+		return nil, err
+	}
+	n.clock = shim
+	return shim.env(n.clockFile), nil
+}
+
+func (s *servers) add(n *node) {
+	s.mu.Lock()
+	s.nodes = append(s.nodes, n)
+	s.mu.Unlock()
+}
+
+// postgres returns the PostgreSQL server, started by start the first time.
+func (s *servers) postgres(start func() (pgServer, error)) (Postgres, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("chaos: backend closed")
+	}
+	if s.pg != nil {
+		return s.pg, nil
+	}
+	pg, err := start()
+	if err != nil {
+		return nil, err
+	}
+	s.pg = pg
+	return pg, nil
+}
+
+// stopRedis stops the nodes started so far (a run's topology); the
+// PostgreSQL server stays up for the next run.
+func (s *servers) stopRedis() error {
+	s.mu.Lock()
+	nodes := s.nodes
+	s.nodes = nil
+	s.mu.Unlock()
+	return stopAll(nodes)
+}
+
+// close stops everything; stop is the backend's StopRedis.
+func (s *servers) close(stop func() error) error {
+	err := stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return err
+	}
+	s.closed = true
+	if s.pg != nil {
+		err = errors.Join(err, s.pg.Stop())
+		s.pg = nil
+	}
+	return errors.Join(err, s.clock.remove())
 }
 
 // NewLocalBackend returns a local backend after checking that the server
@@ -131,79 +215,51 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 		}
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--replicaof", host, p)
 	}
-	n := &localNode{}
+	n := &node{}
 	if spec.Clock {
-		shim, err := b.clock.get(ctx, b.TempDir, true)
+		env, err := b.movableClock(ctx, b.TempDir, true, n)
 		if err != nil {
 			return nil, err
 		}
-		n.clockFile, err = shim.newOffsetFile()
-		if err != nil {
-			return nil, err
-		}
-		n.clock = shim
-		cfg.Env = shim.env(n.clockFile)
+		cfg.Env = env
 	}
 	p, err := testenv.StartRedisProcess(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start redis-server: %w", err)
 	}
-	n.p = p
-	b.mu.Lock()
-	b.nodes = append(b.nodes, n)
-	b.mu.Unlock()
+	n.server = p
+	b.add(n)
 	return n, nil
 }
 
 // Postgres implements Backend.
 func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, errors.New("chaos: backend closed")
-	}
-	if b.pg != nil {
-		return b.pg, nil
-	}
-	if b.PostgresPort != 0 {
-		if err := portFree(b.PostgresPort); err != nil {
-			return nil, err
+	return b.postgres(func() (pgServer, error) {
+		if b.PostgresPort != 0 {
+			if err := portFree(b.PostgresPort); err != nil {
+				return nil, err
+			}
 		}
-	}
-	pg, err := testenv.StartPostgresProcess(ctx, testenv.PostgresConfig{Port: b.PostgresPort})
-	if err != nil {
-		return nil, fmt.Errorf("chaos: start PostgreSQL: %w", err)
-	}
-	b.pg = pg
-	return pg, nil
+		pg, err := testenv.StartPostgresProcess(ctx, testenv.PostgresConfig{Port: b.PostgresPort})
+		if err != nil {
+			return nil, fmt.Errorf("chaos: start PostgreSQL: %w", err)
+		}
+		return pg, nil
+	})
 }
 
 // StopRedis stops the nodes started so far (a run's topology); the
 // PostgreSQL server stays up for the next run.
 func (b *LocalBackend) StopRedis() error {
+	err := b.stopRedis()
 	b.mu.Lock()
-	nodes := b.nodes
-	b.nodes = nil
 	b.next = 0
 	b.mu.Unlock()
-	return stopAll(nodes)
+	return err
 }
 
 // Close implements Backend.
-func (b *LocalBackend) Close() error {
-	err := b.StopRedis()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return err
-	}
-	b.closed = true
-	if b.pg != nil {
-		err = errors.Join(err, b.pg.Stop())
-		b.pg = nil
-	}
-	return errors.Join(err, b.clock.remove())
-}
+func (b *LocalBackend) Close() error { return b.close(b.StopRedis) }
 
 // portFree fails with a clear message when a fixed port is taken.
 func portFree(port int) error {
@@ -214,20 +270,26 @@ func portFree(port int) error {
 	return l.Close()
 }
 
-type localNode struct {
-	p         *testenv.RedisProcess
+// server is what testenv's redis-server processes and containers both
+// offer.
+type server interface {
+	Addr() string
+	Kill() error
+	Restart(ctx context.Context) error
+	Pause() error
+	Resume() error
+	Stop() error
+}
+
+// node is a RedisNode on a testenv server, with a clock that can be moved
+// when it was started with one.
+type node struct {
+	server
 	clockFile string
 	clock     *clockShim
 }
 
-func (n *localNode) Addr() string                      { return n.p.Addr() }
-func (n *localNode) Kill() error                       { return n.p.Kill() }
-func (n *localNode) Restart(ctx context.Context) error { return n.p.Restart(ctx) }
-func (n *localNode) Pause() error                      { return n.p.Pause() }
-func (n *localNode) Resume() error                     { return n.p.Resume() }
-func (n *localNode) Stop() error                       { return n.p.Stop() }
-
-func (n *localNode) JumpClock(offset time.Duration) error {
+func (n *node) JumpClock(offset time.Duration) error {
 	if n.clockFile == "" {
 		return fmt.Errorf("chaos: node %s was started without an adjustable clock", n.Addr())
 	}
@@ -235,7 +297,7 @@ func (n *localNode) JumpClock(offset time.Duration) error {
 }
 
 // ClockTool names what moves the node's clock.
-func (n *localNode) ClockTool() string {
+func (n *node) ClockTool() string {
 	if n.clock == nil {
 		return ""
 	}

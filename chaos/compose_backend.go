@@ -2,11 +2,8 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
-	"time"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
@@ -35,11 +32,7 @@ type ComposeBackend struct {
 	// Docker engine must see the same path (a local engine does).
 	TempDir string
 
-	mu     sync.Mutex
-	nodes  []*composeNode
-	pg     *testenv.PostgresContainer
-	clock  lazyShim
-	closed bool
+	servers
 }
 
 // NewComposeBackend returns a compose backend. Whether an engine answers is
@@ -51,12 +44,9 @@ func (b *ComposeBackend) Name() string { return "compose" }
 
 // StartRedis implements Backend.
 func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNode, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, errors.New("chaos: backend closed")
+	if err := b.checkOpen(); err != nil {
+		return nil, err
 	}
-	b.mu.Unlock()
 	var cfg testenv.RedisConfig
 	if spec.AOF {
 		cfg.Persistence = testenv.PersistenceAOFAlways
@@ -72,101 +62,42 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--replicaof", host, port)
 		opts = append(opts, testenv.WithHostNetwork())
 	}
-	n := &composeNode{}
+	n := &node{}
 	if spec.Clock {
 		// The images have no libfaketime: the shim, bind-mounted.
-		shim, err := b.clock.get(ctx, b.TempDir, false)
+		env, err := b.movableClock(ctx, b.TempDir, false, n)
 		if err != nil {
 			return nil, err
 		}
-		if n.clockFile, err = shim.newOffsetFile(); err != nil {
-			return nil, err
-		}
-		n.clock = shim
-		cfg.Env = shim.env(n.clockFile)
+		cfg.Env = env
 		// The whole directory: the offset file is replaced by a rename,
 		// which a bind mount of the file itself would not follow.
-		opts = append(opts, testenv.WithBinds(shim.dir+":"+shim.dir+":ro"))
+		dir := n.clock.dir
+		opts = append(opts, testenv.WithBinds(dir+":"+dir+":ro"))
 	}
 	c, err := testenv.StartRedisContainer(ctx, cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start redis container: %w", err)
 	}
-	n.c = c
-	b.mu.Lock()
-	b.nodes = append(b.nodes, n)
-	b.mu.Unlock()
+	n.server = c
+	b.add(n)
 	return n, nil
 }
 
 // Postgres implements Backend.
 func (b *ComposeBackend) Postgres(ctx context.Context) (Postgres, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, errors.New("chaos: backend closed")
-	}
-	if b.pg != nil {
-		return b.pg, nil
-	}
-	pg, err := testenv.StartPostgresContainer(ctx, testenv.PostgresContainerConfig{})
-	if err != nil {
-		return nil, fmt.Errorf("chaos: start PostgreSQL container: %w", err)
-	}
-	b.pg = pg
-	return pg, nil
+	return b.postgres(func() (pgServer, error) {
+		pg, err := testenv.StartPostgresContainer(ctx, testenv.PostgresContainerConfig{})
+		if err != nil {
+			return nil, fmt.Errorf("chaos: start PostgreSQL container: %w", err)
+		}
+		return pg, nil
+	})
 }
 
 // StopRedis removes the node containers started so far; the PostgreSQL
 // container stays up for the next run.
-func (b *ComposeBackend) StopRedis() error {
-	b.mu.Lock()
-	nodes := b.nodes
-	b.nodes = nil
-	b.mu.Unlock()
-	return stopAll(nodes)
-}
+func (b *ComposeBackend) StopRedis() error { return b.stopRedis() }
 
 // Close implements Backend.
-func (b *ComposeBackend) Close() error {
-	err := b.StopRedis()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return err
-	}
-	b.closed = true
-	if b.pg != nil {
-		err = errors.Join(err, b.pg.Stop())
-		b.pg = nil
-	}
-	return errors.Join(err, b.clock.remove())
-}
-
-type composeNode struct {
-	c         *testenv.RedisContainer
-	clockFile string
-	clock     *clockShim
-}
-
-func (n *composeNode) Addr() string                      { return n.c.Addr() }
-func (n *composeNode) Kill() error                       { return n.c.Kill() }
-func (n *composeNode) Restart(ctx context.Context) error { return n.c.Restart(ctx) }
-func (n *composeNode) Pause() error                      { return n.c.Pause() }
-func (n *composeNode) Resume() error                     { return n.c.Resume() }
-func (n *composeNode) Stop() error                       { return n.c.Stop() }
-
-func (n *composeNode) JumpClock(offset time.Duration) error {
-	if n.clockFile == "" {
-		return fmt.Errorf("chaos: node %s was started without an adjustable clock", n.Addr())
-	}
-	return n.clock.write(n.clockFile, offset)
-}
-
-// ClockTool names what moves the node's clock.
-func (n *composeNode) ClockTool() string {
-	if n.clock == nil {
-		return ""
-	}
-	return n.clock.Tool()
-}
+func (b *ComposeBackend) Close() error { return b.close(b.StopRedis) }
