@@ -120,6 +120,13 @@ func (g *Guard) Setup(ctx context.Context, db DB) error {
 // error, wrapped. On any error nothing was written (it is one statement).
 // Safe for concurrent use.
 func (g *Guard) Write(ctx context.Context, db DB, key any, h Holder, vals Values) error {
+	return g.write(ctx, db, key, h, vals, false)
+}
+
+// write is Write (claimed false: the statement also raises the fence past
+// every earlier token) and WriteClaimed (claimed: the fence must equal the
+// token). The token is $1 and the key $2.
+func (g *Guard) write(ctx context.Context, db DB, key any, h Holder, vals Values, claimed bool) error {
 	token, err := g.check(key, h)
 	if err != nil {
 		return err
@@ -129,12 +136,15 @@ func (g *Guard) Write(ctx context.Context, db DB, key any, h Holder, vals Values
 		return err
 	}
 	sql := fmt.Sprintf(`UPDATE %s SET %s = $1, %s WHERE %s = $2 AND %s < $1`, g.table, g.fence, cols, g.key, g.fence)
+	if claimed {
+		sql = fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $2 AND %s = $1`, g.table, cols, g.key, g.fence)
+	}
 	tag, err := db.Exec(ctx, sql, append([]any{token, key}, args...)...)
 	if err != nil {
 		return fmt.Errorf("fencing: write %s key %v: %w", g.name, key, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return g.refused(ctx, db, key, token, false)
+		return g.refused(ctx, db, key, token, claimed)
 	}
 	return nil
 }
@@ -186,23 +196,7 @@ func (g *Guard) Claim(ctx context.Context, db DB, key any, h Holder) error {
 // token (Claim was not called). On any error nothing was written.
 // Safe for concurrent use.
 func (g *Guard) WriteClaimed(ctx context.Context, db DB, key any, h Holder, vals Values) error {
-	token, err := g.check(key, h)
-	if err != nil {
-		return err
-	}
-	cols, args, err := g.assignments(vals, 3)
-	if err != nil {
-		return err
-	}
-	sql := fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $2 AND %s = $1`, g.table, cols, g.key, g.fence)
-	tag, err := db.Exec(ctx, sql, append([]any{token, key}, args...)...)
-	if err != nil {
-		return fmt.Errorf("fencing: write %s key %v: %w", g.name, key, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return g.refused(ctx, db, key, token, true)
-	}
-	return nil
+	return g.write(ctx, db, key, h, vals, true)
 }
 
 // Update runs the whole claim-first mode: Claim, then fn (which reads the
