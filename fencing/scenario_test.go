@@ -158,23 +158,8 @@ func TestOverlappingHolders(t *testing.T) {
 			name: "fence-table/A first: B waits for A",
 			run: func(t *testing.T, db *pgxpool.Pool) int {
 				f := setupFenceTable(t, db)
-				read := make(chan struct{})
-				release := make(chan struct{})
-				doneA := make(chan error, 1)
-				go func() {
-					doneA <- f.InTx(ctx, db, counterKey, tokA, func(ctx context.Context, tx pgx.Tx) error {
-						n, hist, err := loadCounter(ctx, tx)
-						if err != nil {
-							return err
-						}
-						close(read)
-						<-release // A is paused between its read and its write
-						_, err = tx.Exec(ctx, `UPDATE counters SET n = $1, history = $2 WHERE name = $3`,
-							n+1, append(hist, int64(tokA)), counterKey)
-						return err
-					})
-				}()
-				<-read
+				// A is paused between its read and its write.
+				release, doneA := pausedIncrement(t, f, db, tokA)
 				doneB := make(chan error, 1)
 				go func() {
 					doneB <- f.InTx(ctx, db, counterKey, tokB, func(ctx context.Context, tx pgx.Tx) error {
@@ -195,23 +180,7 @@ func TestOverlappingHolders(t *testing.T) {
 			name: "fence-table/B first: A waits, is refused and retried",
 			run: func(t *testing.T, db *pgxpool.Pool) int {
 				f := setupFenceTable(t, db)
-				read := make(chan struct{})
-				release := make(chan struct{})
-				doneB := make(chan error, 1)
-				go func() {
-					doneB <- f.InTx(ctx, db, counterKey, tokB, func(ctx context.Context, tx pgx.Tx) error {
-						n, hist, err := loadCounter(ctx, tx)
-						if err != nil {
-							return err
-						}
-						close(read)
-						<-release
-						_, err = tx.Exec(ctx, `UPDATE counters SET n = $1, history = $2 WHERE name = $3`,
-							n+1, append(hist, int64(tokB)), counterKey)
-						return err
-					})
-				}()
-				<-read
+				release, doneB := pausedIncrement(t, f, db, tokB)
 				doneA := make(chan error, 1)
 				calledA := make(chan struct{}, 1)
 				go func() {
@@ -294,4 +263,33 @@ func TestDBKinds(t *testing.T) {
 			require.Equal(t, uint64(2), fence)
 		})
 	}
+}
+
+// pausedIncrement starts an increment of the counter in f.InTx under tok
+// and returns once it has read the counter; it writes when release is
+// closed, and its InTx result arrives on done.
+func pausedIncrement(t *testing.T, f *fencing.FenceTable, db *pgxpool.Pool, tok fencing.Holder) (release chan struct{}, done <-chan error) {
+	t.Helper()
+	read := make(chan struct{})
+	release = make(chan struct{})
+	d := make(chan error, 1)
+	go func() {
+		d <- f.InTx(context.Background(), db, counterKey, tok, func(ctx context.Context, tx pgx.Tx) error {
+			n, hist, err := loadCounter(ctx, tx)
+			if err != nil {
+				return err
+			}
+			close(read)
+			<-release
+			_, err = tx.Exec(ctx, `UPDATE counters SET n = $1, history = $2 WHERE name = $3`,
+				n+1, append(hist, int64(tok.FencingToken())), counterKey)
+			return err
+		})
+	}()
+	select {
+	case <-read:
+	case err := <-d:
+		t.Fatalf("InTx for token %d ended before its read: %v", tok.FencingToken(), err)
+	}
+	return release, d
 }
