@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -111,7 +112,9 @@ func probeLibfaketime(ctx context.Context, dir string) (*clockShim, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	cmd.Env = append(os.Environ(), s.env(file)...)
-	var out bytes.Buffer
+	// exec copies the output in its own goroutine until Wait returns, while
+	// complaint may read it before that: the buffer takes a lock.
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -156,12 +159,30 @@ func probeLibfaketime(ctx context.Context, dir string) (*clockShim, error) {
 	return s, nil
 }
 
-var offsetSeq int
+// lockedBuffer is a bytes.Buffer safe to write and read from two goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// offsetSeq numbers offset files; nodes start in parallel.
+var offsetSeq atomic.Int64
 
 // newOffsetFile creates a file holding a zero offset for one node.
 func (s *clockShim) newOffsetFile() (string, error) {
-	offsetSeq++
-	path := filepath.Join(s.dir, "offset-"+strconv.Itoa(offsetSeq))
+	path := filepath.Join(s.dir, "offset-"+strconv.FormatInt(offsetSeq.Add(1), 10))
 	return path, s.write(path, 0)
 }
 
