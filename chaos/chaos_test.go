@@ -160,3 +160,55 @@ func TestChaosPortInUse(t *testing.T) {
 		t.Fatalf("got %v, want a port-in-use error", err)
 	}
 }
+
+// TestChaosPolling: --poll keeps the stall runs and makes their waiters
+// poll TryLock; a polling run finishes its sections, and with claim-first
+// it still loses nothing. Out-of-range intervals and a selection without
+// stall runs are errors.
+func TestChaosPolling(t *testing.T) {
+	quick, err := chaos.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smoke, err := chaos.LookupProfile("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p     chaos.Profile
+		every time.Duration
+		msg   string
+	}{
+		{quick, -time.Millisecond, "out of range"},
+		{quick, 500 * time.Microsecond, "out of range"},
+		{quick, 2 * time.Second, "out of range"},
+		{smoke, 20 * time.Millisecond, "applies to the stall runs"},
+	} {
+		if _, err := tc.p.Polling(tc.every); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("Polling(%v) on %s: %v, want an error containing %q", tc.every, tc.p.Name, err, tc.msg)
+		}
+	}
+	if p, err := quick.Polling(0); err != nil || len(p.Runs) != len(quick.Runs) {
+		t.Errorf("Polling(0) changed the profile: %d of %d runs, %v", len(p.Runs), len(quick.Runs), err)
+	}
+	p, err := quick.Filter(nil, []string{"stall"}, []string{"claim-first"})
+	if err == nil {
+		p, err = p.Polling(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Runs) != 1 || !strings.HasSuffix(p.Runs[0].Name(), "/poll=20ms") {
+		t.Fatalf("polling runs %+v, want the one claim-first stall run, named with its interval", p.Runs)
+	}
+	if testing.Short() {
+		return
+	}
+	rep := runProfile(t, p, 7, "")
+	r := rep.Runs[0]
+	want := p.Runs[0].Workers * p.Runs[0].Sections
+	if r.PollMs != 20 || r.Accepted != want || r.LostUpdates != 0 || !r.Pass {
+		t.Errorf("polling run: poll %d ms, %d of %d accepted, %d lost, pass %v (%v); want 20 ms, all, 0, true",
+			r.PollMs, r.Accepted, want, r.LostUpdates, r.Pass, r.Failure)
+	}
+}

@@ -67,9 +67,6 @@ func overlapPairs(ss []Section, span func(Section) (int64, int64)) int {
 	return n
 }
 
-// TokenInversions counts writes the resource accepted with a token not
-// larger than one it had accepted before (tokens in commit order; 0, a
-
 // LateWrites looks at the accepted writes of sections that ended after
 // their lease deadline. Such a write sets the counter to what its section
 // read plus one. If it lands between two other sections it erases every
@@ -99,6 +96,35 @@ func LateWrites(ss []Section) (accepted, overwritten int) {
 	return accepted, overwritten
 }
 
+// ReadWriteShare is the share of the run, from the first grant to the
+// last write, during which a section that kept to its lease was between
+// its read and its write. A late write landing at a random moment is
+// overwritten (and costs only its own increment) with about this
+// probability; otherwise it lands between two sections and erases what
+// was committed since its read.
+func ReadWriteShare(ss []Section) float64 {
+	var from, to, busy int64
+	seen := false
+	for _, s := range ss {
+		if s.Outcome != "ok" || s.ReadAt == 0 {
+			continue
+		}
+		if !seen || s.Got < from {
+			from, seen = s.Got, true
+		}
+		to = max(to, s.End)
+		if s.End <= s.Deadline && s.End > s.ReadAt {
+			busy += s.End - s.ReadAt
+		}
+	}
+	if to <= from {
+		return 0
+	}
+	return float64(busy) / float64(to-from)
+}
+
+// TokenInversions counts writes the resource accepted with a token not
+// larger than one it had accepted before (tokens in commit order; 0, a
 // write without a token, is skipped).
 func TokenInversions(tokens []uint64) int {
 	var hi uint64

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -61,6 +62,15 @@ func TestChaosLateWrites(t *testing.T) {
 	acc, over := LateWrites(ss)
 	if acc != 2 || over != 1 {
 		t.Errorf("LateWrites = %d accepted, %d overwritten; want 2 and 1", acc, over)
+	}
+	// On-time sections hold the counter between read and write for
+	// 9 + 9 + 9 + 9 + 19 + 9 = 64 of the 730 from the first grant to the last
+	// write; late sections do not count.
+	if got, want := ReadWriteShare(ss), 64.0/730; math.Abs(got-want) > 1e-9 {
+		t.Errorf("ReadWriteShare = %v, want %v", got, want)
+	}
+	if got := ReadWriteShare(nil); got != 0 {
+		t.Errorf("ReadWriteShare(nil) = %v, want 0", got)
 	}
 	ss[4].Outcome = "rejected"
 	if acc, over := LateWrites(ss); acc != 1 || over != 0 {

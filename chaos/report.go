@@ -39,8 +39,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(w, "FAIL %s/%s/%s (seed %d): %s\n", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
 	}
 	for _, c := range rep.FailedComparisons() {
-		fmt.Fprintf(w, "FAIL stall %g%% without fencing: median %d lost vs %d published (%.2fx, allowed %gx)\n",
-			c.StallRate*100, c.LostMedian, c.PublishedMedian, c.Ratio, PublishedTolerance)
+		fmt.Fprintf(w, "FAIL stall %g%% without fencing (waiters: %s): median %d lost vs %d published (%.2fx, allowed %gx)\n",
+			c.StallRate*100, waiters(c.PollMs), c.LostMedian, c.PublishedMedian, c.Ratio, PublishedTolerance)
 	}
 	return nil
 }
@@ -49,7 +49,19 @@ func stallLabel(r Result) string {
 	if r.StallRate == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%g%%/%dms", r.StallRate*100, r.WorkMs)
+	l := fmt.Sprintf("%g%%/%dms", r.StallRate*100, r.WorkMs)
+	if r.PollMs > 0 {
+		l += fmt.Sprintf("/poll%dms", r.PollMs)
+	}
+	return l
+}
+
+// waiters says how a run's waiters waited for the lock.
+func waiters(pollMs int64) string {
+	if pollMs > 0 {
+		return fmt.Sprintf("poll %d ms", pollMs)
+	}
+	return "Lock"
 }
 
 // WriteMarkdown writes the report as Markdown; svg, when not empty, is the
@@ -71,24 +83,31 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	}
 	if sum := stallSummary(rep); len(sum) > 0 {
 		fmt.Fprint(w, "\n## Stalled sections\n\n")
-		fmt.Fprintln(w, "| stall rate | work | fencing | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs |")
-		fmt.Fprintln(w, "|---|---|---|---:|---|---:|---|")
+		fmt.Fprintln(w, "| stall rate | work | fencing | waiters | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs | lost per late write between sections | counter between read and write (median share) |")
+		fmt.Fprintln(w, "|---|---|---|---|---:|---|---:|---|---:|---:|")
 		for _, s := range sum {
-			fmt.Fprintf(w, "| %g%% | %d ms | %s | %d | %d (%d-%d) | %d | %d (%d) |\n", s.rate*100, s.work, s.mode, s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed, s.late, s.lateOver)
+			per := "-"
+			if between := s.late - s.lateOver; between > 0 {
+				per = fmt.Sprintf("%.1f", float64(s.lostSum-int64(s.lateOver))/float64(between))
+			}
+			fmt.Fprintf(w, "| %g%% | %d ms | %s | %s | %d | %d (%d-%d) | %d | %d (%d) | %s | %.2f |\n", s.rate*100, s.work, s.mode, waiters(s.poll),
+				s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed, s.late, s.lateOver, per, s.shareMed)
 		}
 		fmt.Fprintln(w, "\nA late write that lands between two sections erases every increment made since its read; one")
 		fmt.Fprintln(w, "that lands while the next holder is between its read and its write is itself overwritten, and")
-		fmt.Fprintln(w, "only its own increment is lost (see docs/chaos.md).")
+		fmt.Fprintln(w, "only its own increment is lost. Lost per late write between sections is (all lost - overwritten)")
+		fmt.Fprintln(w, "/ (late - overwritten) over the runs; the share of time the counter sat between a read and its")
+		fmt.Fprintln(w, "write is about the chance that a late write is overwritten (see docs/chaos.md).")
 	}
 	if svg != "" {
 		fmt.Fprintf(w, "\n![lost updates against the stall rate](%s)\n", svg)
 	}
 	if len(rep.Comparisons) > 0 {
 		fmt.Fprintf(w, "\n## Against the published experiment\n\nLost updates without fencing, median (range) over the runs; the median must land within %gx of the published one.\n\n", PublishedTolerance)
-		fmt.Fprintln(w, "| stall rate | runs | here | published | ratio | verdict |")
-		fmt.Fprintln(w, "|---|---:|---|---|---:|---|")
+		fmt.Fprintln(w, "| stall rate | waiters | runs | here | published | ratio | verdict |")
+		fmt.Fprintln(w, "|---|---|---:|---|---|---:|---|")
 		for _, c := range rep.Comparisons {
-			fmt.Fprintf(w, "| %g%% | %d | %d (%d-%d) | %d (%d-%d) | %.2f | %s |\n", c.StallRate*100, c.Runs,
+			fmt.Fprintf(w, "| %g%% | %s | %d | %d (%d-%d) | %d (%d-%d) | %.2f | %s |\n", c.StallRate*100, waiters(c.PollMs), c.Runs,
 				c.LostMedian, c.LostMin, c.LostMax, c.PublishedMedian, c.PublishedMin, c.PublishedMax, c.Ratio, c.Verdict)
 		}
 	}
@@ -120,10 +139,13 @@ type stallRow struct {
 	rate                      float64
 	work                      int64
 	mode                      string
+	poll                      int64
 	runs                      int
 	lostMed, lostMin, lostMax int64
 	rejMed                    int64
 	late, lateOver            int
+	lostSum                   int64
+	shareMed                  float64
 }
 
 func stallSummary(rep *Report) []stallRow {
@@ -131,31 +153,44 @@ func stallSummary(rep *Report) []stallRow {
 		rate float64
 		work int64
 		mode string
+		poll int64
 	}
 	lost := map[key][]int64{}
 	rej := map[key][]int64{}
 	late := map[key][2]int{}
+	share := map[key][]float64{}
 	for _, r := range rep.Runs {
 		if r.Fault != "stall" {
 			continue
 		}
-		k := key{r.StallRate, r.WorkMs, r.Fencing}
+		k := key{r.StallRate, r.WorkMs, r.Fencing, r.PollMs}
 		lost[k] = append(lost[k], r.LostUpdates)
 		rej[k] = append(rej[k], int64(r.Rejected))
 		l := late[k]
 		late[k] = [2]int{l[0] + r.LateWrites, l[1] + r.LateOverwritten}
+		share[k] = append(share[k], r.ReadWriteShare)
 	}
 	var out []stallRow
 	for k, l := range lost {
 		slices.Sort(l)
 		rj := rej[k]
 		slices.Sort(rj)
-		out = append(out, stallRow{k.rate, k.work, k.mode, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2], late[k][0], late[k][1]})
+		sh := share[k]
+		slices.Sort(sh)
+		var sum int64
+		for _, v := range l {
+			sum += v
+		}
+		out = append(out, stallRow{k.rate, k.work, k.mode, k.poll, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2],
+			late[k][0], late[k][1], sum, sh[len(sh)/2]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.work != b.work {
 			return a.work < b.work
+		}
+		if a.poll != b.poll {
+			return a.poll < b.poll
 		}
 		if a.rate != b.rate {
 			return a.rate < b.rate
@@ -169,7 +204,8 @@ func stallSummary(rep *Report) []stallRow {
 func HasStallRuns(rep *Report) bool { return len(stallSummary(rep)) > 0 }
 
 // WriteSVG plots the median lost updates against the stall rate, one line
-// per fencing mode (and work duration), as a self-contained SVG.
+// per fencing mode (and work duration and way of waiting), as a
+// self-contained SVG.
 func WriteSVG(w io.Writer, rep *Report) error {
 	rows := stallSummary(rep)
 	const W, H, left, right, top, bottom = 640.0, 400.0, 60.0, 170.0, 30.0, 50.0
@@ -211,11 +247,12 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	type series struct {
 		mode string
 		work int64
+		poll int64
 	}
 	var order []series
 	pts := map[series][]stallRow{}
 	for _, r := range rows {
-		s := series{r.mode, r.work}
+		s := series{r.mode, r.work, r.poll}
 		if _, ok := pts[s]; !ok {
 			order = append(order, s)
 		}
@@ -224,8 +261,15 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	for i, s := range order {
 		c := colors[s.mode]
 		dash := ""
-		if i > 0 && s.work != order[0].work {
+		switch {
+		case s.poll > 0:
+			dash = ` stroke-dasharray="2,2"`
+		case i > 0 && s.work != order[0].work:
 			dash = ` stroke-dasharray="5,3"`
+		}
+		label := fmt.Sprintf("%s, %d ms work", s.mode, s.work)
+		if s.poll > 0 {
+			label += fmt.Sprintf(", poll %d ms", s.poll)
 		}
 		var path []string
 		for _, p := range pts[s] {
@@ -235,8 +279,8 @@ func WriteSVG(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(path, " "), c, dash)
 		ly := top + 16*float64(i)
-		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s, %d ms work</text>`+"\n",
-			left+pw+10, ly, left+pw+30, ly, c, dash, left+pw+35, ly+4, s.mode, s.work)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text>`+"\n",
+			left+pw+10, ly, left+pw+30, ly, c, dash, left+pw+35, ly+4, label)
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())

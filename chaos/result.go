@@ -17,6 +17,7 @@ type Result struct {
 	TTLms      int64   `json:"ttl_ms"`
 	WorkMs     int64   `json:"work_ms"`
 	StallRate  float64 `json:"stall_rate"`
+	PollMs     int64   `json:"poll_ms,omitempty"` // waiters polled TryLock this often (0: Lock)
 	Quarantine bool    `json:"quarantine"`
 
 	Sections        int      `json:"sections"` // critical sections entered (lock granted)
@@ -31,6 +32,7 @@ type Result struct {
 	Late            []string `json:"late,omitempty"`
 	LateWrites      int      `json:"late_writes"`             // late sections whose write was accepted
 	LateOverwritten int      `json:"late_writes_overwritten"` // of those, writes no later section read
+	ReadWriteShare  float64  `json:"read_write_share"`        // share of the run the counter sat between a read and its write
 	TokenInversions int      `json:"token_inversions"`
 	Linearizable    string   `json:"linearizable"` // porcupine on the lock history: ok, violation, unknown
 	LockFailures    int      `json:"lock_failures"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os/exec"
 	"strings"
@@ -116,7 +117,7 @@ func runOne(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed ui
 	start := time.Now()
 	r := Result{Topology: sc.Topology, Fault: sc.Fault, Fencing: sc.Fencing, Seed: seed, Repeat: sc.Repeat,
 		Workers: sc.Workers, TTLms: sc.TTL.Milliseconds(), WorkMs: sc.Work.Milliseconds(), StallRate: sc.StallRate,
-		Quarantine: sc.Quarantine()}
+		PollMs: sc.Poll.Milliseconds(), Quarantine: sc.Quarantine()}
 	e := &env{opts: opts, sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), bar: bar}
 	err := e.run(ctx, pg, &r)
 	r.DurationMs = time.Since(start).Milliseconds()
@@ -330,7 +331,7 @@ func (e *env) workerConfig(w int) WorkerConfig {
 		NodeMs: max(30, int(sc.TTL.Milliseconds()*15/100)), LockMs: 10_000,
 		Sections: sc.Sections, NoQuar: !sc.Quarantine(),
 		StallRate: sc.StallRate, StallMin: int(sc.StallMin.Milliseconds()), StallMax: int(sc.StallMax.Milliseconds()),
-		Seed: e.seed,
+		Seed: e.seed, PollMs: int(sc.Poll.Milliseconds()),
 	}
 	if sc.Topology != Redlock5 {
 		cfg.NodeMs = 100 // one node: a timeout only costs availability
@@ -539,6 +540,7 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 	r.Overlaps = Overlaps(ss)
 	r.StaleOverlaps = StaleOverlaps(ss)
 	r.LateWrites, r.LateOverwritten = LateWrites(ss)
+	r.ReadWriteShare = math.Round(ReadWriteShare(ss)*1000) / 1000
 	r.TokenInversions = TokenInversions(toks)
 	r.Linearizable = Linearizable(ss, 20*time.Second)
 	for _, p := range e.procs {

@@ -55,7 +55,8 @@ type Scenario struct {
 	StallRate float64
 	StallMin  time.Duration
 	StallMax  time.Duration
-	Repeat    int // which of several identical runs (full profile)
+	Repeat    int           // which of several identical runs (full profile)
+	Poll      time.Duration // > 0: waiters poll TryLock this often instead of waiting in Lock
 	Expect    Expect
 }
 
@@ -64,6 +65,9 @@ func (s Scenario) Name() string {
 	n := s.Topology + "/" + s.Fault + "/" + s.Fencing
 	if s.StallRate > 0 {
 		n += fmt.Sprintf("/stall=%g%%/work=%v", s.StallRate*100, s.Work)
+	}
+	if s.Poll > 0 {
+		n += fmt.Sprintf("/poll=%v", s.Poll)
 	}
 	if s.Repeat > 0 {
 		n += fmt.Sprintf("#%d", s.Repeat)
@@ -312,6 +316,30 @@ func (p Profile) Filter(topologies, faults, modes []string) (Profile, error) {
 	}
 	if len(out.Runs) == 0 {
 		return out, fmt.Errorf("chaos: profile %s has no run matching the filters", p.Name)
+	}
+	return out, nil
+}
+
+// Polling keeps the stall runs and makes their waiters poll: TryLock, and
+// after a refusal sleep every and try again, as simple clients do
+// (redis-py's Lock sleeps 100 ms by default), instead of Lock's wait for
+// the release notice or the holder's expiry. every == 0 leaves p as it is.
+func (p Profile) Polling(every time.Duration) (Profile, error) {
+	if every == 0 {
+		return p, nil
+	}
+	if every < time.Millisecond || every > time.Second {
+		return p, fmt.Errorf("chaos: poll interval %v out of range (1ms to 1s)", every)
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		if s.Fault == "stall" {
+			s.Poll = every
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: polling applies to the stall runs, and the selected runs of profile %s have none", p.Name)
 	}
 	return out, nil
 }

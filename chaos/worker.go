@@ -45,6 +45,7 @@ type WorkerConfig struct {
 	StallMin  int      `json:"stall_min_ms"`
 	StallMax  int      `json:"stall_max_ms"`
 	HoldMs    int      `json:"hold_cap_ms"` // > 0: sections run under Do, extended up to this long
+	PollMs    int      `json:"poll_ms"`     // > 0: poll TryLock this often instead of waiting in Lock
 	Seed      uint64   `json:"seed"`
 	Gates     []string `json:"gates"`      // "start", "locked", "read": wait for the coordinator there
 	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
@@ -176,7 +177,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			}
 		} else {
 			var lease *redlock.Lease
-			if lease, err = lc.Lock(lctx, cfg.Key, ttl); err == nil {
+			if lease, err = w.lock(lctx, lc, ttl); err == nil {
 				outcome, err = w.section(ctx, lease, &s)
 				_ = lease.Release(context.WithoutCancel(ctx))
 				s.releaseNs = wallNs()
@@ -224,6 +225,28 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
+// lock takes the lock with Lock, or, when the worker polls, with TryLock
+// and a fixed sleep after each refusal, as a client without release
+// notices or a view of the holder's expiry does.
+func (w *worker) lock(ctx context.Context, lc *redlock.Client, ttl time.Duration) (*redlock.Lease, error) {
+	if w.cfg.PollMs <= 0 {
+		return lc.Lock(ctx, w.cfg.Key, ttl)
+	}
+	for {
+		lease, err := lc.TryLock(ctx, w.cfg.Key, ttl)
+		if err == nil || !errors.Is(err, redlock.ErrNotObtained) {
+			return lease, err
+		}
+		t := time.NewTimer(time.Duration(w.cfg.PollMs) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
 func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (string, error) {
 	s.gotNs = wallNs()
 	s.token = lease.FencingToken()

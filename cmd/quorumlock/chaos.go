@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,6 +39,7 @@ type chaosConfig struct {
 	json     string
 	markdown string
 	history  string
+	poll     time.Duration
 	run      string
 	seed     uint64
 	seedSet  bool
@@ -85,6 +87,7 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.backend, "backend", "local", "where the servers run: local (child processes on loopback) or compose (containers from the locally built or official images)")
 	fs.StringVar(&cc.json, "json", "", "write the JSON report to `file`")
 	fs.StringVar(&cc.run, "run", "", "only runs whose name contains `text` (names as the table prints them, e.g. stall=0.1%)")
+	fs.DurationVar(&cc.poll, "poll", 0, "keep only the stall runs, and have their waiters poll TryLock every `interval` (e.g. 100ms) instead of waiting in Lock")
 	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
 	seed := fs.String("seed", "", "the suite's seed, `N` (default: random, printed)")
@@ -145,6 +148,9 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err == nil {
 		prof, err = prof.Named(cc.run)
+	}
+	if err == nil {
+		prof, err = prof.Polling(cc.poll)
 	}
 	if err != nil {
 		return usageError(stderr, "chaos", errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
