@@ -36,6 +36,7 @@ type Result struct {
 	TokenInversions int      `json:"token_inversions"`
 	Linearizable    string   `json:"linearizable"` // porcupine on the lock history: ok, violation, unknown
 	LockFailures    int      `json:"lock_failures"`
+	Polls           int      `json:"polls,omitempty"` // TryLock refusals the polling waiters slept after
 	DuringFault     int      `json:"granted_during_fault"`
 	BlockedMs       int64    `json:"blocked_ms,omitempty"`
 	Error           string   `json:"error,omitempty"` // the lock error the fault produced, if any

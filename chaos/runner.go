@@ -549,6 +549,7 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 			continue
 		}
 		r.LockFailures += st.Failures
+		r.Polls += st.Polls
 		if r.Error == "" && st.LastError != "" && st.Accepted == 0 {
 			r.Error = st.LastError
 		}

@@ -331,6 +331,10 @@ func (p Profile) Polling(every time.Duration) (Profile, error) {
 	if every < time.Millisecond || every > time.Second {
 		return p, fmt.Errorf("chaos: poll interval %v out of range (1ms to 1s)", every)
 	}
+	if every%time.Millisecond != 0 {
+		// Workers take it in whole milliseconds; say so rather than round.
+		return p, fmt.Errorf("chaos: poll interval %v is not a whole number of milliseconds", every)
+	}
 	out := Profile{Name: p.Name}
 	for _, s := range p.Runs {
 		if s.Fault == "stall" {

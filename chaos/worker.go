@@ -57,6 +57,7 @@ type WorkerStats struct {
 	Accepted  int    `json:"accepted"`
 	Rejected  int    `json:"rejected"`
 	Failures  int    `json:"lock_failures"`
+	Polls     int    `json:"polls,omitempty"` // TryLock refusals a polling worker slept after
 	Errors    int    `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -218,6 +219,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		}
 		fmt.Fprintf(w.out, "done %d\n", st.Accepted)
 	}
+	st.Polls = w.polls
 	b, _ := json.Marshal(st)
 	fmt.Fprintf(w.out, "stats %s\n", b)
 	return nil
@@ -237,6 +239,7 @@ func (w *worker) lock(ctx context.Context, lc *redlock.Client, ttl time.Duration
 		if err == nil || !errors.Is(err, redlock.ErrNotObtained) {
 			return lease, err
 		}
+		w.polls++
 		t := time.NewTimer(time.Duration(w.cfg.PollMs) * time.Millisecond)
 		select {
 		case <-t.C:
@@ -269,6 +272,7 @@ type worker struct {
 	pool  *pgxpool.Pool
 	guard *fencing.Guard
 	ft    *fencing.FenceTable
+	polls int // TryLock refusals slept after (polling workers)
 }
 
 type section struct {

@@ -26,6 +26,9 @@ func TestChaosCLIBadInput(t *testing.T) {
 		{"run filtered away", []string{"--fencing", "fence-table", "--run", "kill-3"}, `no run whose name contains "kill-3"`},
 		{"unknown backend", []string{"--backend", "cloud"}, `unknown backend "cloud"`},
 		{"bad seed", []string{"--seed", "-3"}, `--seed "-3"`},
+		{"poll not a duration", []string{"--poll", "fast"}, `invalid value "fast" for flag -poll`},
+		{"poll out of range", []string{"--poll", "2s"}, "poll interval 2s out of range"},
+		{"poll without stall runs", []string{"--profile", "smoke", "--poll", "100ms"}, "polling applies to the stall runs"},
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
