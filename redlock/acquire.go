@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -14,42 +12,25 @@ import (
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
+// Statuses of the acquire script (lua/acquire.lua).
+const (
+	stOurs       = 1  // SET NX succeeded: the node granted
+	stHeld       = 0  // another value holds the key
+	stUnadmitted = -1 // the node has not served its quarantine
+	stMismatch   = -2 // the node was admitted under other settings
+	stGivenUp    = -3 // this attempt's release reached the node first
+)
+
 // acqReply is one node's answer to the acquire script.
 type acqReply struct {
-	status int64  // 1 ours, 0 held by another value, -1 not admitted
-	pttl   int64  // with status 0: the other holder's remaining ms (-1: no expiry)
+	status int64
+	pttl   int64  // with stHeld: the other holder's remaining ms (-1: no expiry)
 	fence  uint64 // with fencing: the node's fence value for the key
 	timeUs uint64 // with fencing: the node's clock, microseconds since the epoch
+	marker string // with stMismatch: the settings the node was admitted with
 }
 
-func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == 1 }
-
-// acqArgs are one attempt's script keys and arguments, built once and
-// shared read-only by the attempt's per-node calls.
-type acqArgs struct {
-	keys []string
-	args []any
-}
-
-func (c *Client) newAcqArgs(key, value string, ttlMs int64) acqArgs {
-	check, fence, fkey := "0", "0", key // KEYS[2] is only read with fencing
-	if c.cfg.quarantine {
-		check = "1"
-	}
-	if c.cfg.fencing {
-		fence, fkey = "1", fenceKey(key)
-	}
-	return acqArgs{keys: []string{key, fkey, markerKey}, args: []any{value, ttlMs, check, fence}}
-}
-
-func (c *Client) acquireOn(ctx context.Context, i int, a acqArgs) (acqReply, error) {
-	res, err := acquireScript.Run(ctx, c.nodes[i].sc, a.keys, a.args...).Slice()
-	c.observe(i, err)
-	if err != nil {
-		return acqReply{}, err
-	}
-	return parseAcquire(res)
-}
+func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == stOurs }
 
 func parseAcquire(res []any) (acqReply, error) {
 	var r acqReply
@@ -62,7 +43,10 @@ func parseAcquire(res []any) (acqReply, error) {
 		return r, fmt.Errorf("acquire script returned %T, %T", res[0], res[1])
 	}
 	r.status, r.pttl = st, pt
-	if len(res) >= 5 {
+	switch {
+	case st == stMismatch && len(res) >= 3:
+		r.marker, _ = res[2].(string)
+	case st >= stHeld && len(res) >= 5:
 		fs, _ := res[2].(string)
 		f, err := strconv.ParseUint(fs, 10, 64)
 		if err != nil {
@@ -75,181 +59,272 @@ func parseAcquire(res []any) (acqReply, error) {
 	return r, nil
 }
 
-// attempt is the outcome of one acquisition round.
+// attempt is one acquisition: a round of the acquire script on every node,
+// the fencing commit round when enabled, and either a lease or a cleanup.
+// Its values are computed once and shared read-only by the per-node calls.
 type attempt struct {
-	lease      *Lease
-	err        error         // wraps ErrNotObtained on failure
-	wait       time.Duration // with err: how long until enough busy nodes expire (0: unknown)
-	took       time.Duration // with err: how long the failed round took
-	unadmitted []int         // nodes that refused to vote because they are not admitted
+	c     *Client
+	key   string
+	value string
+	ttl   time.Duration
+	t0    time.Time
+	keys  []string
+	args  []any
+
+	round   *quorum.Round[acqReply]
+	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
+	replies []quorum.Reply[acqReply]
+	elapsed time.Duration // from t0 to the decision (or to the end of the commit round)
+
+	granted    int
+	busy       []int64 // remaining ms of the other holder's key, per busy node
+	unadmitted []int
+	mismatch   *ConfigError
+	token      uint64
+	fenceErr   bool
+	errs       []error
 }
 
-// try runs one acquisition round (plus the fencing commit round when
-// enabled). On any failure it releases the key on every node before
-// returning (nodes that do not answer are released in the background).
-//
-// With ordered set (Lock's retries under contention), the round first asks
-// one gatekeeper node alone and goes on to the others only if it granted:
-// contenders that all wake on the same release then queue on one node
-// instead of splitting the majority between them, and the losers leave
-// nothing to clean up. The validity still counts from before the first
-// step, so safety is that of the parallel round; it costs one more round
-// trip to the winner.
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration, ordered bool) attempt {
-	value := newValue()
-	ttlMs := ttl.Milliseconds()
-	n := len(c.nodes)
-	t0 := c.cfg.clock.Now()
-	aa := c.newAcqArgs(key, value, ttlMs)
-
-	gate, gateReply := -1, acqReply{}
-	if ordered && n >= 3 {
-		if g := c.gatekeeper(key); g >= 0 {
-			gctx, gcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-			r, err := c.acquireOn(gctx, g, aa)
-			gcancel()
-			switch {
-			case err == nil && r.status == 0:
-				// Held elsewhere (or by a contender that got here first):
-				// nothing was taken, nothing to clean up.
-				c.inst.attempt("held", c.cfg.clock.Now().Sub(t0))
-				return attempt{
-					err:  errors.Join(ErrNotObtained, fmt.Errorf("held elsewhere: gatekeeper node %d is taken", g), c.nodeErr(g, ErrNodeHeld)),
-					wait: freeIn([]int64{r.pttl}, 1, 1),
-					took: c.cfg.clock.Now().Sub(t0),
-				}
-			case err == nil && r.status == 1:
-				gate, gateReply = g, r
-			}
-			// Otherwise (error, not admitted): fall back to the plain round,
-			// which releases on every node, this one included.
-		}
+func (c *Client) newAttempt(key string, ttl time.Duration) *attempt {
+	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
+	check, fence, fkey := "", "0", key // KEYS[2] is only read with fencing
+	if c.cfg.quarantine {
+		check = c.settings
 	}
+	if c.cfg.fencing {
+		fence, fkey = "1", fenceKey(key)
+	}
+	a.keys = []string{key, fkey, markerKey, tombKey(a.value)}
+	a.args = []any{a.value, ttl.Milliseconds(), check, fence}
+	return a
+}
 
-	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	defer cancel()
-	round := quorum.Start(rctx, n, func(ctx context.Context, i int) (acqReply, error) {
-		if i == gate {
-			return gateReply, nil
+// send starts the round. Its calls are bounded by the node timeout but not
+// cancelled with the caller's ctx: once a majority granted, the calls to
+// the other nodes must still go out, so that every reachable node holds
+// the key and the lock survives as many node failures as it can. A failed
+// attempt cancels them itself.
+func (a *attempt) send(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
+	a.stop = cancel
+	a.round = quorum.Start(rctx, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
+		res, err := acquireScript.Run(ctx, a.c.nodes[i].sc, a.keys, a.args...).Slice()
+		a.c.observe(i, err)
+		if err != nil {
+			return acqReply{}, err
 		}
-		return c.acquireOn(ctx, i, aa)
+		return parseAcquire(res)
 	})
-	replies := round.AwaitDiscounting(rctx, c.quorum, acquired, c.missedLast)
-	elapsed := c.cfg.clock.Now().Sub(t0)
+}
 
-	var yes int
-	var errs []error
-	var unadmitted []int
-	busy := make([]int64, 0, n)
-	for _, r := range replies {
+// await waits until a majority granted, that became impossible (nodes that
+// missed their last deadline are not waited for), the node timeout passed,
+// or ctx ended, and records how long the round took.
+func (a *attempt) await(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
+	defer cancel()
+	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, acquired, a.c.missedLast)
+	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
+	a.tally(ctx.Err() == nil && wctx.Err() != nil)
+}
+
+// tally classifies the replies. timedOut says the round ran out of time.
+func (a *attempt) tally(timedOut bool) {
+	c := a.c
+	for _, r := range a.replies {
 		switch {
 		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val.status == 1:
-			yes++
+			a.errs = append(a.errs, c.nodeErr(r.Node, r.Err))
+		case r.Val.status == stOurs:
+			a.granted++
 			c.admit.saw(r.Node)
-		case r.Val.status == 0:
+		case r.Val.status == stHeld:
 			c.admit.saw(r.Node)
-			errs = append(errs, c.nodeErr(r.Node, ErrNodeHeld))
-			busy = append(busy, r.Val.pttl)
-		default:
+			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
+			a.busy = append(a.busy, r.Val.pttl)
+		case r.Val.status == stUnadmitted:
 			c.admit.lost(r.Node)
-			unadmitted = append(unadmitted, r.Node)
-			errs = append(errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+			a.unadmitted = append(a.unadmitted, r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+		case r.Val.status == stMismatch:
+			ce := &ConfigError{Node: r.Node, Addr: c.nodes[r.Node].name, Deployment: r.Val.marker, Client: c.settings}
+			if a.mismatch == nil {
+				a.mismatch = ce
+			}
+			a.errs = append(a.errs, c.nodeErr(r.Node, ce))
+		default:
+			a.errs = append(a.errs, c.nodeErr(r.Node, fmt.Errorf("acquire script status %d", r.Val.status)))
 		}
 	}
 	// Nodes not heard from are an error only if the round ran out of time;
 	// a round decided early simply did not wait for them.
-	if len(replies) < n && yes < c.quorum {
-		timedOut := rctx.Err() != nil && ctx.Err() == nil
-		for _, i := range missing(n, replies) {
-			switch {
-			case timedOut:
-				c.nodes[i].missed.Store(true)
-				errs = append(errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(ttl), context.DeadlineExceeded)))
-			case c.missedLast(i):
-				errs = append(errs, c.nodeErr(i, errors.New("not waited for: it missed its previous deadline and success needed it")))
-			default:
-				// Success had become impossible; it was not needed.
+	n := len(c.nodes)
+	if len(a.replies) == n || a.granted >= c.quorum {
+		return
+	}
+	for _, i := range missing(n, a.replies) {
+		switch {
+		case timedOut:
+			c.nodes[i].missed.Store(true)
+			a.errs = append(a.errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(a.ttl), context.DeadlineExceeded)))
+		case c.missedLast(i):
+			a.errs = append(a.errs, c.nodeErr(i, errors.New("not waited for: it missed its previous deadline and success needed it")))
+		}
+	}
+}
+
+// won reports whether the attempt holds a usable lock so far.
+func (a *attempt) won(ctx context.Context) bool {
+	return a.mismatch == nil && !a.fenceErr && a.granted >= a.c.quorum && ctx.Err() == nil &&
+		drift.Validity(a.ttl, a.elapsed, a.c.cfg.factor) > 0
+}
+
+// commit is the fencing round of DESIGN.md §3: token = max(1 + the largest
+// fence read, the largest server time in µs), raised on every node where
+// our key still holds our value; usable only with a quorum of commits. The
+// validity is recomputed to the end of this round.
+func (a *attempt) commit(ctx context.Context) {
+	c := a.c
+	var maxFence, floor uint64
+	for _, r := range a.replies {
+		if r.Err == nil && r.Val.status >= stHeld {
+			maxFence = max(maxFence, r.Val.fence)
+			floor = max(floor, r.Val.timeUs)
+		}
+	}
+	defer func() { a.elapsed = c.cfg.clock.Now().Sub(a.t0) }()
+	if maxFence >= maxToken || floor > maxToken {
+		a.fail(fmt.Errorf("redlock: fence for %q would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", a.key, maxFence, floor))
+		return
+	}
+	token := max(maxFence+1, floor)
+	keys, args := []string{a.key, fenceKey(a.key)}, []any{a.value, strconv.FormatUint(token, 10)}
+
+	// Like the acquire round, commits to the nodes that did not count
+	// still go out after success: a fence raised on more nodes survives
+	// more restarts.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
+	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		v, err := commitScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
+		c.observe(i, err)
+		return v == 1, err
+	})
+	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(a.ttl))
+	got := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	wcancel()
+	c.spawn(func() {
+		defer cancel()
+		round.Wait()
+	})
+	var yes int
+	var errs []error
+	for _, r := range got {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
+		case r.Val:
+			yes++
+		default:
+			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))
+		}
+	}
+	if yes < c.quorum {
+		a.fail(errors.Join(append([]error{fmt.Errorf("fence commit reached %d of %d nodes, %d needed", yes, len(c.nodes), c.quorum)}, errs...)...))
+		return
+	}
+	a.token = token
+}
+
+// maxToken is the largest token a PostgreSQL bigint holds.
+const maxToken = 1<<63 - 1
+
+func (a *attempt) fail(err error) {
+	a.fenceErr = true
+	a.errs = append(a.errs, err)
+}
+
+// leave hands the round's stragglers to background work that waits for
+// them; on success they are part of the lock. A straggler that says it is
+// not admitted starts its admission, as one that answered in time does.
+func (a *attempt) leave() {
+	c, round, stop := a.c, a.round, a.stop
+	c.spawn(func() {
+		defer stop()
+		for _, r := range round.Wait() {
+			if r.Err == nil && r.Val.status == stUnadmitted {
+				c.admit.lost(r.Node)
+				c.admit.kick(r.Node)
 			}
 		}
-	}
+	})
+}
 
-	validity := drift.Validity(ttl, elapsed, c.cfg.factor)
-	var token uint64
-	fenceFailed := false
-	if yes >= c.quorum && validity > 0 && ctx.Err() == nil && c.cfg.fencing {
-		var err error
-		token, err = c.commit(ctx, key, value, ttl, replies)
-		validity = drift.Validity(ttl, c.cfg.clock.Now().Sub(t0), c.cfg.factor)
-		if err != nil {
-			errs = append(errs, err)
-			yes, fenceFailed = 0, true // the token is unusable without a quorum of commits
+// abandon cancels what is left of a failed round and releases the key on
+// every node, including those that did not answer: their SET may still
+// land, and the release leaves a tombstone there that makes it fail. It
+// waits only for the nodes that granted, so a failed attempt leaves
+// nothing behind on responsive nodes when it returns, without waiting for
+// unresponsive ones; those are handled in the background, detached from
+// the caller's ctx and bounded by the cleanup timeout.
+func (a *attempt) abandon() {
+	c := a.c
+	a.round.Cancel()
+	granted := make(map[int]bool, len(a.replies))
+	for _, r := range a.replies {
+		if acquired(r) {
+			granted[r.Node] = true
 		}
 	}
-
-	if yes >= c.quorum && validity > 0 && ctx.Err() == nil {
-		c.inst.attempt("obtained", c.cfg.clock.Now().Sub(t0))
-		for _, i := range unadmitted {
-			c.admit.kick(i) // start its admission; the lock did not need it
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+	ra := newRelArgs(a.key, a.value, a.ttl)
+	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		return c.releaseOn(ctx, i, ra)
+	})
+	if len(granted) > 0 {
+		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })
+	}
+	round, stop := a.round, a.stop
+	c.spawn(func() {
+		defer cancel()
+		defer stop()
+		released := make([]bool, len(c.nodes))
+		for _, r := range rel.Wait() {
+			released[r.Node] = r.Err == nil
 		}
-		l := c.newLease(key, value, ttl, token, t0.Add(ttl-drift.Drift(ttl, c.cfg.factor)))
-		c.spawn(func() {
-			// Stragglers that took the key after we decided are part of
-			// the lock; if the lease is already over, release them now.
-			for _, r := range round.Wait() {
-				if acquired(r) && l.straggler(r.Node) {
-					c.releaseOne(key, value, r.Node, ttl)
-				}
+		// A grant whose release failed (the node was slow to answer both)
+		// gets one more try.
+		for _, r := range round.Wait() {
+			if acquired(r) && !released[r.Node] {
+				c.releaseOne(a.key, a.value, r.Node, a.ttl)
 			}
-		})
-		return attempt{lease: l}
-	}
+		}
+	})
+}
 
-	round.Cancel()
-	c.cleanup(key, value, ttl, replies, round)
-
-	var cause error
-	var outcome string
+// failure builds the error of a failed attempt.
+func (a *attempt) failure(ctx context.Context) *NotObtainedError {
+	c := a.c
+	n := len(c.nodes)
+	e := &NotObtainedError{Key: a.key, Granted: a.granted, Needed: c.quorum, Nodes: n}
 	switch {
 	case ctx.Err() != nil:
-		cause, outcome = ctx.Err(), "cancelled"
-	case yes >= c.quorum:
-		cause, outcome = fmt.Errorf("validity used up: the round took %v of a %v ttl", elapsed, ttl), "validity"
-	case fenceFailed:
-		cause, outcome = errors.New("fencing commit failed"), "fence_commit"
-	case len(busy) > 0:
-		cause, outcome = fmt.Errorf("held elsewhere: %d of %d nodes granted, %d needed", yes, n, c.quorum), "held"
+		e.Reason, e.Detail = ReasonCancelled, fmt.Sprintf("cancelled after %d of %d nodes granted", a.granted, n)
+		e.Errs = append(e.Errs, ctx.Err())
+	case a.fenceErr:
+		e.Reason, e.Detail = ReasonFenceCommit, "fencing commit failed"
+	case a.granted >= c.quorum:
+		e.Reason, e.Detail = ReasonValidity, fmt.Sprintf("validity used up: the round took %v of a %v ttl", a.elapsed, a.ttl)
+	case len(a.busy) > 0:
+		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
+		e.Wait = freeIn(a.busy, c.quorum, n)
+	case len(a.unadmitted) > 0 && a.granted+len(a.unadmitted) >= c.quorum:
+		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%d of %d nodes are in quarantine (restarted without data, or a new deployment: see Client.Bootstrap)", len(a.unadmitted), n)
 	default:
-		cause, outcome = fmt.Errorf("no quorum: %d of %d nodes granted, %d needed", yes, n, c.quorum), "no_quorum"
+		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
 	}
-	c.inst.attempt(outcome, c.cfg.clock.Now().Sub(t0))
-	return attempt{
-		err:        errors.Join(append([]error{ErrNotObtained, cause}, errs...)...),
-		wait:       freeIn(busy, c.quorum, n),
-		took:       elapsed,
-		unadmitted: unadmitted,
-	}
+	e.Errs = append(e.Errs, a.errs...)
+	return e
 }
-
-// gatekeeper picks the node ordered attempts on key start with: the same
-// for every client that sees the same nodes healthy (a hash of the key),
-// skipping nodes that missed their last deadline. -1 if none qualifies.
-func (c *Client) gatekeeper(key string) int {
-	n := len(c.nodes)
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	start := int(h.Sum32() % uint32(n))
-	for k := range n {
-		if i := (start + k) % n; !c.missedLast(i) {
-			return i
-		}
-	}
-	return -1
-}
-
-// missedLast reports whether node i missed the deadline of its last call.
-func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
 
 // missing lists the nodes that have no reply in replies.
 func missing(n int, replies []quorum.Reply[acqReply]) []int {
@@ -274,6 +349,7 @@ func freeIn(busy []int64, q, n int) time.Duration {
 	if len(busy) == 0 || free >= q {
 		return 0
 	}
+	busy = slices.Clone(busy)
 	slices.Sort(busy)
 	ms := busy[q-free-1]
 	if ms < 0 { // -1: a key without expiry, -2: gone by now
@@ -285,48 +361,46 @@ func freeIn(busy []int64, q, n int) time.Duration {
 	return time.Duration(ms)*time.Millisecond + time.Millisecond
 }
 
-// commit is the fencing round of DESIGN.md §3: token = max(1 + the largest
-// fence read, the largest server time in µs), raised on every node where
-// our key still holds our value; usable only with a quorum of commits.
-func (c *Client) commit(ctx context.Context, key, value string, ttl time.Duration, replies []quorum.Reply[acqReply]) (uint64, error) {
-	var maxFence, floor uint64
-	for _, r := range replies {
-		if r.Err == nil && r.Val.status >= 0 {
-			maxFence = max(maxFence, r.Val.fence)
-			floor = max(floor, r.Val.timeUs)
-		}
-	}
-	if maxFence >= math.MaxInt64 || floor > math.MaxInt64 {
-		return 0, fmt.Errorf("redlock: fence for %q would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", key, maxFence, floor)
-	}
-	token := max(maxFence+1, floor)
-	tok := strconv.FormatUint(token, 10)
+// outcome is what one call of try hands back to TryLock and Lock.
+type outcome struct {
+	lease      *Lease
+	err        error // a *NotObtainedError, a *ConfigError or ErrClosed
+	wait       time.Duration
+	took       time.Duration
+	unadmitted []int
+}
 
-	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	defer cancel()
-	keys, args := []string{key, fenceKey(key)}, []any{value, tok}
-	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := commitScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
-		c.observe(i, err)
-		return v == 1, err
-	})
-	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
-	got := round.Await(rctx, c.quorum, ok)
-	c.spawn(func() { round.Wait() })
-	var yes int
-	var errs []error
-	for _, r := range got {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
-		case r.Val:
-			yes++
-		default:
-			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))
+// try runs one acquisition attempt. On any failure it releases the key on
+// every node before returning (nodes that do not answer are released in
+// the background).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration) outcome {
+	a := c.newAttempt(key, ttl)
+	a.send(ctx)
+	a.await(ctx)
+	if a.won(ctx) && c.cfg.fencing {
+		a.commit(ctx)
+	}
+	if a.won(ctx) {
+		l := c.newLease(a)
+		if l == nil {
+			// Close began during the attempt: a lease handed out now could
+			// outlive the Client's background work. Give the lock back.
+			a.abandon()
+			return outcome{err: ErrClosed}
 		}
+		a.leave()
+		c.inst.attempt("obtained", a.elapsed)
+		for _, i := range a.unadmitted {
+			c.admit.kick(i) // start its admission; the lock did not need it
+		}
+		return outcome{lease: l}
 	}
-	if yes < c.quorum {
-		return 0, errors.Join(append([]error{fmt.Errorf("fence commit reached %d of %d nodes, %d needed", yes, len(c.nodes), c.quorum)}, errs...)...)
+	a.abandon()
+	if a.mismatch != nil {
+		c.inst.attempt("config", a.elapsed)
+		return outcome{err: a.mismatch}
 	}
-	return token, nil
+	e := a.failure(ctx)
+	c.inst.attempt(string(e.Reason), a.elapsed)
+	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted}
 }

@@ -5,62 +5,69 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
-// Restart quarantine (DESIGN.md §3, "delayed restart").
+// Restart quarantine (DESIGN.md §3, "delayed restart"; the proof is in
+// docs/fencing.md).
 //
-// A node votes only while it carries an admission marker key; the acquire
-// script refuses to take a lock on a node without one. A node that restarts
-// without persistence (or fails over to a replica, or is flushed) loses the
-// marker together with the locks it had granted, so it stops voting by
-// itself, at once, without any client having to notice the restart.
+// A node votes only while it carries an admission marker holding the
+// deployment's settings; the acquire script refuses to take a lock on a
+// node without one, or with other settings than the client's. A node that
+// restarts without persistence (or is flushed) loses the marker together
+// with the locks it had granted, so it stops voting by itself, at once,
+// without any client having to notice the restart.
 //
 // Re-admitting it must wait until every lock it may have forgotten has
-// expired: one maximum TTL plus drift after it lost its state. The client
-// cannot learn when that was, so the wait starts when a client first finds
-// the node unadmitted, which is later and therefore safe: it writes a
-// pending mark stamped with the node's clock, and the node is admitted once
-// the stamp is one quarantine old on that same clock (checked atomically by
-// the node), provided the mark is still there: if the node lost its data
-// again meanwhile, the mark is gone and the wait starts over. Timing the
-// wait on the node's clock lets any client finish it; it is the same clock
-// the node expires lock keys with, so a node whose clock jumps forward,
-// which already breaks Redlock's expiry, can also cut its quarantine short.
+// expired: one quarantine (the deployment's max ttl plus drift) after it
+// lost its state. The client cannot learn when that was, so the wait
+// starts when a client first finds the node without its marker, which is
+// later and therefore safe: it writes a pending mark stamped with the
+// node's clock, and the node is admitted once the stamp is one quarantine
+// old on that same clock (checked atomically by the node), provided the
+// mark is still the same one: if the node lost its data again meanwhile,
+// the mark is gone and the wait starts over. Any client can end a
+// quarantine another one started; the mark carries the settings and the
+// quarantine it runs for, so no client's own options can shorten it.
 //
-// A brand-new node must not wait, and cannot have granted anything (it never
-// had a marker). Every node keeps a record of the names of admitted nodes;
-// a node none of whose peers has a record of it is new. Records are written
-// to a majority before the marker, and "new" needs n-q+1 peers to say they
-// have no record, so a node that was ever admitted can never pass as new.
+// Every node serves a quarantine, brand-new ones included: a node with no
+// marker cannot show that it never granted a lock (a deployment whose
+// every node was wiped looks exactly like a new one), and when in doubt it
+// waits. Client.Bootstrap admits a new deployment at once on the
+// operator's word.
 //
-// Rejected design: keying restarts on INFO's run_id. It changes on every
-// restart, including clean restarts with appendfsync always that lost
-// nothing, and reading it needs a separate round trip; the marker travels
-// with the data it vouches for.
+// Before admitting, a client checks the node's peers, so that settings
+// other than the deployment's can never take hold: it admits only if a
+// peer is already admitted with its settings, or every peer answered and
+// none carries a marker or a pending mark with other settings (the first
+// admission of a deployment). See docs/fencing.md for why.
+//
+// Rejected designs: keying restarts on INFO's run_id (it changes on every
+// clean restart with appendfsync always that lost nothing, and needs a
+// separate round trip; the marker travels with the data it vouches for);
+// membership records of admitted node names kept on the peers, so that a
+// node nobody recorded could be admitted at once as new (names differ
+// between clients, records erode over rolling restarts, and a client that
+// stalled between the check and the admission admitted a node that had
+// been used and wiped in between: each was a double grant).
 type admission struct {
-	c      *Client
-	mu     sync.Mutex
-	st     []admitState
-	seen   []atomic.Bool // node i was seen admitted by this client
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-type admitState struct {
-	mark    string // pending mark last seen (to log a quarantine once)
-	running bool   // a background admission loop is active
+	c       *Client
+	mu      sync.Mutex
+	running []bool   // a background admission loop is active for node i
+	logged  []string // pending id last logged per node (to log a quarantine once)
+	seen    []atomic.Bool
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 func newAdmission(c *Client) *admission {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &admission{c: c, st: make([]admitState, len(c.nodes)), seen: make([]atomic.Bool, len(c.nodes)), ctx: ctx, cancel: cancel}
+	n := len(c.nodes)
+	return &admission{c: c, running: make([]bool, n), logged: make([]string, n), seen: make([]atomic.Bool, n), ctx: ctx, cancel: cancel}
 }
 
 func (a *admission) stop() { a.cancel() }
@@ -86,61 +93,72 @@ func (a *admission) unseen() []int {
 	return out
 }
 
-// quarantine is how long a node that lost its state is kept from voting.
-func (a *admission) quarantine() time.Duration {
-	return a.c.cfg.maxTTL + drift.Drift(a.c.cfg.maxTTL, a.c.cfg.factor)
-}
-
 // admitNow tries once to admit each of nodes, in parallel, within ctx, and
-// starts background loops for nodes that must serve a quarantine. It
-// reports whether any node was admitted.
-func (a *admission) admitNow(ctx context.Context, nodes []int) bool {
-	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (bool, error) {
+// starts background loops for nodes that must still serve a quarantine.
+// It reports whether any node was admitted, and the shortest quarantine
+// left among those that were not (0: none or unknown).
+func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Duration) {
+	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
 		ok, left, err := a.step(ctx, nodes[k])
-		if !ok && err == nil && left > 0 {
+		if !ok && err == nil {
 			a.kick(nodes[k])
 		}
-		return ok, err
-	})
-	var any bool
-	for _, rep := range r.Await(ctx, len(nodes), func(quorum.Reply[bool]) bool { return true }) {
-		if rep.Err != nil {
-			a.c.cfg.logger.Warn("redlock: node admission failed", "node", nodes[rep.Node], "err", rep.Err)
+		if ok {
+			return -1, nil
 		}
-		any = any || rep.Val
+		return left, err
+	})
+	var admitted bool
+	var soonest time.Duration
+	for _, rep := range r.Await(ctx, len(nodes), func(quorum.Reply[time.Duration]) bool { return true }) {
+		switch {
+		case rep.Err != nil:
+			a.c.cfg.logger.Warn("redlock: node admission failed", "node", nodes[rep.Node], "err", rep.Err)
+		case rep.Val < 0:
+			admitted = true
+		case rep.Val > 0 && (soonest == 0 || rep.Val < soonest):
+			soonest = rep.Val
+		}
 	}
 	r.Cancel()
 	a.c.spawn(func() { r.Wait() })
-	return any
+	return admitted, soonest
 }
 
 // kick starts a background loop that admits node i when its quarantine
-// is over, unless one is already running.
+// is over, unless one is already running. The loop ends when the node is
+// admitted, its settings conflict with the client's, or the Client closes;
+// it retries other failures (unreachable peers) with a growing delay.
 func (a *admission) kick(i int) {
 	a.mu.Lock()
-	if a.st[i].running {
+	if a.running[i] {
 		a.mu.Unlock()
 		return
 	}
-	a.st[i].running = true
+	a.running[i] = true
 	a.mu.Unlock()
 	a.c.spawn(func() {
 		defer func() {
 			a.mu.Lock()
-			a.st[i].running = false
+			a.running[i] = false
 			a.mu.Unlock()
 		}()
+		backoff := 10 * time.Millisecond
 		for a.ctx.Err() == nil {
 			ctx, cancel := context.WithTimeout(a.ctx, a.c.cfg.cleanup)
 			ok, left, err := a.step(ctx, i)
 			cancel()
-			if ok || err != nil {
-				if err != nil {
-					a.c.cfg.logger.Warn("redlock: node admission failed", "node", i, "err", err)
-				}
+			switch {
+			case ok:
 				return
-			}
-			if left <= 0 {
+			case errors.Is(err, ErrConfigMismatch):
+				a.c.cfg.logger.Error("redlock: node admission refused", "node", i, "err", err)
+				return
+			case err != nil:
+				a.c.cfg.logger.Warn("redlock: node admission failed; retrying", "node", i, "err", err, "in", backoff)
+				left = backoff
+				backoff = min(2*backoff, time.Second)
+			case left <= 0:
 				left = 10 * time.Millisecond
 			}
 			t := time.NewTimer(left)
@@ -154,144 +172,170 @@ func (a *admission) kick(i int) {
 	})
 }
 
+// pending is a node's pending mark as the pending script returns it.
+type pending struct {
+	id       string
+	stamp    int64 // µs on the node's clock
+	settings string
+	quar     int64 // µs
+	now      int64 // µs on the node's clock when it answered
+}
+
 // step runs one admission check of node i. It returns admitted, or how much
 // of the quarantine is left, or an error when the node or its peers did not
-// answer well enough to decide.
+// answer well enough to decide, or the settings conflict (ErrConfigMismatch).
 func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
 	c := a.c
 	nd := c.nodes[i]
-	res, err := pendingScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, newValue()).Slice()
+	set := c.set
+	res, err := pendingScript.Run(ctx, nd.sc, []string{markerKey, pendingKey},
+		newValue(), c.settings, micros(set.quarantine()), set.pendingTTL().Milliseconds()).Slice()
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
 	}
-	if len(res) < 2 {
-		return false, 0, c.nodeErr(i, fmt.Errorf("pending script returned %d values", len(res)))
+	p, marker, err := parsePending(res)
+	if err != nil {
+		return false, 0, c.nodeErr(i, err)
 	}
-	status, _ := res[0].(int64)
-	mark, _ := res[1].(string)
-	if status == 1 {
+	if marker != "" {
+		if marker != c.settings {
+			return false, 0, c.mismatch(i, marker, false)
+		}
 		a.seen[i].Store(true)
 		return true, 0, nil
 	}
-	if len(res) != 3 {
-		return false, 0, c.nodeErr(i, fmt.Errorf("pending script returned %d values", len(res)))
+	if p.settings != c.settings {
+		return false, 0, c.mismatch(i, p.settings, true)
 	}
-	nowS, _ := res[2].(string)
-	now, err1 := strconv.ParseInt(nowS, 10, 64)
-	_, stampS, _ := strings.Cut(mark, ":")
-	stamp, err2 := strconv.ParseInt(stampS, 10, 64)
-	if err1 != nil || err2 != nil {
-		return false, 0, c.nodeErr(i, fmt.Errorf("pending mark %q at %q is malformed", mark, nowS))
+	left := time.Duration(p.quar-(p.now-p.stamp)) * time.Microsecond
+	a.mu.Lock()
+	if a.logged[i] != p.id {
+		a.logged[i] = p.id
+		c.cfg.logger.Warn("redlock: node is in quarantine (it lost its data, or the deployment is new)", "node", i, "addr", nd.name, "left", left)
 	}
-
-	rec, norec, err := a.records(ctx, i)
-	if len(c.nodes) == 1 {
-		// A lone node has no peers to vouch that it is new: assume it lost
-		// its state, and let it serve one quarantine.
-		rec, err = 1, nil
+	a.mu.Unlock()
+	if left > 0 {
+		return false, left, nil
 	}
-	if rec == 0 && norec < len(c.nodes)-c.quorum+1 {
-		return false, 0, fmt.Errorf("redlock: cannot tell whether node %d is new or restarted: %d of its peers answered: %w", i, norec, err)
-	}
-	if rec > 0 {
-		// The quarantine runs on the node's own clock from the pending
-		// mark's stamp, so any client can end it, including short-lived
-		// ones (quorumlock run) that never see it through.
-		left := a.quarantine() - time.Duration(now-stamp)*time.Microsecond
-		a.mu.Lock()
-		if a.st[i].mark != mark {
-			a.st[i].mark = mark
-			c.cfg.logger.Warn("redlock: node lost its state; quarantined", "node", i, "addr", nd.name, "left", left)
-		}
-		a.mu.Unlock()
-		if left > 0 {
-			return false, left, nil
-		}
-	}
-	if err := a.writeRecords(ctx, i, mark); err != nil {
+	if err := a.confirm(ctx, i); err != nil {
 		return false, 0, err
 	}
-	requireMark := "0"
-	if rec > 0 {
-		requireMark = "1"
-	}
-	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, mark, requireMark, a.quarantine().Microseconds()).Int64()
-	if err != nil {
+	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, p.id, c.settings).Int64()
+	switch {
+	case err != nil:
 		return false, 0, c.nodeErr(i, err)
-	}
-	if ok != 1 {
-		return false, 0, nil // lost its data again while we waited: start over
+	case ok == stMismatch:
+		return false, 0, c.mismatch(i, "(admitted meanwhile under other settings)", false)
+	case ok != 1:
+		return false, 0, nil // lost its data again, or the mark expired, while we waited: start over
 	}
 	a.seen[i].Store(true)
-	c.cfg.logger.Info("redlock: node admitted", "node", i, "addr", nd.name, "restarted", rec > 0)
+	c.cfg.logger.Info("redlock: node admitted", "node", i, "addr", nd.name)
 	return true, 0, nil
 }
 
-// records asks node i's peers whether they have a record of it.
-func (a *admission) records(ctx context.Context, i int) (rec, norec int, err error) {
+func parsePending(res []any) (p pending, marker string, err error) {
+	if len(res) < 2 {
+		return p, "", fmt.Errorf("pending script returned %d values", len(res))
+	}
+	if st, _ := res[0].(int64); st == 1 {
+		marker, _ = res[1].(string)
+		return p, marker, nil
+	}
+	if len(res) != 6 {
+		return p, "", fmt.Errorf("pending script returned %d values", len(res))
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	p.id, p.settings = str(res[1]), str(res[3])
+	var e1, e2, e3 error
+	p.stamp, e1 = strconv.ParseInt(str(res[2]), 10, 64)
+	p.quar, e2 = strconv.ParseInt(str(res[4]), 10, 64)
+	p.now, e3 = strconv.ParseInt(str(res[5]), 10, 64)
+	if err := errors.Join(e1, e2, e3); err != nil {
+		return p, "", fmt.Errorf("pending mark %v is malformed: %w", res, err)
+	}
+	return p, "", nil
+}
+
+func (c *Client) mismatch(i int, theirs string, pending bool) error {
+	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.settings, Pending: pending}
+}
+
+// peerState is a node's admission state as the state script returns it.
+type peerState struct {
+	marker   string
+	pending  string // settings of a quarantine in progress
+	stamp    string
+	quar     string
+	nowUs    string
+	value    string // with a lock key: its value
+	pttl     int64
+	fence    string
+	hasLock  bool
+	answered bool
+}
+
+func parseState(res []any) (peerState, error) {
+	if len(res) < 5 {
+		return peerState{}, fmt.Errorf("state script returned %d values", len(res))
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	s := peerState{marker: str(res[0]), pending: str(res[1]), stamp: str(res[2]), quar: str(res[3]), nowUs: str(res[4]), answered: true}
+	if len(res) >= 8 {
+		s.hasLock = true
+		s.value = str(res[5])
+		s.pttl, _ = res[6].(int64)
+		s.fence = str(res[7])
+	}
+	return s, nil
+}
+
+// confirm checks node i's peers before i is admitted: some peer must
+// already be admitted with this client's settings, or, for the first
+// admission of a deployment, every peer must answer and none may carry a
+// marker or a pending mark with other settings.
+func (a *admission) confirm(ctx context.Context, i int) error {
 	c := a.c
-	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, j int) (int64, error) {
+	n := len(c.nodes)
+	r := quorum.Start(ctx, n, func(ctx context.Context, j int) (peerState, error) {
 		if j == i {
-			return 0, errSelf
+			return peerState{}, errSelf
 		}
-		return recordScript.Run(ctx, c.nodes[j].sc, []string{membersKey}, "get", c.nodes[i].name).Int64()
+		res, err := stateScript.Run(ctx, c.nodes[j].sc, []string{markerKey, pendingKey}).Slice()
+		if err != nil {
+			return peerState{}, err
+		}
+		return parseState(res)
 	})
-	// Stop as soon as n-q+1 peers said "no record" (new for sure) or that
-	// became impossible; a "record" reply among those seen means restarted.
-	noRecord := func(rep quorum.Reply[int64]) bool { return rep.Err == nil && rep.Val == 0 }
+	admittedPeer := func(rep quorum.Reply[peerState]) bool { return rep.Err == nil && rep.Val.marker == c.settings }
+	replies := r.Await(ctx, 1, admittedPeer)
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	var answered int
+	var conflict error
 	var errs []error
-	for _, rep := range r.Await(ctx, len(c.nodes)-c.quorum+1, noRecord) {
+	for _, rep := range replies {
 		switch {
 		case errors.Is(rep.Err, errSelf):
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val == 1:
-			rec++
+		case rep.Val.marker == c.settings:
+			return nil
+		case rep.Val.marker != "":
+			conflict = c.mismatch(rep.Node, rep.Val.marker, false)
+		case rep.Val.pending != "" && rep.Val.pending != c.settings:
+			conflict = c.mismatch(rep.Node, rep.Val.pending, true)
 		default:
-			norec++
+			answered++
 		}
 	}
-	r.Cancel()
-	c.spawn(func() { r.Wait() })
-	return rec, norec, errors.Join(errs...)
+	if conflict != nil {
+		return conflict
+	}
+	if answered == n-1 {
+		return nil // the first admission of the deployment: every peer agrees
+	}
+	return errors.Join(append([]error{fmt.Errorf("redlock: node %d served its quarantine, but no peer is admitted yet and only %d of its %d peers answered: admitting it waits for all of them (or for Bootstrap)", i, answered, n-1)}, errs...)...)
 }
 
 var errSelf = errors.New("self")
-
-// writeRecords records node i (and every node this client has seen
-// admitted, to restore what i may have lost) on a majority of nodes.
-func (a *admission) writeRecords(ctx context.Context, i int, mark string) error {
-	c := a.c
-	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, j int) (bool, error) {
-		if _, err := recordScript.Run(ctx, c.nodes[j].sc, []string{membersKey}, "set", c.nodes[i].name, mark).Result(); err != nil {
-			return false, err
-		}
-		if j != i {
-			return true, nil
-		}
-		for k := range c.nodes {
-			if k != i && a.seen[k].Load() {
-				if _, err := recordScript.Run(ctx, c.nodes[i].sc, []string{membersKey}, "set", c.nodes[k].name, "restored").Result(); err != nil {
-					return false, err
-				}
-			}
-		}
-		return true, nil
-	})
-	ok := func(rep quorum.Reply[bool]) bool { return rep.Err == nil }
-	replies := r.Await(ctx, c.quorum, ok) // the rest are written in the background
-	c.spawn(func() { r.Wait() })
-	var yes int
-	var errs []error
-	for _, rep := range replies {
-		if rep.Err != nil {
-			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		} else {
-			yes++
-		}
-	}
-	if yes < c.quorum {
-		return errors.Join(append([]error{fmt.Errorf("redlock: membership record of node %d reached %d nodes, %d needed", i, yes, c.quorum)}, errs...)...)
-	}
-	return nil
-}

@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"time"
-
-	"github.com/quorumlock/quorumlock/quorum"
 )
 
 // relArgs are a release's script keys and arguments, built once per round
@@ -14,11 +12,15 @@ type relArgs struct {
 	args []any
 }
 
-func newRelArgs(key, value string) relArgs {
-	return relArgs{keys: []string{key}, args: []any{value, releaseChannel(key)}}
+// newRelArgs builds a release of value on key. Where the key is not ours,
+// the release leaves a tombstone for ttl, the longest our own acquire could
+// still hold the key if it landed after the release (see release.lua).
+func newRelArgs(key, value string, ttl time.Duration) relArgs {
+	return relArgs{keys: []string{key, tombKey(value)}, args: []any{value, releaseChannel(key), ttl.Milliseconds()}}
 }
 
-// releaseOn runs the compare-and-delete script on node i.
+// releaseOn runs the compare-and-delete script on node i. It reports
+// whether the node held our value and deleted it.
 func (c *Client) releaseOn(ctx context.Context, i int, a relArgs) (bool, error) {
 	v, err := releaseScript.Run(ctx, c.nodes[i].sc, a.keys, a.args...).Int64()
 	c.observe(i, err)
@@ -29,40 +31,7 @@ func (c *Client) releaseOn(ctx context.Context, i int, a relArgs) (bool, error) 
 func (c *Client) releaseOne(key, value string, i int, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if _, err := c.releaseOn(ctx, i, newRelArgs(key, value)); err != nil {
+	if _, err := c.releaseOn(ctx, i, newRelArgs(key, value, ttl)); err != nil {
 		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", key, "node", i, "err", err)
 	}
-}
-
-// cleanup releases a failed attempt on every node, including those that did
-// not answer: their SET may still land. It uses a context detached from the
-// caller's (who may have been cancelled) bounded by the cleanup timeout. It
-// waits only for the nodes that granted the key, so a failed attempt leaves
-// nothing behind on responsive nodes when it returns, without waiting for
-// unresponsive ones; those, and stragglers of the acquire round that
-// granted after the release went out, are handled in the background.
-func (c *Client) cleanup(key, value string, ttl time.Duration, replies []quorum.Reply[acqReply], acq *quorum.Round[acqReply]) {
-	granted := make(map[int]bool, len(replies))
-	for _, r := range replies {
-		if acquired(r) {
-			granted[r.Node] = true
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	ra := newRelArgs(key, value)
-	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		return c.releaseOn(ctx, i, ra)
-	})
-	if len(granted) > 0 {
-		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })
-	}
-	c.spawn(func() {
-		defer cancel()
-		rel.Wait()
-		for _, r := range acq.Wait() {
-			if acquired(r) {
-				c.releaseOne(key, value, r.Node, ttl)
-			}
-		}
-	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,24 +23,25 @@ import (
 // safe for concurrent use. It does not own the redis clients given to New
 // and never closes them; Close only stops the Client's own goroutines.
 type Client struct {
-	cfg    config
-	nodes  []*node
-	quorum int
-	admit  *admission
-	wake   *waker
-	inst   *instruments
-	gates  gates
+	cfg      config
+	nodes    []*node
+	quorum   int
+	settings string // the deployment settings this client runs with (see deployment.go)
+	set      settings
+	admit    *admission
+	wake     *waker
+	inst     *instruments
+	gates    gates
 
-	contended sync.Map // key -> time.Time of the last retried Lock
-
-	mu     sync.Mutex
-	closed bool
-	bg     sync.WaitGroup // background work: straggler cleanup, admission
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{}  // closed by Close: ends Lock's waits
+	bg      sync.WaitGroup // background work: straggler cleanup, admission
 }
 
 type node struct {
 	idx  int
-	name string // address as the caller configured it: the node's identity in membership records
+	name string // the address the caller configured, for errors and logs only
 	sc   redis.Scripter
 	uc   redis.UniversalClient // nil for test doubles: no Pub/Sub, no INFO
 
@@ -59,18 +61,30 @@ func (c *Client) observe(i int, err error) {
 	}
 }
 
+// missedLast reports whether node i missed the deadline of its last call.
+func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// New returns a Client over nodes, which should be independent Redis
-// primaries (no replication between them). It fails, contacting no node,
-// when nodes is empty, an entry is nil, two entries are the same client or
-// name the same address, or an option is invalid. It then asks every node
-// for its run_id, bounded by WithProbeTimeout, and fails if two entries
-// reach the same server; nodes that do not answer in time are not checked
-// and do not make New fail (2 of 5 may be down).
+// New returns a Client over nodes, which must be independent Redis
+// primaries (no replication between them, no cluster): at least 5.0, run
+// with maxmemory-policy noeviction. It fails, contacting no node, when
+// nodes is empty, an entry is nil (a typed nil too), a cluster, ring or
+// Sentinel-failover client, two entries are the same client or name the
+// same address, or an option is invalid. It then asks every node for its
+// INFO, bounded by WithProbeTimeout, and fails if two entries reach the
+// same server, a node is a replica or in cluster mode, or runs a Redis
+// older than 5.0; nodes that do not answer in time are not checked and do
+// not make New fail (2 of 5 may be down).
+//
+// Every client of a deployment must be built with the same nodes (in any
+// order, under any names), WithMaxTTL and WithDriftFactor: the nodes keep
+// those settings and refuse a client whose settings differ
+// (ErrConfigMismatch). A new deployment is usable one quarantine after its
+// first use, or at once after Bootstrap.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("redlock: New: no nodes")
@@ -79,8 +93,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	seen := map[redis.UniversalClient]int{}
 	addrs := map[string]int{}
 	for i, uc := range nodes {
-		if uc == nil {
-			return nil, fmt.Errorf("redlock: New: node %d is nil", i)
+		if err := checkNodeClient(uc); err != nil {
+			return nil, fmt.Errorf("redlock: New: node %d: %w", i, err)
 		}
 		if j, ok := seen[uc]; ok {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d are the same client", j, i)
@@ -97,15 +111,39 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkDistinct(); err != nil {
+	if err := c.probe(); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// addrOf names a node by the address its client dials. Clients whose
-// address we cannot read are named by their position.
+// errNotPrimary is the reason a node client is refused.
+const errNotPrimary = "Redlock needs independent primaries, one *redis.Client per node"
+
+// checkNodeClient refuses clients that cannot be one independent primary.
+func checkNodeClient(uc redis.UniversalClient) error {
+	if uc == nil {
+		return errors.New("nil client")
+	}
+	if v := reflect.ValueOf(uc); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("nil %T", uc)
+	}
+	switch c := uc.(type) {
+	case *redis.ClusterClient:
+		return fmt.Errorf("a cluster client spreads keys over several servers (a lock key and its fence would be in different slots): %s", errNotPrimary)
+	case *redis.Ring:
+		return fmt.Errorf("a ring client spreads keys over several servers: %s", errNotPrimary)
+	case *redis.Client:
+		if c.Options().Addr == "FailoverClient" {
+			return fmt.Errorf("a Sentinel failover client follows a primary with replicas, and a failover loses the locks the old primary granted: %s", errNotPrimary)
+		}
+	}
+	return nil
+}
+
+// addrOf names a node by the address its client dials, for errors and
+// logs. Clients whose address we cannot read are named by their position.
 func addrOf(uc redis.UniversalClient, i int) string {
 	if rc, ok := uc.(*redis.Client); ok {
 		if a := rc.Options().Addr; a != "" {
@@ -133,22 +171,30 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	if cfg.maxTTL <= drift.Drift(cfg.maxTTL, cfg.factor) {
-		return nil, fmt.Errorf("redlock: New: max ttl %v leaves no validity with drift factor %v", cfg.maxTTL, cfg.factor)
+	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
+		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
 	}
 	inst, err := newInstruments(cfg.meters)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: New: metrics: %w", err)
 	}
-	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), inst: inst}
+	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
+	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
+		inst: inst, closing: make(chan struct{})}
 	c.admit = newAdmission(c)
 	c.wake = newWaker(c)
 	return c, nil
 }
 
-// checkDistinct compares the run_ids of the nodes that answer within the
-// probe timeout.
-func (c *Client) checkDistinct() error {
+// minVersion is the oldest Redis the scripts run on: they write after
+// reading TIME, which needs scripts replicated by their effects, the
+// default from 5.0 on.
+var minVersion = [2]int{5, 0}
+
+// probe checks, on the nodes that answer within the probe timeout, that
+// no two entries reach the same server and that each is a primary of a
+// Redis the scripts run on.
+func (c *Client) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
 	defer cancel()
 	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (string, error) {
@@ -156,29 +202,53 @@ func (c *Client) checkDistinct() error {
 		if uc == nil {
 			return "", errors.New("no info")
 		}
-		info, err := uc.Info(ctx, "server").Result()
-		if err != nil {
-			return "", err
-		}
-		return infoField(info, "run_id"), nil
+		return uc.Info(ctx).Result()
 	})
 	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[string]) bool { return true })
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
 	ids := map[string]int{}
 	for _, rep := range replies {
-		if rep.Err != nil || rep.Val == "" {
-			if rep.Err != nil {
-				c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", c.nodes[rep.Node].name, "err", rep.Err)
-			}
+		if rep.Err != nil {
+			c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", c.nodes[rep.Node].name, "err", rep.Err)
 			continue
 		}
-		if j, ok := ids[rep.Val]; ok {
+		nd := c.nodes[rep.Node]
+		if err := checkInfo(rep.Val); err != nil {
+			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, err)
+		}
+		if n := infoField(rep.Val, "connected_slaves"); n != "" && n != "0" {
+			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
+				"node", rep.Node, "addr", nd.name, "replicas", n)
+		}
+		id := infoField(rep.Val, "run_id")
+		if id == "" {
+			continue
+		}
+		if j, ok := ids[id]; ok {
 			a, b := min(j, rep.Node), max(j, rep.Node)
 			return fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same Redis server (run_id %s)",
-				a, c.nodes[a].name, b, c.nodes[b].name, rep.Val)
+				a, c.nodes[a].name, b, c.nodes[b].name, id)
 		}
-		ids[rep.Val] = rep.Node
+		ids[id] = rep.Node
+	}
+	return nil
+}
+
+// checkInfo refuses a server that cannot be a Redlock node.
+func checkInfo(info string) error {
+	if mode := infoField(info, "redis_mode"); mode != "" && mode != "standalone" {
+		return fmt.Errorf("runs in %s mode: %s", mode, errNotPrimary)
+	}
+	if role := infoField(info, "role"); role != "" && role != "master" {
+		return fmt.Errorf("is a replica (role %s): %s", role, errNotPrimary)
+	}
+	if v := infoField(info, "redis_version"); v != "" {
+		var major, minor int
+		if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err == nil &&
+			(major < minVersion[0] || major == minVersion[0] && minor < minVersion[1]) {
+			return fmt.Errorf("runs Redis %s; quorumlock's scripts need %d.%d or later (they write after reading TIME)", v, minVersion[0], minVersion[1])
+		}
 	}
 	return nil
 }
@@ -205,6 +275,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	close(c.closing)
 	c.mu.Unlock()
 	c.admit.stop()
 	c.wake.close()
@@ -235,22 +306,35 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// check validates a call's arguments before any node is contacted.
+// check validates a Lock or TryLock call before any node is contacted.
 func (c *Client) check(key string, ttl time.Duration) error {
 	if c.isClosed() {
 		return ErrClosed
 	}
-	if key == "" {
+	switch {
+	case key == "":
 		return errors.New("redlock: empty key")
+	case reserved(key):
+		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, reservedPrefix)
+	}
+	return c.checkTTL(ttl)
+}
+
+// CheckTTL reports whether Lock, TryLock, Do and Extend of this client
+// accept ttl: a whole number of milliseconds, above its drift and at most
+// the client's max ttl. It contacts no node; tools use it to refuse a bad
+// ttl before they start anything.
+func (c *Client) CheckTTL(ttl time.Duration) error { return c.checkTTL(ttl) }
+
+func (c *Client) checkTTL(ttl time.Duration) error {
+	if ttl > 0 && ttl%time.Millisecond != 0 {
+		return fmt.Errorf("redlock: ttl %v is not a whole number of milliseconds (Redis PX resolution)", ttl)
 	}
 	if d := drift.Drift(ttl, c.cfg.factor); ttl <= d {
 		return fmt.Errorf("redlock: ttl %v must exceed its drift %v (ttl*%v + %v)", ttl, d, c.cfg.factor, drift.Resolution)
 	}
 	if ttl > c.cfg.maxTTL {
 		return fmt.Errorf("redlock: ttl %v exceeds the client's max ttl %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
-	}
-	if ttl%time.Millisecond != 0 {
-		return fmt.Errorf("redlock: ttl %v is not a whole number of milliseconds (Redis PX resolution)", ttl)
 	}
 	return nil
 }
@@ -275,4 +359,24 @@ func (c *Client) nodeErr(i int, err error) *NodeError {
 		c.inst.nodeError(c.nodes[i].name)
 	}
 	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: err}
+}
+
+// CheckTTL reports whether a Client built with opts would accept ttl for
+// Lock, TryLock, Do and Extend, without building one or contacting any
+// node: tools use it to refuse bad input before they start anything. It
+// also returns the options' own errors.
+func CheckTTL(ttl time.Duration, opts ...Option) error {
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("redlock: nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return err
+		}
+	}
+	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
+		return fmt.Errorf("redlock: WithMaxTTL: %w", err)
+	}
+	return (&Client{cfg: cfg}).checkTTL(ttl)
 }

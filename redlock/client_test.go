@@ -17,7 +17,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// newFake builds a Client over n fake nodes of a bootstrapped deployment.
 func newFake(t *testing.T, n int, opts ...Option) (*Client, []*fakeNode) {
+	t.Helper()
+	c, fs := newFakeUnadmitted(t, n, opts...)
+	if c.cfg.quarantine {
+		require.NoError(t, c.Bootstrap(context.Background()))
+		for _, f := range fs {
+			f.calls.Store(0)
+			f.ended.Store(0)
+		}
+	}
+	return c, fs
+}
+
+// newFakeUnadmitted builds a Client over n empty fake nodes: a deployment
+// nobody has used yet.
+func newFakeUnadmitted(t *testing.T, n int, opts ...Option) (*Client, []*fakeNode) {
 	t.Helper()
 	c, fs, err := fakeCluster(n, opts...)
 	require.NoError(t, err)
@@ -48,6 +64,8 @@ func TestBadInputTouchesNoNode(t *testing.T) {
 		want string
 	}{
 		{"empty key", "", time.Second, "empty key"},
+		{"key in quorumlock's namespace", "quorumlock:fence:k", time.Second, "own namespace"},
+		{"the admission marker as a key", markerKey, time.Second, "own namespace"},
 		{"zero ttl", "k", 0, "must exceed its drift"},
 		{"negative ttl", "k", -time.Second, "must exceed its drift"},
 		{"ttl equal to drift", "k", 2 * time.Millisecond, "must exceed its drift"},
@@ -70,7 +88,10 @@ func TestBadInputTouchesNoNode(t *testing.T) {
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	b := redis.NewClient(&redis.Options{Addr: "localhost:1"})
-	t.Cleanup(func() { a.Close(); b.Close() })
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:2"}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:3"}})
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:4"}})
+	t.Cleanup(func() { a.Close(); b.Close(); cluster.Close(); ring.Close(); failover.Close() })
 	tests := []struct {
 		name  string
 		nodes []redis.UniversalClient
@@ -78,7 +99,14 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		want  string
 	}{
 		{"no nodes", nil, nil, "no nodes"},
-		{"nil node", []redis.UniversalClient{a, nil}, nil, "node 1 is nil"},
+		{"nil node", []redis.UniversalClient{a, nil}, nil, "node 1: nil client"},
+		{"typed nil node", []redis.UniversalClient{a, (*redis.Client)(nil)}, nil, "node 1: nil *redis.Client"},
+		{"cluster client", []redis.UniversalClient{a, cluster}, nil, "independent primaries"},
+		{"ring client", []redis.UniversalClient{ring, a}, nil, "independent primaries"},
+		{"sentinel failover client", []redis.UniversalClient{failover, a}, nil, "independent primaries"},
+		{"max ttl that overflows the quarantine", []redis.UniversalClient{a}, []Option{WithMaxTTL(math.MaxInt64)}, "exceeds 24h0m0s"},
+		{"max ttl above a day", []redis.UniversalClient{a}, []Option{WithMaxTTL(MaxMaxTTL + time.Millisecond)}, "exceeds 24h0m0s"},
+		{"sub-millisecond max ttl", []redis.UniversalClient{a}, []Option{WithMaxTTL(time.Second + time.Microsecond)}, "whole number of milliseconds"},
 		{"same client twice", []redis.UniversalClient{a, a}, nil, "same client"},
 		{"same address twice", []redis.UniversalClient{a, b}, nil, "both reach"},
 		{"drift factor 1", []redis.UniversalClient{a}, []Option{WithDriftFactor(1)}, "factor"},
@@ -102,20 +130,106 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-func TestNewDeploymentNeedsNoWait(t *testing.T) {
-	c, fs := newFake(t, 5)
+// A deployment nobody has used cannot be told from one whose every node
+// lost its data, so its nodes serve one quarantine from first use, after
+// which Lock gets the lock without any extra call.
+func TestNewDeploymentServesOneQuarantine(t *testing.T) {
+	const maxTTL = 200 * time.Millisecond
+	c, fs := newFakeUnadmitted(t, 5, WithMaxTTL(maxTTL))
+	ctx := context.Background()
 	start := time.Now()
-	l, err := c.TryLock(context.Background(), "k", time.Second)
-	require.NoError(t, err, "a brand-new deployment must grant at once")
-	require.Less(t, time.Since(start), 500*time.Millisecond)
-	held := 0
-	for _, f := range fs {
-		if v, ok := f.Get("k"); ok && v == l.value {
-			held++
-		}
+	_, err := c.TryLock(ctx, "k", maxTTL)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonQuarantine, e.Reason)
+	require.ErrorIs(t, err, ErrNodeQuarantined)
+	require.Positive(t, e.Wait, "no hint of when the quarantine ends")
+	require.LessOrEqual(t, e.Wait, c.set.quarantine())
+
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, "k", maxTTL)
+	require.NoError(t, err, "the new deployment never became usable")
+	require.GreaterOrEqual(t, time.Since(start), c.set.quarantine(), "admitted before one quarantine had passed")
+	require.NoError(t, l.Release(ctx))
+	for i, f := range fs {
+		// The lock needed three; the other two are admitted in the background.
+		require.Eventually(t, func() bool { m, _ := f.Get(markerKey); return m == c.settings }, time.Second, time.Millisecond, "node %d not admitted", i)
 	}
-	require.GreaterOrEqual(t, held, 3)
-	require.NoError(t, l.Release(context.Background()))
+}
+
+func TestBootstrapAdmitsANewDeploymentAtOnce(t *testing.T) {
+	c, fs := newFakeUnadmitted(t, 5)
+	ctx := context.Background()
+	require.NoError(t, c.Bootstrap(ctx))
+	require.NoError(t, c.Bootstrap(ctx), "Bootstrap is not idempotent")
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	for _, f := range fs {
+		m, _ := f.Get(markerKey)
+		require.Equal(t, c.settings, m)
+	}
+}
+
+func TestBootstrapRefusesUsedOrUnreachableNodes(t *testing.T) {
+	ctx := context.Background()
+	t.Run("quarantine in progress", func(t *testing.T) {
+		c, fs := newFakeUnadmitted(t, 5, WithMaxTTL(time.Second))
+		_, err := c.TryLock(ctx, "k", time.Second) // starts the quarantines
+		require.ErrorIs(t, err, ErrNodeQuarantined)
+		err = c.Bootstrap(ctx)
+		require.ErrorIs(t, err, ErrNotNew)
+		for i, f := range fs {
+			_, ok := f.Get(markerKey)
+			require.False(t, ok, "node %d admitted though Bootstrap refused", i)
+		}
+	})
+	t.Run("other settings", func(t *testing.T) {
+		c, fs := newFakeUnadmitted(t, 5)
+		fs[3].set(markerKey, settings{nodes: 5, maxTTL: time.Second, factor: 0.01}.String(), 0)
+		err := c.Bootstrap(ctx)
+		require.ErrorIs(t, err, ErrConfigMismatch)
+		_, ok := fs[0].Get(markerKey)
+		require.False(t, ok, "one refusal must admit nothing")
+	})
+	t.Run("a node down", func(t *testing.T) {
+		c, fs := newFakeUnadmitted(t, 5)
+		fs[4].setErr(errors.New("connection refused"))
+		err := c.Bootstrap(ctx)
+		require.ErrorContains(t, err, "connection refused")
+		_, ok := fs[0].Get(markerKey)
+		require.False(t, ok, "Bootstrap must see every node before admitting any")
+	})
+}
+
+// A client built with other settings than the deployment's gets a clear
+// error, never a lock, and starts nothing on the nodes.
+func TestOtherSettingsAreRefused(t *testing.T) {
+	c, fs := newFake(t, 5, WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	ns := make([]*node, len(fs))
+	for i, f := range fs {
+		ns[i] = &node{idx: i, name: fmt.Sprintf("other-%d", i), sc: f}
+	}
+	for _, opt := range []Option{WithMaxTTL(time.Second), WithDriftFactor(0.02)} {
+		other, err := newClient(ns, []Option{opt})
+		require.NoError(t, err)
+		_, err = other.TryLock(ctx, "k", 500*time.Millisecond)
+		require.ErrorIs(t, err, ErrConfigMismatch)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, c.settings, ce.Deployment)
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = other.Lock(lctx, "k", 500*time.Millisecond)
+		cancel()
+		require.ErrorIs(t, err, ErrConfigMismatch, "Lock kept waiting on a configuration error")
+		require.NoError(t, other.Close())
+	}
+	for _, f := range fs {
+		_, ok := f.Get("k")
+		require.False(t, ok, "a refused client left its key behind")
+	}
 }
 
 func TestSecondHolderIsRefused(t *testing.T) {
@@ -442,7 +556,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 	for i := range 20 {
 		// Push a minority's fence far ahead, as failed attempts can.
 		if i == 10 {
-			fs[4].set("k:quorumlock:fence", fmt.Sprint(last+1_000_000), 0)
+			fs[4].set(fenceKey("k"), fmt.Sprint(last+1_000_000), 0)
 		}
 		l, err := c.TryLock(ctx, "k", time.Second)
 		require.NoError(t, err)
@@ -464,6 +578,7 @@ func wipe(f *fakeNode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.vals = map[string]string{}
+	f.hashes = map[string]map[string]string{}
 	f.exp = map[string]time.Time{}
 }
 
@@ -542,7 +657,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 func TestSingleNodeServesOneQuarantine(t *testing.T) {
-	c, fs := newFake(t, 1, WithMaxTTL(100*time.Millisecond))
+	c, fs := newFakeUnadmitted(t, 1, WithMaxTTL(100*time.Millisecond))
 	ctx := context.Background()
 	_, err := c.TryLock(ctx, "k", 100*time.Millisecond)
 	require.ErrorIs(t, err, ErrNodeQuarantined, "a lone node cannot be known to be new")
@@ -608,7 +723,11 @@ func TestQuarantineSurvivesTheClientThatStartedIt(t *testing.T) {
 	}
 	_, err = c1.TryLock(ctx, "k", maxTTL) // finds node 2 empty: quarantine starts
 	require.ErrorIs(t, err, ErrNodeQuarantined)
-	require.Eventually(t, func() bool { _, ok := fs[2].Get(pendingKey); return ok }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		fs[2].mu.Lock()
+		defer fs[2].mu.Unlock()
+		return fs[2].exists(pendingKey)
+	}, time.Second, time.Millisecond)
 	require.NoError(t, c1.Close())
 	_, stillThere := fs[2].Get(markerKey)
 	require.False(t, stillThere, "node 2 admitted before its quarantine ended")
@@ -672,48 +791,12 @@ func TestLocalWaitersQueue(t *testing.T) {
 	require.Less(t, perAcq, 15.0, "local waiters are not queueing")
 }
 
-// A retry asks the key's gatekeeper node alone first: when it is taken,
-// the attempt costs one call and leaves nothing to clean up.
-func TestOrderedAttemptStopsAtBusyGatekeeper(t *testing.T) {
-	c, fs := newFake(t, 5)
-	ctx := context.Background()
-	_, err := c.TryLock(ctx, "warm", time.Second)
-	require.NoError(t, err)
-	g := c.gatekeeper("k")
-	require.GreaterOrEqual(t, g, 0)
-	fs[g].set("k", "other", time.Minute)
-	require.Eventually(t, func() bool { // the warm-up's background calls
-		for _, f := range fs {
-			if f.ended.Load() != f.calls.Load() {
-				return false
-			}
-		}
-		return true
-	}, time.Second, time.Millisecond)
-	before := totalCalls(fs)
-	at := c.try(ctx, "k", time.Second, true)
-	require.ErrorIs(t, at.err, ErrNotObtained)
-	require.ErrorIs(t, at.err, ErrNodeHeld)
-	require.Equal(t, int64(1), totalCalls(fs)-before, "an ordered attempt went past a busy gatekeeper")
-	require.Positive(t, at.wait, "no expiry hint from the gatekeeper")
-
-	// Free gatekeeper: the attempt goes on to the other nodes and wins.
-	fs[g].mu.Lock()
-	delete(fs[g].vals, "k")
-	fs[g].mu.Unlock()
-	at = c.try(ctx, "k", time.Second, true)
-	require.NoError(t, at.err)
-	v, ok := fs[g].Get("k")
-	require.True(t, ok)
-	require.Equal(t, at.lease.value, v)
-}
-
 func TestFencingTokenStaysABigint(t *testing.T) {
 	c, fs := newFake(t, 5, WithFencing())
 	ctx := context.Background()
 	setFence := func(v string) {
 		for _, f := range fs {
-			f.set("k:quorumlock:fence", v, 0)
+			f.set(fenceKey("k"), v, 0)
 		}
 	}
 	setFence("9223372036854775806") // MaxInt64 - 1: one more token fits

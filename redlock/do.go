@@ -30,14 +30,25 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	stop := make(chan struct{})
 	keeper := make(chan error, 1)
 	go func() { keeper <- c.keep(l, ttl, stop, cancel) }()
-
+	finish := func() (lostErr, relErr error) {
+		close(stop)
+		lostErr = <-keeper
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+		defer rcancel()
+		return lostErr, l.Release(rctx)
+	}
+	// A panic in fn must not leave the lease renewed forever and this
+	// Client's line for the key blocked: stop renewing and release, then
+	// let the panic go on.
+	finished := false
+	defer func() {
+		if !finished {
+			_, _ = finish()
+		}
+	}()
 	ferr := fn(fctx, l)
-	close(stop)
-	lostErr := <-keeper
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	defer rcancel()
-	rerr := l.Release(rctx)
+	finished = true
+	lostErr, rerr := finish()
 	if lostErr != nil {
 		return errors.Join(ferr, lostErr)
 	}

@@ -3,13 +3,15 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 var (
 	// ErrNotObtained reports that a lock was not acquired: another owner
-	// holds it, fewer than a majority of nodes answered, or the round took
-	// so long that no validity was left. The per-node causes are joined to
-	// it as *NodeError values; on cancellation ctx.Err() is joined too.
+	// holds it, fewer than a majority of nodes answered or were admitted,
+	// or the round took so long that no validity was left. The error
+	// returned is a *NotObtainedError carrying the reason and the per-node
+	// causes; match it with errors.Is.
 	ErrNotObtained = errors.New("redlock: lock not obtained")
 
 	// ErrNotHeld reports that Extend or Release found the lease already
@@ -22,9 +24,17 @@ var (
 	ErrNodeHeld = errors.New("held by another owner")
 
 	// ErrNodeQuarantined is the per-node cause when a node lost its state
-	// (restarted without persistence, failed over, flushed) and may not vote
-	// until one maximum TTL plus drift has passed.
-	ErrNodeQuarantined = errors.New("node restarted and is in quarantine")
+	// (restarted without persistence, failed over, flushed) or belongs to a
+	// deployment that has not been admitted yet, and may not vote until it
+	// has served one quarantine (see Quarantine and Client.Bootstrap).
+	ErrNodeQuarantined = errors.New("node is in quarantine: it lost its data or is new")
+
+	// ErrConfigMismatch reports that a node was admitted (or is being
+	// admitted) under deployment settings other than this client's: another
+	// max ttl, drift factor or number of nodes. Such a client gets no lock
+	// from the deployment; fix its options. The error returned is a
+	// *ConfigError.
+	ErrConfigMismatch = errors.New("redlock: client settings disagree with the deployment's")
 
 	// ErrMaxHold is wrapped into Do's error (and the cause of fn's ctx) when
 	// the lease ended because WithMaxHold stopped its renewal.
@@ -33,6 +43,86 @@ var (
 	// ErrClosed is returned by calls on a Client after Close.
 	ErrClosed = errors.New("redlock: client closed")
 )
+
+// Reason says why an acquisition failed.
+type Reason string
+
+// The reasons a *NotObtainedError can carry. They are also the outcome
+// attribute of the quorumlock.acquisitions metric.
+const (
+	ReasonHeld        Reason = "held"         // another owner holds the key on too many nodes
+	ReasonNoQuorum    Reason = "no_quorum"    // too few nodes answered in time
+	ReasonQuarantine  Reason = "quarantine"   // too few nodes are admitted to vote
+	ReasonValidity    Reason = "validity"     // a majority granted, but the round used up the validity
+	ReasonFenceCommit Reason = "fence_commit" // the fencing commit round reached too few nodes
+	ReasonCancelled   Reason = "cancelled"    // the caller's ctx ended
+	ReasonLocal       Reason = "local"        // another Lock of this Client is ahead in line (WithRetry limits)
+)
+
+// NotObtainedError is the error Lock, TryLock and Do return when the lock
+// was not acquired. It matches ErrNotObtained with errors.Is, and unwraps
+// to the caller's ctx error (for ReasonCancelled) and to one *NodeError
+// per node that did not grant, for errors.Is and errors.As.
+type NotObtainedError struct {
+	Key     string
+	Reason  Reason
+	Granted int // nodes that granted in the last attempt
+	Needed  int // the majority
+	Nodes   int // nodes in the deployment
+	// Wait estimates how long until enough nodes could be free (the other
+	// holder's keys expire or quarantines end); 0 when unknown.
+	Wait   time.Duration
+	Detail string  // a human-readable account of the last attempt
+	Errs   []error // the ctx error, if any, then the per-node errors
+}
+
+func (e *NotObtainedError) Error() string {
+	msg := fmt.Sprintf("redlock: lock %q not obtained: %s", e.Key, e.Detail)
+	for _, err := range e.Errs {
+		msg += "; " + err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrNotObtained.
+func (e *NotObtainedError) Is(target error) bool { return target == ErrNotObtained }
+
+// Unwrap returns the ctx error and the per-node errors.
+func (e *NotObtainedError) Unwrap() []error { return e.Errs }
+
+// NodeErrors returns the per-node errors of the last attempt.
+func (e *NotObtainedError) NodeErrors() []*NodeError {
+	var out []*NodeError
+	for _, err := range e.Errs {
+		var ne *NodeError
+		if errors.As(err, &ne) {
+			out = append(out, ne)
+		}
+	}
+	return out
+}
+
+// ConfigError reports a node whose deployment settings differ from the
+// client's. It matches ErrConfigMismatch with errors.Is.
+type ConfigError struct {
+	Node       int
+	Addr       string
+	Deployment string // the settings the node keeps (or is being admitted with)
+	Client     string // this client's settings
+	Pending    bool   // Deployment comes from a quarantine in progress, not an admitted node
+}
+
+func (e *ConfigError) Error() string {
+	what := "was admitted with"
+	if e.Pending {
+		what = "is being admitted with"
+	}
+	return fmt.Sprintf("redlock: node %d (%s) %s %q but this client has %q: every client of a deployment must use the same nodes, WithMaxTTL and WithDriftFactor",
+		e.Node, e.Addr, what, e.Deployment, e.Client)
+}
+
+// Is reports whether target is ErrConfigMismatch.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfigMismatch }
 
 // NodeError is one node's part in a failed round. Err is the transport
 // error, ErrNodeHeld, ErrNodeQuarantined or a context error. Match it with

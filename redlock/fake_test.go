@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,13 +16,17 @@ import (
 // that runs the client's scripts as Go code. Faults are injected by
 // wrapping: fail makes every call return an error, hold makes calls block
 // until released or their context ends (a frozen node that honours ctx).
+// The script contract table (contract_test.go) runs the same cases against
+// it and against a real redis-server, so the Go copies cannot drift from
+// the Lua.
 type fakeNode struct {
-	mu    sync.Mutex
-	vals  map[string]string
-	exp   map[string]time.Time
-	now   func() time.Time
-	calls atomic.Int64
-	ended atomic.Int64 // calls that have returned
+	mu     sync.Mutex
+	vals   map[string]string
+	hashes map[string]map[string]string
+	exp    map[string]time.Time
+	now    func() time.Time
+	calls  atomic.Int64
+	ended  atomic.Int64 // calls that have returned
 
 	fail  atomic.Pointer[error]
 	hold  atomic.Pointer[chan struct{}]
@@ -46,7 +49,7 @@ func (f *fakeNode) failScript(name string, err error) {
 }
 
 func newFakeNode() *fakeNode {
-	return &fakeNode{vals: map[string]string{}, exp: map[string]time.Time{}, now: time.Now}
+	return &fakeNode{vals: map[string]string{}, hashes: map[string]map[string]string{}, exp: map[string]time.Time{}, now: time.Now}
 }
 
 func (f *fakeNode) freeze() chan struct{} {
@@ -63,14 +66,68 @@ func (f *fakeNode) thaw() {
 
 func (f *fakeNode) setErr(err error) { f.fail.Store(&err) }
 
-func (f *fakeNode) get(key string) (string, bool) {
+// expire drops key if its expiry has passed, as Redis does on access.
+func (f *fakeNode) expire(key string) {
 	if e, ok := f.exp[key]; ok && !f.now().Before(e) {
 		delete(f.vals, key)
+		delete(f.hashes, key)
 		delete(f.exp, key)
 	}
+}
+
+func (f *fakeNode) get(key string) (string, bool) {
+	f.expire(key)
 	v, ok := f.vals[key]
 	return v, ok
 }
+
+func (f *fakeNode) exists(key string) bool {
+	f.expire(key)
+	_, s := f.vals[key]
+	_, h := f.hashes[key]
+	return s || h
+}
+
+func (f *fakeNode) del(key string) {
+	delete(f.vals, key)
+	delete(f.hashes, key)
+	delete(f.exp, key)
+}
+
+// pttl is PTTL: -2 without the key, -1 without an expiry.
+func (f *fakeNode) pttl(key string) int64 {
+	if !f.exists(key) {
+		return -2
+	}
+	e, ok := f.exp[key]
+	if !ok {
+		return -1
+	}
+	return int64(e.Sub(f.now()) / time.Millisecond)
+}
+
+// setStr is SET key val [PX ms] (ms 0: no expiry).
+func (f *fakeNode) setStr(key, val string, ms int64) {
+	f.del(key)
+	f.vals[key] = val
+	if ms > 0 {
+		f.exp[key] = f.now().Add(time.Duration(ms) * time.Millisecond)
+	}
+}
+
+func (f *fakeNode) hmget(key string, fields ...string) []any {
+	f.expire(key)
+	out := make([]any, len(fields))
+	for i, fl := range fields {
+		if v, ok := f.hashes[key][fl]; ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// nowUs is the node's TIME in microseconds.
+func (f *fakeNode) nowUs() int64 { return f.now().UnixMicro() }
 
 // Get reads a key as a test would with GET.
 func (f *fakeNode) Get(key string) (string, bool) {
@@ -82,7 +139,7 @@ func (f *fakeNode) Get(key string) (string, bool) {
 var scriptsBySHA = map[string]string{
 	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
 	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
-	recordScript.Hash(): "record",
+	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state",
 }
 
 func (f *fakeNode) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
@@ -124,22 +181,29 @@ func (f *fakeNode) EvalSha(ctx context.Context, sha string, keys []string, args 
 	return redis.NewCmdResult(f.run(name, keys, s))
 }
 
+// run is the Go copy of each script in lua/; the comments there say what
+// they do. A nil reply is redis.Nil, as go-redis reports it.
 func (f *fakeNode) run(name string, k, a []string) (any, error) {
+	atoi := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 	switch name {
 	case "acquire":
-		if a[2] == "1" {
-			if _, ok := f.get(markerKey); !ok {
-				return []any{int64(-1), int64(0), "0", int64(0), int64(0)}, nil
+		if a[2] != "" {
+			m, ok := f.get(k[2])
+			if !ok {
+				return []any{int64(-1), int64(0)}, nil
+			}
+			if m != a[2] {
+				return []any{int64(-2), int64(0), m}, nil
 			}
 		}
+		if f.exists(k[3]) {
+			return []any{int64(-3), int64(0)}, nil
+		}
 		st, pttl := int64(1), int64(0)
-		if _, ok := f.get(k[0]); ok {
-			st = 0
-			pttl = int64(f.exp[k[0]].Sub(f.now()) / time.Millisecond)
+		if f.exists(k[0]) {
+			st, pttl = 0, f.pttl(k[0])
 		} else {
-			ms, _ := strconv.Atoi(a[1])
-			f.vals[k[0]] = a[0]
-			f.exp[k[0]] = f.now().Add(time.Duration(ms) * time.Millisecond)
+			f.setStr(k[0], a[0], atoi(a[1]))
 		}
 		if a[3] != "1" {
 			return []any{st, pttl}, nil
@@ -148,30 +212,31 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if !ok {
 			fence = "0"
 		}
-		us := f.now().UnixMicro()
+		us := f.nowUs()
 		return []any{st, pttl, fence, us / 1e6, us % 1e6}, nil
 	case "release":
 		if v, ok := f.get(k[0]); ok && v == a[0] {
-			delete(f.vals, k[0])
-			delete(f.exp, k[0])
+			f.del(k[0])
 			return int64(1), nil
+		}
+		if a[2] != "0" {
+			f.setStr(k[1], "1", atoi(a[2]))
 		}
 		return int64(0), nil
 	case "extend":
-		if v, ok := f.get(k[0]); ok && v == a[0] {
-			ms, _ := strconv.Atoi(a[1])
-			f.exp[k[0]] = f.now().Add(time.Duration(ms) * time.Millisecond)
-			return int64(1), nil
+		if v, ok := f.get(k[0]); !ok || v != a[0] {
+			return int64(0), nil
 		}
-		return int64(0), nil
+		if ms := atoi(a[1]); f.pttl(k[0]) < ms {
+			f.exp[k[0]] = f.now().Add(time.Duration(ms) * time.Millisecond)
+		}
+		return int64(1), nil
 	case "commit":
 		if v, ok := f.get(k[0]); !ok || v != a[0] {
 			return int64(0), nil
 		}
-		cur, _ := f.get(k[1])
-		c, _ := strconv.ParseUint(cur, 10, 64)
-		t, _ := strconv.ParseUint(a[1], 10, 64)
-		if t > c {
+		cur, ok := f.get(k[1])
+		if !ok || len(cur) < len(a[1]) || (len(cur) == len(a[1]) && cur < a[1]) {
 			f.vals[k[1]] = a[1]
 		}
 		return int64(1), nil
@@ -179,38 +244,54 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if m, ok := f.get(k[0]); ok {
 			return []any{int64(1), m}, nil
 		}
-		now := strconv.FormatInt(f.now().UnixMicro(), 10)
-		if _, ok := f.get(k[1]); !ok {
-			f.vals[k[1]] = a[0] + ":" + now
+		now := strconv.FormatInt(f.nowUs(), 10)
+		p := f.hmget(k[1], "id", "stamp", "settings", "quarantine")
+		if p[0] == nil {
+			f.hashes[k[1]] = map[string]string{"id": a[0], "stamp": now, "settings": a[1], "quarantine": a[2]}
+			f.exp[k[1]] = f.now().Add(time.Duration(atoi(a[3])) * time.Millisecond)
+			p = []any{a[0], now, a[1], a[2]}
 		}
-		p, _ := f.get(k[1])
-		return []any{int64(0), p, now}, nil
+		return []any{int64(0), p[0], p[1], p[2], p[3], now}, nil
 	case "admit":
-		if _, ok := f.get(k[0]); ok {
-			return int64(1), nil
-		}
-		if a[1] == "1" {
-			p, _ := f.get(k[1])
-			_, st, _ := strings.Cut(a[0], ":")
-			stamp, _ := strconv.ParseInt(st, 10, 64)
-			q, _ := strconv.ParseInt(a[2], 10, 64)
-			if p != a[0] || f.now().UnixMicro()-stamp < q {
-				return int64(0), nil
+		if m, ok := f.get(k[0]); ok {
+			if m == a[1] {
+				return int64(1), nil
 			}
+			return int64(-2), nil
 		}
-		f.vals[k[0]] = a[0]
-		delete(f.vals, k[1])
+		p := f.hmget(k[1], "id", "stamp", "settings", "quarantine")
+		if p[0] != a[0] || p[2] != a[1] {
+			return int64(0), nil
+		}
+		if f.nowUs()-atoi(p[1].(string)) < atoi(p[3].(string)) {
+			return int64(0), nil
+		}
+		f.setStr(k[0], a[1], 0)
+		f.del(k[1])
 		return int64(1), nil
-	case "record":
-		field := k[0] + "\x00" + a[1]
-		if a[0] == "set" {
-			f.vals[field] = a[2]
-			return int64(1), nil
+	case "bootstrap":
+		if m, ok := f.get(k[0]); ok {
+			if m == a[0] {
+				return int64(2), nil
+			}
+			return int64(-2), nil
 		}
-		if _, ok := f.vals[field]; ok {
-			return int64(1), nil
+		if f.exists(k[1]) {
+			return int64(-1), nil
 		}
-		return int64(0), nil
+		f.setStr(k[0], a[0], 0)
+		return int64(1), nil
+	case "state":
+		str := func(v any) string { s, _ := v.(string); return s }
+		m, _ := f.get(k[0])
+		p := f.hmget(k[1], "settings", "stamp", "quarantine")
+		out := []any{m, str(p[0]), str(p[1]), str(p[2]), strconv.FormatInt(f.nowUs(), 10)}
+		if len(k) >= 4 {
+			v, _ := f.get(k[2])
+			fence, _ := f.get(k[3])
+			out = append(out, v, f.pttl(k[2]), fence)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("unknown script %s", name)
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // gates queue one Client's Lock calls per key. Only the call at the head
@@ -25,9 +26,15 @@ type gate struct {
 	refs int           // calls queued or holding, to drop idle gates
 }
 
-// enter waits for key's gate and returns the function that passes it on
-// (idempotent), or ctx's error.
-func (g *gates) enter(ctx context.Context, key string) (func(), error) {
+// waitForever makes enter wait for the gate without a time limit.
+const waitForever = time.Duration(1<<63 - 1)
+
+// enter takes key's gate, waiting for it until it is free, ctx ends,
+// closing is closed, or limit has passed (limit <= 0: do not wait;
+// waitForever: no limit). It returns the function that passes the gate on
+// (idempotent), or nil and why it gave up: ctx's error, ErrClosed, or nil
+// when the limit passed.
+func (g *gates) enter(ctx context.Context, key string, closing <-chan struct{}, limit time.Duration) (func(), error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*gate{}
@@ -47,11 +54,32 @@ func (g *gates) enter(ctx context.Context, key string) (func(), error) {
 		}
 		g.mu.Unlock()
 	}
+	var expired <-chan time.Time
+	switch {
+	case limit <= 0:
+		c := make(chan time.Time)
+		close(c)
+		expired = c
+	case limit < waitForever:
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-gt.free:
-	case <-ctx.Done():
-		drop()
-		return nil, ctx.Err()
+	default:
+		select {
+		case <-gt.free:
+		case <-ctx.Done():
+			drop()
+			return nil, ctx.Err()
+		case <-closing:
+			drop()
+			return nil, ErrClosed
+		case <-expired:
+			drop()
+			return nil, nil
+		}
 	}
 	var once sync.Once
 	return func() {

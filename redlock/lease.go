@@ -19,18 +19,15 @@ type Lease struct {
 	key   string
 	value string
 	token uint64
+	ttl0  time.Duration // the acquisition's ttl: how long a late SET of ours could hold a node
 
 	mu       sync.Mutex
-	ttl      time.Duration
+	ttl      time.Duration // the longest ttl the lease was granted or extended with
 	deadline time.Time
 	timer    drift.Timer
 	state    leaseState
 	done     chan struct{}
 	pass     func() // passes this Client's gate for the key on; nil for TryLock
-
-	late    []int  // nodes whose grant arrived after the decision
-	deleted []bool // per node: Release's delete removed our value
-	relDone bool   // Release's round has finished everywhere
 }
 
 // holdGate makes the lease hold its key's local gate until it ends.
@@ -51,23 +48,6 @@ func (l *Lease) passGateLocked() {
 	}
 }
 
-// straggler records that node i granted our value after the round was
-// decided, and reports whether the caller must delete it there now: when
-// the lease ended without Release, or Release's delete on that node had
-// already run (and found nothing) before our SET landed.
-func (l *Lease) straggler(i int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.state == live || (l.state == released && !l.relDone):
-		l.late = append(l.late, i)
-		return false
-	case l.state == released:
-		return !l.deleted[i]
-	}
-	return true
-}
-
 type leaseState int
 
 const (
@@ -76,8 +56,17 @@ const (
 	lost
 )
 
-func (c *Client) newLease(key, value string, ttl time.Duration, token uint64, deadline time.Time) *Lease {
-	l := &Lease{c: c, key: key, value: value, token: token, ttl: ttl, deadline: deadline, done: make(chan struct{})}
+// newLease turns a won attempt into a lease, valid until ttl - drift after
+// the attempt started. It returns nil once Close has begun: a lease must
+// not be created that the Client's background work no longer looks after.
+func (c *Client) newLease(a *attempt) *Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, ttl0: a.ttl, ttl: a.ttl,
+		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
 	l.mu.Lock()
 	l.armLocked()
 	l.mu.Unlock()
@@ -146,13 +135,18 @@ func (l *Lease) over() bool {
 // Extend renews the lease for ttl, measured from the start of the extend
 // round, on every node that still holds its value, and succeeds only if a
 // majority did within the new validity. It never re-creates a key that
-// expired or was taken over. It returns ErrNotHeld (and closes Done) when
-// the lease is over or a majority no longer holds it; any other error
-// (nodes unreachable) leaves the lease valid until its old deadline. The ttl
-// rules of Lock apply; an invalid ttl touches no node.
+// expired or was taken over, and never shortens one: a node keeps the
+// later of its current expiry and ttl from now, and Deadline becomes the
+// later of the current deadline and the one this round earned, so
+// concurrent Extends (Do's renewal and one from fn) cannot leave the lease
+// promising more than the nodes hold. It returns ErrNotHeld (and closes
+// Done) when the lease is over or a majority no longer holds it; any other
+// error (nodes unreachable) leaves the lease valid until its old deadline.
+// The ttl rules of Lock apply; an invalid ttl touches no node. Safe for
+// concurrent use.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
-	if err := c.check(l.key, ttl); err != nil {
+	if err := c.checkTTL(ttl); err != nil {
 		return err
 	}
 	if l.over() {
@@ -160,16 +154,23 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q expired or was released before Extend", ErrNotHeld, l.key)
 	}
 	t0 := c.cfg.clock.Now()
-	rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	defer cancel()
-	ttlMs := ttl.Milliseconds()
+	// The calls are not cancelled with ctx once a majority answered: the
+	// other nodes should be extended too, so the lease keeps surviving as
+	// many node failures as it did.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
+	keys, args := []string{l.key}, []any{l.value, ttl.Milliseconds()}
 	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := extendScript.Run(ctx, c.nodes[i].sc, []string{l.key}, l.value, ttlMs).Int64()
+		v, err := extendScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
+		c.observe(i, err)
 		return v == 1, err
 	})
-	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
-	replies := round.Await(rctx, c.quorum, ok)
-	c.spawn(func() { round.Wait() })
+	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	wcancel()
+	c.spawn(func() {
+		defer cancel()
+		round.Wait()
+	})
 	elapsed := c.cfg.clock.Now().Sub(t0)
 
 	yes, gone, errs := c.tally(replies)
@@ -183,9 +184,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		if l.state != live {
 			return fmt.Errorf("%w: %q was released during Extend", ErrNotHeld, l.key)
 		}
-		l.ttl = ttl
-		l.deadline = t0.Add(ttl - drift.Drift(ttl, c.cfg.factor))
-		l.armLocked()
+		l.ttl = max(l.ttl, ttl)
+		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {
+			l.deadline = d
+			l.armLocked()
+		}
 		return nil
 	}
 	if len(c.nodes)-gone < c.quorum {
@@ -212,40 +215,35 @@ func (l *Lease) markLost() bool {
 }
 
 // Release gives the lock up: a compare-and-delete on every node, so it can
-// never delete another holder's key. Done is closed at once. It returns nil
-// once a majority confirmed the delete; calls to slow nodes go on in the
-// background, bounded by the cleanup timeout, detached from ctx. It returns
-// ErrNotHeld when the lease had already ended (a second Release, or the
-// key expired or was taken over on a majority), and the joined per-node
-// errors when too few nodes answered in time.
+// never delete another holder's key; where the key is not (yet) ours it
+// leaves a tombstone, so an acquire of ours still on its way cannot take
+// the key afterwards. Done is closed at once. It returns nil once a
+// majority confirmed the delete; calls to slow nodes go on in the
+// background, bounded by the cleanup timeout, detached from ctx. It
+// returns ErrNotHeld when the lease had already ended (a second Release,
+// or the key expired or was taken over on a majority), and the joined
+// per-node errors when too few nodes answered in time. It works after
+// Client.Close too (then it waits for every node, up to the cleanup
+// timeout). Safe for concurrent use.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
 	l.mu.Lock()
 	prev := l.state
 	expired := !c.cfg.clock.Now().Before(l.deadline)
 	l.endLocked(released)
+	ttl := l.ttl
 	l.mu.Unlock()
 	if prev == released {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
 	}
-	if c.isClosed() {
-		l.mu.Lock()
-		l.passGateLocked()
-		l.mu.Unlock()
-		return ErrClosed
-	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	deleted := make([]bool, len(c.nodes)) // each index written by its own goroutine
-	ra := newRelArgs(l.key, l.value)
+	ra := newRelArgs(l.key, l.value, l.ttl0)
 	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		ok, err := c.releaseOn(ctx, i, ra)
-		deleted[i] = ok && err == nil
-		return ok, err
+		return c.releaseOn(ctx, i, ra)
 	})
-	ok := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val }
-	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(l.ttl))
-	replies := round.Await(wctx, c.quorum, ok)
+	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
 	wcancel()
 	// Wake this client's waiters only now that the deletes have landed:
 	// woken earlier, they would find the key still held and go back to
@@ -257,15 +255,6 @@ func (l *Lease) Release(ctx context.Context) error {
 	c.spawn(func() {
 		defer cancel()
 		round.Wait()
-		l.mu.Lock()
-		l.deleted, l.relDone = deleted, true
-		late := l.late
-		l.mu.Unlock()
-		for _, i := range late {
-			if !deleted[i] {
-				c.releaseOne(l.key, l.value, i, l.ttl)
-			}
-		}
 	})
 
 	yes, gone, errs := c.tally(replies)

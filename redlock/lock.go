@@ -3,94 +3,131 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
 
 // TryLock makes one attempt to lock key for ttl: one parallel round to
 // every node (two with fencing), returning as soon as a majority granted
-// or that became impossible, without waiting for slow nodes. On failure it
-// returns an error wrapping ErrNotObtained, with a *NodeError per node that
-// did not grant, and releases whatever it took on every node. An empty key,
-// a ttl not above its drift or above the max ttl, or a closed Client is an
-// error that touches no node. Safe for concurrent use.
+// or that became impossible, without waiting for slow nodes, and never
+// longer than the node timeout per round whatever the redis clients'
+// options. On failure it returns a *NotObtainedError (errors.Is
+// ErrNotObtained) with a *NodeError per node that did not grant, and
+// releases whatever it took on every node. When nodes are in quarantine
+// because they are new, it starts their admission and tries once more if
+// that admitted them. A node admitted under other deployment settings
+// gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
+// quorumlock's namespace ("quorumlock:..."), a ttl not above its drift or
+// above the max ttl, or a closed Client is an error that touches no node.
+// Safe for concurrent use.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	at := c.tryAdmitting(ctx, key, ttl, false)
+	at := c.tryAdmitting(ctx, key, ttl)
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
-// refused to vote because they were not yet admitted (a new deployment)
-// could be admitted at once.
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, ordered bool) attempt {
-	at := c.try(ctx, key, ttl, ordered)
+// refused to vote because they were not admitted could be admitted at once
+// (their quarantine was over).
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration) outcome {
+	at := c.try(ctx, key, ttl)
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
 		return at
 	}
 	// The round stopped at its decision, so more nodes than those that
 	// answered may be unadmitted: check every node not yet seen admitted.
 	actx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
-	admitted := c.admit.admitNow(actx, c.admit.unseen())
+	admitted, left := c.admit.admitNow(actx, c.admit.unseen())
 	cancel()
 	if !admitted {
+		var e *NotObtainedError
+		if left > 0 && errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
+			e.Wait = left
+			e.Detail += fmt.Sprintf("; the next quarantine ends in %v", left.Round(time.Millisecond))
+			at.wait = left
+		}
 		return at
 	}
-	return c.try(ctx, key, ttl, false)
+	return c.try(ctx, key, ttl)
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
 // after each failed attempt, woken early when the holder releases or its
 // key is about to expire, until it obtains the lease, ctx ends (the error
-// then wraps both ErrNotObtained and ctx.Err()), or the WithRetry policy
-// gives up (the last attempt's error). Input errors are those of TryLock.
+// then wraps both ErrNotObtained and ctx.Err()), the Client is closed
+// (ErrClosed), or the WithRetry policy gives up (the last attempt's
+// error). Lock calls of one Client on one key queue in memory and only the
+// first in line sends attempts; with a WithRetry limit, an attempt that
+// finds another Lock of this Client ahead in line counts as a failed
+// attempt (ReasonLocal), as a lost race with another process would. Input
+// errors and *ConfigError are those of TryLock and end the wait at once.
 // Safe for concurrent use.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
 	start := c.cfg.clock.Now()
-	pass, err := c.gates.enter(ctx, key)
-	if err != nil {
-		return nil, errors.Join(ErrNotObtained, err)
-	}
-	handed := false
+	limited := c.cfg.maxAttempts > 0
+	var pass func() // this call's place at the head of the key's local line
 	defer func() {
-		if !handed {
+		if pass != nil {
 			pass()
 		}
 	}()
 	var wake chan struct{}
+	var last outcome
 	for n := 0; ; n++ {
-		// The first attempt is one parallel round unless this client saw
-		// contention on the key lately; retries, which mean contention, go
-		// through the key's gatekeeper node first. A holder that locks
-		// again right after releasing then queues on the gatekeeper with
-		// the waiters instead of beating them with a parallel round.
-		ordered := n > 0 || c.contendedLately(key)
-		if n > 0 {
-			c.sawContention(key)
-		}
-		at := c.tryAdmitting(ctx, key, ttl, ordered)
-		if at.err == nil {
-			at.lease.holdGate(pass)
-			handed = true
-			c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
-			return at.lease, nil
-		}
-		if ctx.Err() != nil {
-			if errors.Is(at.err, ctx.Err()) {
-				return nil, at.err
+		if pass == nil {
+			limit := waitForever
+			if limited {
+				limit = 0
 			}
-			return nil, errors.Join(at.err, ctx.Err())
+			p, err := c.gates.enter(ctx, key, c.closing, limit)
+			if err != nil {
+				return nil, c.stopped(key, last.err, err)
+			}
+			pass = p
 		}
-		if c.cfg.maxAttempts > 0 && n+1 >= c.cfg.maxAttempts {
-			return nil, at.err
+		if pass != nil {
+			last = c.tryAdmitting(ctx, key, ttl)
+			if last.err == nil {
+				last.lease.holdGate(pass)
+				pass = nil
+				c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
+				return last.lease, nil
+			}
+			if errors.Is(last.err, ErrConfigMismatch) || errors.Is(last.err, ErrClosed) {
+				return nil, last.err
+			}
+			if ctx.Err() != nil {
+				return nil, c.stopped(key, last.err, ctx.Err())
+			}
+		} else {
+			last = outcome{err: &NotObtainedError{Key: key, Reason: ReasonLocal, Needed: c.quorum, Nodes: len(c.nodes),
+				Detail: "another Lock call of this Client is ahead in line for the key"}}
+		}
+		if limited && n+1 >= c.cfg.maxAttempts {
+			return nil, last.err
 		}
 		if c.isClosed() {
-			return nil, errors.Join(at.err, ErrClosed)
+			return nil, c.stopped(key, last.err, ErrClosed)
+		}
+		delay := c.cfg.retry(n)
+		if last.wait > 0 && last.wait < delay {
+			delay = last.wait
+		}
+		if pass == nil {
+			// In line behind another Lock of this Client: wait for the
+			// gate, at most as long as the retry policy would sleep.
+			p, err := c.gates.enter(ctx, key, c.closing, delay)
+			if err != nil {
+				return nil, c.stopped(key, last.err, err)
+			}
+			pass = p
+			continue
 		}
 		if wake == nil {
 			// Subscribe, then try again at once: a release between the
@@ -100,52 +137,61 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			wake = ch
 			continue
 		}
-		delay := c.cfg.retry(n)
-		if at.wait > 0 && at.wait < delay {
-			delay = at.wait
+		if err := c.sleep(ctx, delay, wake, last.took); err != nil {
+			return nil, c.stopped(key, last.err, err)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-wake:
-			// Every waiter hears the same release. Trying all at once
-			// splits the nodes between them and nobody wins a majority
-			// (the more likely the fewer nodes are up), so spread the
-			// attempts over about one round trip: the first one usually
-			// takes every node.
-			if at.took > 0 {
-				j := time.NewTimer(rand.N(at.took))
-				select {
-				case <-j.C:
-				case <-ctx.Done():
-					j.Stop()
-				}
+	}
+}
+
+// sleep waits before Lock's next attempt: delay, or until a release wakes
+// it. Every waiter hears the same release, and trying all at once splits
+// the nodes between them so that nobody wins a majority (the more likely
+// the fewer nodes are up), so a woken waiter waits a random part of one
+// round trip (took) first: the first one usually takes every node.
+func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan struct{}, took time.Duration) error {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-wake:
+		if took > 0 {
+			j := time.NewTimer(rand.N(took))
+			defer j.Stop()
+			select {
+			case <-j.C:
+			case <-ctx.Done():
+			case <-c.closing:
 			}
-		case <-t.C:
-		case <-ctx.Done():
 		}
-		t.Stop()
-		if ctx.Err() != nil {
-			return nil, errors.Join(at.err, ctx.Err())
-		}
+	case <-t.C:
+	case <-ctx.Done():
+	case <-c.closing:
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if c.isClosed() {
+		return ErrClosed
+	}
+	return nil
 }
 
-// contentionMemory is how long a key counts as contended after this
-// client last had to retry a Lock on it.
-const contentionMemory = time.Second
-
-func (c *Client) sawContention(key string) {
-	c.contended.Store(key, c.cfg.clock.Now())
-}
-
-func (c *Client) contendedLately(key string) bool {
-	v, ok := c.contended.Load(key)
-	if !ok {
-		return false
+// stopped is Lock's error when it stops waiting because of why (ctx's
+// error or ErrClosed), keeping the last attempt's error.
+func (c *Client) stopped(key string, last, why error) error {
+	if errors.Is(why, ErrClosed) {
+		if last == nil {
+			return ErrClosed
+		}
+		return errors.Join(ErrClosed, last)
 	}
-	if c.cfg.clock.Now().Sub(v.(time.Time)) < contentionMemory {
-		return true
+	var e *NotObtainedError
+	if errors.As(last, &e) {
+		if !errors.Is(e, why) {
+			e.Errs = append([]error{why}, e.Errs...)
+		}
+		e.Reason, e.Detail = ReasonCancelled, "gave up waiting: "+e.Detail
+		return e
 	}
-	c.contended.CompareAndDelete(key, v)
-	return false
+	return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
+		Detail: "gave up waiting before any attempt", Errs: []error{why}}
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,41 +22,39 @@ var (
 	pendingSrc string
 	//go:embed lua/admit.lua
 	admitSrc string
-	//go:embed lua/record.lua
-	recordSrc string
+	//go:embed lua/bootstrap.lua
+	bootstrapSrc string
+	//go:embed lua/state.lua
+	stateSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	extendScript  = redis.NewScript(extendSrc)
-	commitScript  = redis.NewScript(commitSrc)
-	pendingScript = redis.NewScript(pendingSrc)
-	admitScript   = redis.NewScript(admitSrc)
-	recordScript  = redis.NewScript(recordSrc)
+	acquireScript   = redis.NewScript(acquireSrc)
+	releaseScript   = redis.NewScript(releaseSrc)
+	extendScript    = redis.NewScript(extendSrc)
+	commitScript    = redis.NewScript(commitSrc)
+	pendingScript   = redis.NewScript(pendingSrc)
+	admitScript     = redis.NewScript(admitSrc)
+	bootstrapScript = redis.NewScript(bootstrapSrc)
+	stateScript     = redis.NewScript(stateSrc)
 )
 
-// Names of the keys quorumlock keeps next to a lock. The lock itself lives
-// under the caller's key exactly as given, so that quorumlock, redsync and
-// node-redlock locks on the same key exclude each other during a migration.
-// They are exported for tools that inspect nodes (quorumlock status).
+// Key layout, known to this file only. The lock itself lives under the
+// caller's key exactly as given, so that quorumlock, redsync and
+// node-redlock locks on the same key exclude each other during a
+// migration. Everything else quorumlock keeps on a node lives under
+// reservedPrefix, which no caller's key may start with (check refuses
+// it), so a caller's key can never be one of ours.
 const (
-	AdmittedKey = "quorumlock:admitted" // per node: set once the node may vote
-	PendingKey  = "quorumlock:pending"  // per node: a quarantine in progress
-	MembersKey  = "quorumlock:members"  // per node: hash of admitted node names
+	reservedPrefix = "quorumlock:"
+	markerKey      = reservedPrefix + "admitted" // per node: the deployment's settings, once the node may vote
+	pendingKey     = reservedPrefix + "pending"  // per node: a quarantine in progress
+	fencePrefix    = reservedPrefix + "fence:"   // + lock key: the key's fence value
+	tombPrefix     = reservedPrefix + "gone:"    // + lock value: an attempt given up on this node
+	channelPrefix  = reservedPrefix + "released:"
 )
 
-const (
-	markerKey  = AdmittedKey
-	pendingKey = PendingKey
-	membersKey = MembersKey
-)
+func fenceKey(key string) string       { return fencePrefix + key }
+func tombKey(value string) string      { return tombPrefix + value }
+func releaseChannel(key string) string { return channelPrefix + key }
 
-// FenceKey returns the name of the key that holds the fence value of the
-// lock key on every node.
-func FenceKey(key string) string { return key + ":quorumlock:fence" }
-
-// ReleaseChannel returns the Pub/Sub channel on which releases of key are
-// announced.
-func ReleaseChannel(key string) string { return channelPrefix + key }
-
-func fenceKey(key string) string       { return FenceKey(key) }
-func releaseChannel(key string) string { return ReleaseChannel(key) }
+// reserved reports whether key is in quorumlock's own namespace.
+func reserved(key string) bool { return strings.HasPrefix(key, reservedPrefix) }

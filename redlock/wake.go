@@ -38,8 +38,6 @@ type subOp struct {
 	channel string
 }
 
-const channelPrefix = "quorumlock:released:"
-
 func newWaker(c *Client) *waker {
 	return &waker{c: c, waiters: map[string]map[chan struct{}]struct{}{}, subs: make([]*subscriber, len(c.nodes))}
 }

@@ -1,0 +1,536 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// The script contract: every case runs against the Go fake the unit tests
+// use and against a real redis-server running the Lua, so that the two
+// cannot drift apart and a change to a script that breaks its contract
+// fails here even though the unit tests only see the fake.
+
+// contractNode is one node under test, the fake or a real server.
+type contractNode interface {
+	sc() redis.Scripter
+	put(t *testing.T, key, val string, ttl time.Duration) // ttl 0: no expiry
+	putHash(t *testing.T, key string, fields map[string]string, ttl time.Duration)
+	read(t *testing.T, key string) (string, bool)
+	readHash(t *testing.T, key string) map[string]string
+	ttlOf(t *testing.T, key string) time.Duration // -2: no key, -1: no expiry
+	nowUs(t *testing.T) int64
+}
+
+type fakeContract struct{ f *fakeNode }
+
+func (n fakeContract) sc() redis.Scripter { return n.f }
+func (n fakeContract) put(_ *testing.T, key, val string, ttl time.Duration) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.setStr(key, val, ttl.Milliseconds())
+}
+func (n fakeContract) putHash(_ *testing.T, key string, fields map[string]string, ttl time.Duration) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.del(key)
+	n.f.hashes[key] = fields
+	if ttl > 0 {
+		n.f.exp[key] = n.f.now().Add(ttl)
+	}
+}
+func (n fakeContract) read(_ *testing.T, key string) (string, bool) { return n.f.Get(key) }
+func (n fakeContract) readHash(_ *testing.T, key string) map[string]string {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.expire(key)
+	out := map[string]string{}
+	for k, v := range n.f.hashes[key] {
+		out[k] = v
+	}
+	return out
+}
+func (n fakeContract) ttlOf(_ *testing.T, key string) time.Duration {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	p := n.f.pttl(key)
+	if p < 0 {
+		return time.Duration(p)
+	}
+	return time.Duration(p) * time.Millisecond
+}
+func (n fakeContract) nowUs(*testing.T) int64 { return n.f.nowUs() }
+
+type realContract struct{ c *redis.Client }
+
+func (n realContract) sc() redis.Scripter { return n.c }
+func (n realContract) put(t *testing.T, key, val string, ttl time.Duration) {
+	require.NoError(t, n.c.Set(context.Background(), key, val, ttl).Err())
+}
+func (n realContract) putHash(t *testing.T, key string, fields map[string]string, ttl time.Duration) {
+	ctx := context.Background()
+	require.NoError(t, n.c.Del(ctx, key).Err())
+	require.NoError(t, n.c.HSet(ctx, key, fields).Err())
+	if ttl > 0 {
+		require.NoError(t, n.c.PExpire(ctx, key, ttl).Err())
+	}
+}
+func (n realContract) read(t *testing.T, key string) (string, bool) {
+	v, err := n.c.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false
+	}
+	require.NoError(t, err)
+	return v, true
+}
+func (n realContract) readHash(t *testing.T, key string) map[string]string {
+	m, err := n.c.HGetAll(context.Background(), key).Result()
+	require.NoError(t, err)
+	return m
+}
+func (n realContract) ttlOf(t *testing.T, key string) time.Duration {
+	d, err := n.c.PTTL(context.Background(), key).Result()
+	require.NoError(t, err)
+	return d // go-redis passes -1 and -2 through unscaled
+}
+func (n realContract) nowUs(t *testing.T) int64 {
+	tm, err := n.c.Time(context.Background()).Result()
+	require.NoError(t, err)
+	return tm.UnixMicro()
+}
+
+type contractCase struct {
+	name   string
+	setup  func(t *testing.T, n contractNode)
+	script *redis.Script
+	keys   []string
+	args   func(t *testing.T, n contractNode) []any
+	check  func(t *testing.T, n contractNode, res any, err error)
+}
+
+// Fixtures shared by the cases.
+var (
+	ctSettings = settings{nodes: 5, maxTTL: time.Second, factor: 0.01}.String()
+	ctOther    = settings{nodes: 5, maxTTL: 200 * time.Millisecond, factor: 0.01}.String()
+	ctKey      = "k"
+	ctValue    = "ours"
+	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue)}
+	ctRelKeys  = []string{ctKey, tombKey(ctValue)}
+	ctAdmKeys  = []string{markerKey, pendingKey}
+	ctQuarUs   = int64(500_000)
+)
+
+func fixed(args ...any) func(*testing.T, contractNode) []any {
+	return func(*testing.T, contractNode) []any { return args }
+}
+
+func admitted(t *testing.T, n contractNode) { n.put(t, markerKey, ctSettings, 0) }
+
+// pendingAged writes a pending mark stamped age ago on the node's clock.
+func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNode) {
+	return func(t *testing.T, n contractNode) {
+		stamp := n.nowUs(t) - age.Microseconds()
+		n.putHash(t, pendingKey, map[string]string{"id": id, "stamp": strconv.FormatInt(stamp, 10),
+			"settings": sett, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, time.Minute)
+	}
+}
+
+func slice(t *testing.T, res any, err error) []any {
+	t.Helper()
+	require.NoError(t, err)
+	s, ok := res.([]any)
+	require.True(t, ok, "reply %#v is not an array", res)
+	return s
+}
+
+func requireKey(t *testing.T, n contractNode, key, want string) {
+	t.Helper()
+	v, ok := n.read(t, key)
+	require.True(t, ok, "%s is missing", key)
+	require.Equal(t, want, v, key)
+}
+
+func requireNoKey(t *testing.T, n contractNode, key string) {
+	t.Helper()
+	v, ok := n.read(t, key)
+	require.False(t, ok, "%s holds %q", key, v)
+}
+
+func requireTTLNear(t *testing.T, n contractNode, key string, want time.Duration) {
+	t.Helper()
+	got := n.ttlOf(t, key)
+	require.InDelta(t, want.Milliseconds(), got.Milliseconds(), 200, "ttl of %s", key)
+}
+
+var contractCases = []contractCase{
+	// acquire.lua
+	{name: "acquire/free key on an admitted node is ours", setup: admitted, script: acquireScript, keys: ctAcqKeys,
+		args: fixed(ctValue, 5000, ctSettings, "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireTTLNear(t, n, ctKey, 5*time.Second)
+		}},
+	{name: "acquire/held key reports the other's ttl", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, int64(0), s[0])
+			require.InDelta(t, 3000, s[1], 200)
+			requireKey(t, n, ctKey, "theirs")
+		}},
+	{name: "acquire/unadmitted node refuses", script: acquireScript, keys: ctAcqKeys,
+		args: fixed(ctValue, 5000, ctSettings, "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-1), int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "acquire/node admitted under other settings refuses and names them", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) },
+		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-2), int64(0), ctOther}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "acquire/tombstone of our value refuses", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, tombKey(ctValue), "1", time.Second) },
+		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-3), int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "acquire/without the admission check an unadmitted node grants", script: acquireScript, keys: ctAcqKeys,
+		args: fixed(ctValue, 5000, "", "0"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+		}},
+	{name: "acquire/fencing reads the fence and the server clock", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, fenceKey(ctKey), "12345678901234567", 0) },
+		args:  fixed(ctValue, 5000, ctSettings, "1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 5)
+			require.Equal(t, []any{int64(1), int64(0), "12345678901234567"}, s[:3])
+			us := s[3].(int64)*1_000_000 + s[4].(int64)
+			require.InDelta(t, n.nowUs(t), us, 1e6)
+		}},
+	{name: "acquire/fencing on a held key still reads the fence", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		args:  fixed(ctValue, 5000, ctSettings, "1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 5)
+			require.Equal(t, int64(0), s[0])
+			require.Equal(t, "0", s[2])
+		}},
+
+	// release.lua
+	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
+		args:  fixed(ctValue, releaseChannel(ctKey), 5000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, tombKey(ctValue))
+		}},
+	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
+		args:  fixed(ctValue, releaseChannel(ctKey), 3000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireKey(t, n, tombKey(ctValue), "1")
+			requireTTLNear(t, n, tombKey(ctValue), 3*time.Second)
+		}},
+	{name: "release/a missing key leaves a tombstone", script: releaseScript, keys: ctRelKeys,
+		args: fixed(ctValue, releaseChannel(ctKey), 3000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, tombKey(ctValue), "1")
+		}},
+	{name: "release/tombstone ttl 0 leaves none", script: releaseScript, keys: ctRelKeys,
+		args: fixed(ctValue, releaseChannel(ctKey), 0),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, tombKey(ctValue))
+		}},
+
+	// extend.lua
+	{name: "extend/our key gets the longer ttl", script: extendScript, keys: []string{ctKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second) },
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireTTLNear(t, n, ctKey, 8*time.Second)
+		}},
+	{name: "extend/a shorter ttl never shortens our key", script: extendScript, keys: []string{ctKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 8*time.Second) },
+		args:  fixed(ctValue, 1000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireTTLNear(t, n, ctKey, 8*time.Second)
+		}},
+	{name: "extend/another's key is left alone", script: extendScript, keys: []string{ctKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", time.Second) },
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
+	{name: "extend/a missing key is not brought back", script: extendScript, keys: []string{ctKey},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, ctKey)
+		}},
+
+	// commit.lua
+	{name: "commit/raises a missing fence", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
+		args:  fixed(ctValue, "42"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, fenceKey(ctKey), "42")
+		}},
+	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, fenceKey(ctKey), "9", 0)
+		},
+		args: fixed(ctValue, "10"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, fenceKey(ctKey), "10")
+		}},
+	{name: "commit/never lowers the fence", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, fenceKey(ctKey), "9007199254740993", 0)
+		},
+		args: fixed(ctValue, "9007199254740992"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, fenceKey(ctKey), "9007199254740993")
+		}},
+	{name: "commit/refuses when the key is not ours", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			n.put(t, fenceKey(ctKey), "5", 0)
+		},
+		args: fixed(ctValue, "42"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, fenceKey(ctKey), "5")
+		}},
+	{name: "commit/refuses when the key is gone", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		args: fixed(ctValue, "42"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, fenceKey(ctKey))
+		}},
+
+	// pending.lua
+	{name: "pending/an admitted node returns its marker", script: pendingScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("id1", ctSettings, ctQuarUs, 60000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), ctSettings}, slice(t, res, err))
+			require.Empty(t, n.readHash(t, pendingKey))
+		}},
+	{name: "pending/starts a quarantine stamped with the node's clock", script: pendingScript, keys: ctAdmKeys,
+		args: fixed("id1", ctSettings, ctQuarUs, 60000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 6)
+			require.Equal(t, []any{int64(0), "id1"}, s[:2])
+			require.Equal(t, []any{ctSettings, strconv.FormatInt(ctQuarUs, 10)}, s[3:5])
+			require.Equal(t, s[2], s[5], "a new mark is stamped now")
+			stamp, _ := strconv.ParseInt(s[2].(string), 10, 64)
+			require.InDelta(t, n.nowUs(t), stamp, 1e6)
+			require.Equal(t, map[string]string{"id": "id1", "stamp": s[2].(string), "settings": ctSettings, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, n.readHash(t, pendingKey))
+			requireTTLNear(t, n, pendingKey, time.Minute)
+		}},
+	{name: "pending/keeps a quarantine in progress", script: pendingScript, keys: ctAdmKeys,
+		setup: pendingAged("id0", ctOther, time.Second),
+		args:  fixed("id1", ctSettings, ctQuarUs, 60000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, []any{int64(0), "id0"}, s[:2])
+			require.Equal(t, ctOther, s[3])
+			stamp, _ := strconv.ParseInt(s[2].(string), 10, 64)
+			now, _ := strconv.ParseInt(s[5].(string), 10, 64)
+			require.InDelta(t, time.Second.Microseconds(), now-stamp, 200_000)
+		}},
+
+	// admit.lua
+	{name: "admit/an aged mark with our settings admits", script: admitScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, time.Second), args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, markerKey, ctSettings)
+			require.Empty(t, n.readHash(t, pendingKey))
+		}},
+	{name: "admit/a young mark does not", script: admitScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, 100*time.Millisecond), args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "admit/another mark than the one the caller saw does not", script: admitScript, keys: ctAdmKeys,
+		setup: pendingAged("id2", ctSettings, time.Second), args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "admit/no mark does not", script: admitScript, keys: ctAdmKeys, args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "admit/a mark started with other settings does not", script: admitScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctOther, time.Second), args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "admit/an admitted node says so", script: admitScript, keys: ctAdmKeys, setup: admitted, args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+		}},
+	{name: "admit/a node admitted under other settings says so", script: admitScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) }, args: fixed("id1", ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-2), res)
+			requireKey(t, n, markerKey, ctOther)
+		}},
+
+	// bootstrap.lua
+	{name: "bootstrap/an unused node is admitted", script: bootstrapScript, keys: ctAdmKeys, args: fixed(ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, markerKey, ctSettings)
+		}},
+	{name: "bootstrap/an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted, args: fixed(ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(2), res)
+		}},
+	{name: "bootstrap/other settings are refused", script: bootstrapScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) }, args: fixed(ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-2), res)
+			requireKey(t, n, markerKey, ctOther)
+		}},
+	{name: "bootstrap/a quarantine in progress is refused", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, 0), args: fixed(ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), res)
+			requireNoKey(t, n, markerKey)
+		}},
+
+	// state.lua
+	{name: "state/an empty node", script: stateScript, keys: ctAdmKeys, args: fixed(),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 5)
+			require.Equal(t, []any{"", "", "", ""}, s[:4])
+		}},
+	{name: "state/marker, quarantine and a held key", script: stateScript,
+		keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, markerKey, ctOther, 0)
+			pendingAged("id1", ctSettings, time.Second)(t, n)
+			n.put(t, ctKey, "theirs", 4*time.Second)
+			n.put(t, fenceKey(ctKey), "77", 0)
+		},
+		args: fixed(),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 8)
+			require.Equal(t, ctOther, s[0])
+			require.Equal(t, ctSettings, s[1])
+			require.Equal(t, strconv.FormatInt(ctQuarUs, 10), s[3])
+			require.Equal(t, "theirs", s[5])
+			require.InDelta(t, 4000, s[6], 200)
+			require.Equal(t, "77", s[7])
+		}},
+	{name: "state/a free key", script: stateScript, keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)}, args: fixed(),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 8)
+			require.Equal(t, []any{"", int64(-2), ""}, s[5:])
+		}},
+}
+
+// TestScriptContractFake runs the contract against the Go fake.
+func TestScriptContractFake(t *testing.T) {
+	for _, tc := range contractCases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := fakeContract{f: newFakeNode()}
+			runContract(t, n, tc)
+		})
+	}
+}
+
+// TestScriptContractRedis runs the same contract against redis-server.
+func TestScriptContractRedis(t *testing.T) {
+	rc := testenv.Redis(t).Client(t)
+	for _, tc := range contractCases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, rc.FlushAll(context.Background()).Err())
+			runContract(t, realContract{c: rc}, tc)
+		})
+	}
+}
+
+func runContract(t *testing.T, n contractNode, tc contractCase) {
+	if tc.setup != nil {
+		tc.setup(t, n)
+	}
+	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, tc.args(t, n)...).Result()
+	tc.check(t, n, res, err)
+}
+
+// TestScriptContractCoversEveryScript fails when a script has no case, so
+// a new script cannot skip the contract.
+func TestScriptContractCoversEveryScript(t *testing.T) {
+	covered := map[string]bool{}
+	for _, tc := range contractCases {
+		covered[scriptsBySHA[tc.script.Hash()]] = true
+	}
+	for _, name := range scriptsBySHA {
+		require.True(t, covered[name], "script %s has no contract case", name)
+	}
+}

@@ -1,0 +1,101 @@
+package redlock
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+)
+
+// The settings a deployment's safety rests on are kept on its nodes, not in
+// each client. A node's admission marker holds them as one string, and a
+// node grants a lock only to a client whose settings are that string
+// exactly (acquire.lua compares them), so a client built with another max
+// ttl, drift factor or number of nodes gets ErrConfigMismatch instead of a
+// lock, and the quarantine a restarted node serves is the deployment's,
+// whichever client ends it. See docs/fencing.md, "The restart quarantine".
+
+// settingsVersion names the layout of the settings string and of the
+// admission keys; nodes written by a different layout never match.
+const settingsVersion = "v1"
+
+// MaxMaxTTL is the largest max ttl a Client accepts (WithMaxTTL): a node
+// that lost its data is out of every quorum for one max ttl, so a larger
+// value would keep it out for more than a day; hold long work with Do,
+// which renews a shorter lease.
+const MaxMaxTTL = 24 * time.Hour
+
+// settings are a deployment's safety parameters as kept on its nodes.
+type settings struct {
+	nodes  int
+	maxTTL time.Duration
+	factor float64
+}
+
+// String is the canonical form stored on the nodes and compared by the
+// scripts: equal settings give equal strings in every client.
+func (s settings) String() string {
+	return fmt.Sprintf("%s nodes=%d maxttl=%dms drift=%s", settingsVersion, s.nodes, s.maxTTL.Milliseconds(),
+		strconv.FormatFloat(s.factor, 'g', -1, 64))
+}
+
+// quarantine is how long a node that lost its data stays out of every
+// quorum: one max ttl plus its drift. Every lease any client of the
+// deployment holds was granted with a ttl of at most maxTTL, and its
+// holder trusts it for less than that on its own clock; the quarantine
+// starts after the data was lost, hence after the lease was granted, so it
+// outlasts every lease the node forgot while clock rates differ by less
+// than the drift factor.
+func (s settings) quarantine() time.Duration {
+	return s.maxTTL + drift.Drift(s.maxTTL, s.factor)
+}
+
+// pendingTTL is how long a pending mark lives: long enough for any client
+// to finish the quarantine it times, short enough that a mark nobody
+// followed up (or one a misconfigured client left behind) goes away.
+func (s settings) pendingTTL() time.Duration {
+	return 2*s.quarantine() + time.Second
+}
+
+// checkMaxTTL validates a max ttl together with the drift factor, so that
+// the quarantine and every duration derived from it stay far from
+// overflowing and leave some validity.
+func checkMaxTTL(d time.Duration, factor float64) error {
+	switch {
+	case d <= 0:
+		return fmt.Errorf("redlock: max ttl %v <= 0", d)
+	case d > MaxMaxTTL:
+		return fmt.Errorf("redlock: max ttl %v exceeds %v: a node that lost its data would stay out of every quorum that long (use Do to renew a shorter lease)", d, MaxMaxTTL)
+	case d%time.Millisecond != 0:
+		return fmt.Errorf("redlock: max ttl %v is not a whole number of milliseconds", d)
+	case d <= drift.Drift(d, factor):
+		return fmt.Errorf("redlock: max ttl %v leaves no validity with drift factor %v", d, factor)
+	}
+	return nil
+}
+
+// Quarantine returns how long a node that lost its data is kept out of
+// every quorum for a deployment whose clients use maxTTL and drift factor
+// factor: maxTTL + maxTTL*factor + 2ms. Tools that wait out a quarantine
+// (the chaos suite, operators' scripts) ask for it here rather than
+// recomputing the rule. It returns an error for settings New would refuse.
+func Quarantine(maxTTL time.Duration, factor float64) (time.Duration, error) {
+	if err := drift.CheckFactor(factor); err != nil {
+		return 0, err
+	}
+	if err := checkMaxTTL(maxTTL, factor); err != nil {
+		return 0, err
+	}
+	return settings{maxTTL: maxTTL, factor: factor}.quarantine(), nil
+}
+
+// micros converts a duration to the whole microseconds the scripts compare,
+// rounding up so that a quarantine is never shortened.
+func micros(d time.Duration) int64 {
+	us := d / time.Microsecond
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return int64(us)
+}

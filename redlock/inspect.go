@@ -1,0 +1,257 @@
+package redlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/quorum"
+)
+
+// Verdict is Inspect's reading of a key across the nodes.
+type Verdict string
+
+const (
+	VerdictHeld    Verdict = "held"    // one value is on a majority of the nodes
+	VerdictFree    Verdict = "free"    // no value can be on a majority, even counting every silent node
+	VerdictUnknown Verdict = "unknown" // too few nodes answered to tell
+)
+
+// Admission is whether a node may vote, as Inspect sees it.
+type Admission string
+
+const (
+	AdmissionAdmitted    Admission = "admitted"    // votes for clients with this client's settings
+	AdmissionQuarantined Admission = "quarantined" // serving a quarantine (see NodeState.QuarantineLeft)
+	AdmissionUnadmitted  Admission = "unadmitted"  // no marker and no quarantine yet: new, or lost its data; a client's next attempt starts the quarantine
+	AdmissionMismatch    Admission = "mismatch"    // admitted or quarantined under other settings (NodeState.Settings)
+	AdmissionUnknown     Admission = "unknown"     // did not answer
+)
+
+// ServerInfo is what a node's INFO says about the server.
+type ServerInfo struct {
+	Version string
+	Role    string
+	RunID   string
+	Uptime  time.Duration
+}
+
+// NodeState is one node's part of a KeyState.
+type NodeState struct {
+	Node      int
+	Addr      string
+	Err       error // why the node did not answer; nil when it did
+	Latency   time.Duration
+	Server    ServerInfo // zero when the client cannot ask (no INFO)
+	Admission Admission
+	Settings  string // the settings of its marker or of its quarantine, "" when it has neither
+	// QuarantineLeft is, for a quarantined node, how much of its
+	// quarantine is left on its own clock; 0 or less means it is over and
+	// the next attempt of any client admits it.
+	QuarantineLeft time.Duration
+	Value          string        // the key's value, "" when the node does not hold it
+	TTL            time.Duration // the key's remaining life; -1 without expiry
+	Fence          uint64        // the key's fence value (0: none)
+}
+
+// KeyState is an advisory snapshot of one key on every node, from
+// Client.Inspect. It is a snapshot: keys expire and holders renew between
+// the moment it was read and the moment it is looked at, so it must never
+// be used to decide who may act as the holder (that is what a lease and
+// its fencing token are for).
+type KeyState struct {
+	Key      string
+	Settings string // the settings of the client that inspected
+	Quorum   int
+	Nodes    []NodeState
+	Answered int // nodes that answered
+	Voting   int // nodes that answered and are admitted with Settings
+	Verdict  Verdict
+	Holder   string // with VerdictHeld: the value a majority holds
+	Holders  int    // nodes holding Holder (otherwise: the most common value)
+	// ExpiresIn is, with VerdictHeld, how long until fewer than a majority
+	// hold the value unless its holder renews it; -1 when it has no expiry.
+	ExpiresIn time.Duration
+	MaxFence  uint64 // the highest fence value seen
+	Summary   string // one sentence for people
+}
+
+// Inspect reads, in parallel and without changing anything, what every
+// node knows about key: whether it holds it and for how long, its fence,
+// whether the node may vote, and the server's version, role and uptime;
+// then judges whether the key is held by a majority. Nodes that do not
+// answer before ctx ends are reported (NodeState.Err), not an error. It
+// fails only for a bad key (empty, or in quorumlock's namespace) or a
+// closed Client. Safe for concurrent use.
+func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	if key == "" || reserved(key) {
+		return nil, fmt.Errorf("redlock: Inspect: key %q is empty or in quorumlock's namespace", key)
+	}
+	n := len(c.nodes)
+	ks := &KeyState{Key: key, Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeState, n)}
+	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (NodeState, error) {
+		return c.inspectNode(ctx, i, key), nil
+	})
+	for _, rep := range r.Await(ctx, n, func(quorum.Reply[NodeState]) bool { return true }) {
+		ks.Nodes[rep.Node] = rep.Val
+	}
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	for i := range ks.Nodes {
+		if ks.Nodes[i].Admission == "" { // no reply before ctx ended
+			ks.Nodes[i] = NodeState{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: cmp.Or(ctx.Err(), context.DeadlineExceeded)}
+		}
+	}
+	ks.judge()
+	return ks, nil
+}
+
+func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
+	nd := c.nodes[i]
+	ns := NodeState{Node: i, Addr: nd.name, Admission: AdmissionUnknown}
+	keys := []string{markerKey, pendingKey, key, fenceKey(key)}
+	start := time.Now()
+	var res []any
+	var err error
+	if nd.uc != nil {
+		pipe := nd.uc.Pipeline()
+		st := stateScript.Eval(ctx, pipe, keys)
+		info := pipe.Info(ctx, "server")
+		role := pipe.Info(ctx, "replication")
+		_, _ = pipe.Exec(ctx)
+		res, err = st.Slice()
+		if s, ierr := info.Result(); ierr == nil {
+			ns.Server.Version = infoField(s, "redis_version")
+			ns.Server.RunID = infoField(s, "run_id")
+			up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
+			ns.Server.Uptime = time.Duration(up) * time.Second
+		}
+		if s, rerr := role.Result(); rerr == nil {
+			ns.Server.Role = infoField(s, "role")
+		}
+	} else {
+		res, err = stateScript.Run(ctx, nd.sc, keys).Slice()
+	}
+	ns.Latency = time.Since(start)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		ns.Err = err
+		return ns
+	}
+	st, err := parseState(res)
+	if err != nil {
+		ns.Err = err
+		return ns
+	}
+	switch {
+	case st.marker == c.settings:
+		ns.Admission, ns.Settings = AdmissionAdmitted, st.marker
+	case st.marker != "":
+		ns.Admission, ns.Settings = AdmissionMismatch, st.marker
+	case st.pending != "" && st.pending != c.settings:
+		ns.Admission, ns.Settings = AdmissionMismatch, st.pending
+	case st.pending != "":
+		ns.Admission, ns.Settings = AdmissionQuarantined, st.pending
+		stamp, _ := strconv.ParseInt(st.stamp, 10, 64)
+		q, _ := strconv.ParseInt(st.quar, 10, 64)
+		now, _ := strconv.ParseInt(st.nowUs, 10, 64)
+		ns.QuarantineLeft = time.Duration(q-(now-stamp)) * time.Microsecond
+	default:
+		ns.Admission = AdmissionUnadmitted
+	}
+	if st.value != "" && st.pttl != -2 {
+		ns.Value = st.value
+		ns.TTL = time.Duration(st.pttl) * time.Millisecond
+		if st.pttl == -1 {
+			ns.TTL = -1
+		}
+	}
+	if st.fence != "" {
+		f, perr := strconv.ParseUint(st.fence, 10, 64)
+		if perr != nil {
+			ns.Err = fmt.Errorf("fence value %q is not a number", st.fence)
+		}
+		ns.Fence = f
+	}
+	return ns
+}
+
+// judge fills in the verdict. held: one value is on a majority of the
+// nodes. free: no value can be on a majority, even counting every silent
+// node as holding it. unknown: anything else.
+func (ks *KeyState) judge() {
+	n := len(ks.Nodes)
+	counts := map[string]int{}
+	for _, ns := range ks.Nodes {
+		if ns.Admission == AdmissionUnknown {
+			continue
+		}
+		ks.Answered++
+		ks.MaxFence = max(ks.MaxFence, ns.Fence)
+		if ns.Admission == AdmissionAdmitted {
+			ks.Voting++
+		}
+		if ns.Value != "" {
+			counts[ns.Value]++
+		}
+	}
+	for v, k := range counts {
+		if k > ks.Holders || (k == ks.Holders && v < ks.Holder) {
+			ks.Holder, ks.Holders = v, k
+		}
+	}
+	silent := n - ks.Answered
+	switch {
+	case ks.Holders >= ks.Quorum:
+		ks.Verdict = VerdictHeld
+		var ttls []time.Duration
+		for _, ns := range ks.Nodes {
+			if ns.Value == ks.Holder {
+				ttls = append(ttls, ns.TTL)
+			}
+		}
+		// It stops being held when the q-th longest of its ttls runs out;
+		// -1 (no expiry) is the longest.
+		slices.SortFunc(ttls, func(a, b time.Duration) int {
+			if a == -1 || b == -1 {
+				return cmpBool(b == -1, a == -1)
+			}
+			return cmp.Compare(b, a)
+		})
+		ks.ExpiresIn = ttls[ks.Quorum-1]
+		until := "until it is released"
+		if ks.ExpiresIn >= 0 {
+			until = fmt.Sprintf("for about %v more unless its holder renews it", ks.ExpiresIn.Round(time.Millisecond))
+		}
+		ks.Summary = fmt.Sprintf("HELD: %d of %d nodes hold the same value (%d needed), %s.", ks.Holders, n, ks.Quorum, until)
+	case ks.Holders+silent < ks.Quorum:
+		ks.Verdict, ks.Holder = VerdictFree, ""
+		ks.Summary = fmt.Sprintf("FREE: no value is on a majority (%d of %d nodes)", ks.Quorum, n)
+		if silent > 0 {
+			ks.Summary += fmt.Sprintf(", and the %d node(s) that did not answer could not make one", silent)
+		}
+		ks.Summary += "."
+	default:
+		ks.Verdict, ks.Holder = VerdictUnknown, ""
+		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d silent, a majority of %d may or may not hold the key.", ks.Answered, n, silent, ks.Quorum)
+	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}

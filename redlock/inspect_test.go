@@ -1,0 +1,90 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestJudge covers Inspect's verdict rules without nodes.
+func TestJudge(t *testing.T) {
+	up := func(v string, ttl time.Duration) NodeState {
+		return NodeState{Value: v, TTL: ttl, Admission: AdmissionAdmitted}
+	}
+	down := NodeState{Admission: AdmissionUnknown}
+	ms := time.Millisecond
+	cases := []struct {
+		name    string
+		nodes   []NodeState
+		verdict Verdict
+		expires time.Duration
+	}{
+		{"all free", []NodeState{up("", 0), up("", 0), up("", 0), up("", 0), up("", 0)}, VerdictFree, 0},
+		{"majority", []NodeState{up("a", 900*ms), up("a", 500*ms), up("a", 700*ms), up("", 0), down}, VerdictHeld, 500 * ms},
+		{"all hold", []NodeState{up("a", 900*ms), up("a", 500*ms), up("a", 700*ms), up("a", 800*ms), up("a", 100*ms)}, VerdictHeld, 700 * ms},
+		{"no expiry", []NodeState{up("a", -1), up("a", -1), up("a", 700*ms), up("", 0), up("", 0)}, VerdictHeld, 700 * ms},
+		{"no expiry on a majority", []NodeState{up("a", -1), up("a", -1), up("a", -1), up("", 0), up("", 0)}, VerdictHeld, -1},
+		{"minority leftover", []NodeState{up("a", 900*ms), up("a", 500*ms), up("", 0), up("", 0), up("", 0)}, VerdictFree, 0},
+		{"split", []NodeState{up("a", 900*ms), up("a", 500*ms), up("b", 300*ms), up("b", 300*ms), up("", 0)}, VerdictFree, 0},
+		{"minority plus silent", []NodeState{up("a", 900*ms), up("a", 500*ms), up("", 0), up("", 0), down}, VerdictUnknown, 0},
+		{"too few answer", []NodeState{up("", 0), up("", 0), down, down, down}, VerdictUnknown, 0},
+		{"two silent, rest free", []NodeState{up("", 0), up("", 0), up("", 0), down, down}, VerdictFree, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := &KeyState{Nodes: tc.nodes, Quorum: 3}
+			ks.judge()
+			require.Equal(t, tc.verdict, ks.Verdict, ks.Summary)
+			if tc.verdict == VerdictHeld {
+				require.Equal(t, tc.expires, ks.ExpiresIn, ks.Summary)
+				require.Equal(t, "a", ks.Holder)
+			} else {
+				require.Empty(t, ks.Holder)
+			}
+		})
+	}
+}
+
+// Inspect reads the lock, the fence and the admission state of every node
+// without changing anything.
+func TestInspect(t *testing.T) {
+	const maxTTL = 300 * time.Millisecond
+	c, fs := newFake(t, 5, WithFencing(), WithMaxTTL(maxTTL))
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", maxTTL)
+	require.NoError(t, err)
+	wipe(fs[4])
+	fs[3].setErr(context.DeadlineExceeded)
+	ks, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, VerdictHeld, ks.Verdict, ks.Summary)
+	require.Equal(t, l.value, ks.Holder)
+	require.Equal(t, 3, ks.Holders)
+	require.Equal(t, 4, ks.Answered)
+	require.Equal(t, 3, ks.Voting)
+	require.Equal(t, l.FencingToken(), ks.MaxFence)
+	require.Positive(t, ks.ExpiresIn)
+	require.LessOrEqual(t, ks.ExpiresIn, maxTTL)
+	require.Equal(t, AdmissionUnknown, ks.Nodes[3].Admission)
+	require.Error(t, ks.Nodes[3].Err)
+	require.Equal(t, AdmissionUnadmitted, ks.Nodes[4].Admission)
+	require.Equal(t, l.FencingToken(), ks.Nodes[0].Fence)
+
+	fs[3].setErr(nil)
+	_, err = c.TryLock(ctx, "other", maxTTL) // finds node 4 empty: its quarantine starts
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ks, err = c.Inspect(ctx, "k")
+		return err == nil && ks.Nodes[4].Admission == AdmissionQuarantined
+	}, time.Second, time.Millisecond)
+	require.Positive(t, ks.Nodes[4].QuarantineLeft)
+	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, c.set.quarantine())
+	require.Equal(t, c.settings, ks.Nodes[4].Settings)
+
+	_, err = c.Inspect(ctx, "")
+	require.Error(t, err)
+	_, err = c.Inspect(ctx, "quorumlock:admitted")
+	require.Error(t, err)
+}
