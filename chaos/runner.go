@@ -306,6 +306,10 @@ func (e *env) warmup(ctx context.Context) error {
 	defer lc.Close()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// The topology is new: admit it at once rather than after one quarantine.
+	if err := lc.Bootstrap(wctx); err != nil {
+		return err
+	}
 	l, err := lc.Lock(wctx, "chaos:warmup", e.sc.TTL)
 	if err != nil {
 		return err

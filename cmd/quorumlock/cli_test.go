@@ -36,7 +36,7 @@ func TestBadInput(t *testing.T) {
 		{"run with negative ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "-1s", "--", "true"}, "must not be negative", exitUsage},
 		{"run with sub-millisecond ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "1500us", "--", "true"}, "whole number of milliseconds", exitUsage},
 		{"run with ttl below drift", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "2ms", "--", "true"}, "drift", exitUsage},
-		{"run with ttl above max ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "2m", "--", "true"}, "exceeds --max-ttl", exitUsage},
+		{"run with ttl above max ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "2m", "--", "true"}, "exceeds the client's max ttl", exitUsage},
 		{"run with bad max ttl env", []string{"QUORUMLOCK_MAX_TTL=soon"}, []string{"run", "--nodes", node, "--key", "k", "--ttl", "1s", "--", "true"}, "QUORUMLOCK_MAX_TTL", exitUsage},
 		{"run with negative wait", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "1s", "--wait", "-1s", "--", "true"}, "must not be negative", exitUsage},
 		{"run with zero max hold", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "1s", "--max-hold", "0s", "--", "true"}, "--max-hold must be positive", exitUsage},

@@ -171,7 +171,20 @@ func (s *syncBuffer) String() string {
 // process started for it. testenv's readiness PING can be answered by
 // another server that holds the same port (a parallel start that drew the
 // same free port, or another test binary); such a set is discarded.
+// redisNodes starts n nodes of a new deployment and bootstraps it with the
+// default settings, as an operator would before the first client.
 func redisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.RedisNode {
+	t.Helper()
+	nodes := emptyRedisNodes(t, n, opts...)
+	r := runCLI(t, "", nil, "bootstrap", "--nodes", nodesArg(nodes))
+	if r.code != 0 {
+		t.Fatalf("bootstrap: exit %d: %s", r.code, r.stderr)
+	}
+	return nodes
+}
+
+// emptyRedisNodes starts n nodes nobody has used.
+func emptyRedisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.RedisNode {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		nodes := testenv.RedisNodes(t, n, opts...)
@@ -184,6 +197,15 @@ func redisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.Red
 		}
 		t.Logf("starting nodes again: %v", err)
 	}
+}
+
+func infoField(info, field string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func ownProcesses(nodes []*testenv.RedisNode) error {

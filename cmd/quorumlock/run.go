@@ -21,7 +21,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -150,11 +149,8 @@ func (rc *runConfig) validate() error {
 	if !rc.ttl.set {
 		return errors.New("--ttl is required (for example --ttl 30s)")
 	}
-	if rc.maxTTL.d <= 0 {
-		return errors.New("--max-ttl must be positive")
-	}
-	if err := checkTTL(rc.ttl.d, rc.maxTTL.d); err != nil {
-		return err
+	if err := redlock.CheckTTL(rc.ttl.d, redlock.WithMaxTTL(rc.maxTTL.d)); err != nil {
+		return fmt.Errorf("--ttl %v with --max-ttl %v: %w", rc.ttl.d, rc.maxTTL.d, err)
 	}
 	if rc.maxHold.set && rc.maxHold.d == 0 {
 		return errors.New("--max-hold must be positive (leave it out for no limit)")
@@ -167,21 +163,6 @@ func (rc *runConfig) validate() error {
 	}
 	_, err := rc.nodes.nodeOptions()
 	return err
-}
-
-// checkTTL applies redlock's rules for a ttl up front, with messages in
-// terms of the flags.
-func checkTTL(ttl, maxTTL time.Duration) error {
-	if ttl%time.Millisecond != 0 {
-		return fmt.Errorf("--ttl %v: must be a whole number of milliseconds", ttl)
-	}
-	if d := drift.Drift(ttl, drift.DefaultFactor); ttl <= d {
-		return fmt.Errorf("--ttl %v: must exceed its clock-drift allowance %v", ttl, d)
-	}
-	if ttl > maxTTL {
-		return fmt.Errorf("--ttl %v exceeds --max-ttl %v (raise --max-ttl on every client of these nodes, or use a shorter ttl: the lease is renewed while the command runs)", ttl, maxTTL)
-	}
-	return nil
 }
 
 func runMain(_ context.Context, args []string, stdout, stderr io.Writer) int {

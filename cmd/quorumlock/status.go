@@ -7,16 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -29,19 +25,11 @@ func init() {
 
 const defaultStatusTimeout = 2 * time.Second
 
-// Verdicts of status.
+// Verdicts of status: redlock.Inspect's.
 const (
-	verdictHeld    = "held"
-	verdictFree    = "free"
-	verdictUnknown = "unknown"
-)
-
-// Admission states of a node (restart quarantine, see package redlock).
-const (
-	admissionAdmitted    = "admitted"    // may vote
-	admissionQuarantined = "quarantined" // lost its state; votes again after one max ttl
-	admissionNew         = "new"         // no node has a record of it: admitted on first use
-	admissionUnknown     = "unknown"     // it, or too many of its peers, did not answer
+	verdictHeld    = string(redlock.VerdictHeld)
+	verdictFree    = string(redlock.VerdictFree)
+	verdictUnknown = string(redlock.VerdictUnknown)
 )
 
 // nodeStatus is one node's part of the report. Field names are the JSON
@@ -61,19 +49,21 @@ type nodeStatus struct {
 	Value     string  `json:"value,omitempty"`
 	TTLMS     int64   `json:"ttl_ms"` // remaining ms; -1: no expiry; 0 without the key
 	Fence     uint64  `json:"fence"`  // the key's fence value on this node (0: none)
-	Admission string  `json:"admission"`
-	Pending   bool    `json:"quarantine_pending"` // a client has started timing its quarantine
-
-	name    string          // membership name, as redlock records it
-	members map[string]bool // names this node has a record of
+	// Admission is redlock.Admission: admitted, quarantined, unadmitted,
+	// mismatch or unknown.
+	Admission      string `json:"admission"`
+	Pending        bool   `json:"quarantine_pending"`           // a client has started timing its quarantine
+	QuarantineLeft int64  `json:"quarantine_left_ms,omitempty"` // with Pending: ms left on the node's clock
+	Settings       string `json:"settings,omitempty"`           // the deployment settings the node keeps
 }
 
 type statusReport struct {
 	Key       string       `json:"key"`
+	Settings  string       `json:"settings"` // the settings status compared the nodes with (--max-ttl)
 	Nodes     []nodeStatus `json:"nodes"`
 	Quorum    int          `json:"quorum"`
 	Reachable int          `json:"reachable"`
-	Voting    int          `json:"voting"` // reachable and admitted (or new)
+	Voting    int          `json:"voting"` // reachable and admitted with Settings
 	Verdict   string       `json:"verdict"`
 	Holder    string       `json:"holder,omitempty"` // the value a majority holds
 	Holders   int          `json:"holders"`          // nodes holding Holder (or, when free/unknown, the most common value)
@@ -88,6 +78,7 @@ type statusConfig struct {
 	key     string
 	json    bool
 	timeout durationFlag
+	maxTTL  durationFlag
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
@@ -95,10 +86,12 @@ func statusUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
 
 Asks every node, in parallel and read-only, whether it answers, its role and
 uptime, whether it holds K (value, remaining ttl), K's fence value, and
-whether it may vote (restart quarantine: a node that lost its data and that
-its peers remember waits one max ttl before it votes again). Then it says
-whether the lock is held by a majority, free, or unknown (too few nodes
-answered to tell). An unreachable node is reported, not an error.
+whether it may vote for clients with these settings (--max-ttl): admitted;
+quarantined (it lost its data, or the deployment is new, and waits one max
+ttl before it votes; the time left is shown); unadmitted (no client has
+touched it since it was emptied); or mismatch (it keeps other settings).
+Then it says whether the lock is held by a majority, free, or unknown (too
+few nodes answered to tell). An unreachable node is reported, not an error.
 
 Flags:
 `)
@@ -122,6 +115,9 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&sc.key, "key", "", "the lock's `key` (required)")
 	fs.BoolVar(&sc.json, "json", false, "print the report as JSON")
 	fs.Var(&sc.timeout, "timeout", "`duration` bound on the whole check; nodes that have not answered by then are reported unreachable")
+	sc.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
+	fs.Var(&sc.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it, to tell which nodes vote for them")
+	env["max-ttl"] = envMaxTTL
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			statusUsage(stdout, fs, env)
@@ -145,9 +141,16 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return usageError(stderr, "status", err)
 	}
+	if err := redlock.CheckTTL(sc.maxTTL.d, redlock.WithMaxTTL(sc.maxTTL.d)); err != nil {
+		return usageError(stderr, "status", fmt.Errorf("--max-ttl: %w", err))
+	}
 	redis.SetLogger(redisLogger{l: newLogger(stderr, false), cfg: &sc.nodes})
 
-	rep := collectStatus(ctx, sc, opts)
+	rep, err := collectStatus(ctx, sc, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "quorumlock status: %s\n", sc.nodes.scrub(err.Error()))
+		return exitFailure
+	}
 	if sc.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -164,13 +167,16 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// collectStatus queries every node once, in parallel, within the timeout.
-func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options) *statusReport {
+// collectStatus reads every node once, in parallel, within the timeout,
+// through redlock.Inspect: status reports what it sees now, it does not
+// wait for a node, and it never changes one.
+func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options) (*statusReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, sc.timeout.d)
 	defer cancel()
+	// New's own check of the nodes (same server twice, replicas) gets a
+	// third of the time, so that a frozen node cannot use it all up.
+	probe := max(sc.timeout.d/3, time.Millisecond)
 	cs := clients(opts, func(o *redis.Options) {
-		// One try per node, bounded by the whole check's timeout: status
-		// reports what it sees now, it does not wait for a node.
 		o.MaxRetries = -1
 		o.DialerRetries = 1
 		o.DialTimeout = sc.timeout.d
@@ -179,113 +185,48 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 		o.PoolSize = 1
 	})
 	defer closeAll(cs)
-
-	rep := &statusReport{Key: sc.key, Nodes: make([]nodeStatus, len(cs)), Quorum: quorum.Majority(len(cs))}
-	var wg sync.WaitGroup
+	ucs := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
-		rep.Nodes[i] = nodeStatus{Node: i, Addr: opts[i].Addr, name: memberName(opts[i])}
-		wg.Go(func() { probeNode(ctx, c, sc.key, &rep.Nodes[i], &sc.nodes) })
+		ucs[i] = c
 	}
-	wg.Wait()
-	judge(rep)
-	return rep
-}
-
-// probeNode reads everything status shows from one node in one pipeline.
-// It only reads: status never changes a node.
-func probeNode(ctx context.Context, c *redis.Client, key string, ns *nodeStatus, cfg *nodeConfig) {
-	start := time.Now()
-	pipe := c.Pipeline()
-	info := pipe.Info(ctx)
-	val := pipe.Get(ctx, key)
-	pttl := pipe.PTTL(ctx, key)
-	fence := pipe.Get(ctx, redlock.FenceKey(key))
-	admitted := pipe.Exists(ctx, redlock.AdmittedKey)
-	pending := pipe.Exists(ctx, redlock.PendingKey)
-	members := pipe.HKeys(ctx, redlock.MembersKey)
-	_, execErr := pipe.Exec(ctx)
-	ns.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
-
-	var errs []string
-	note := func(what string, err error) {
-		errs = append(errs, what+": "+cfg.scrub(err.Error()))
+	lc, err := redlock.New(ucs, redlock.WithMaxTTL(sc.maxTTL.d), redlock.WithProbeTimeout(probe))
+	if err != nil {
+		return nil, err
 	}
-	if execErr != nil && info.Err() == nil && info.Val() == "" {
-		// The pipeline failed as a whole (for example a wrong password
-		// while connecting) and go-redis set no per-command error.
-		ns.Answered = isReply(execErr)
-		ns.Error = cfg.scrub(execErr.Error())
-		ns.Admission = admissionUnknown
-		return
+	defer lc.Close()
+	ks, err := lc.Inspect(ctx, sc.key)
+	if err != nil {
+		return nil, err
 	}
-	// A node counts as reachable when it answered the question that
-	// matters, whether it holds the key. A transport error fails every
-	// command alike; a Redis error reply (auth, ACL, WRONGTYPE) only its own.
-	if _, err := val.Result(); err != nil && !errors.Is(err, redis.Nil) {
-		ns.Answered = isReply(err)
-		ns.Error = cfg.scrub(err.Error())
-		ns.Admission = admissionUnknown
-		return
-	}
-	ns.Answered = true
-	ns.Reachable = true
-	if err := info.Err(); err != nil {
-		note("INFO", err)
-	} else {
-		s := info.Val()
-		ns.Role = infoField(s, "role")
-		ns.UptimeS, _ = strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
-		ns.RunID = infoField(s, "run_id")
-		ns.Version = infoField(s, "redis_version")
-	}
-	switch v, err := val.Result(); {
-	case err == nil:
-		ns.HoldsKey, ns.Value = true, v
-		// go-redis passes PTTL's -1 (no expiry) and -2 (no key) through
-		// as these durations, unscaled.
-		switch d, err := pttl.Result(); {
-		case err != nil:
-			note("PTTL", err)
-		case d == -1:
-			ns.TTLMS = -1
-		case d == -2: // expired between the GET and the PTTL
-			ns.HoldsKey, ns.Value = false, ""
-		default:
-			ns.TTLMS = d.Milliseconds()
+	rep := &statusReport{Key: ks.Key, Settings: ks.Settings, Quorum: ks.Quorum, Reachable: ks.Answered, Voting: ks.Voting,
+		Verdict: string(ks.Verdict), Holder: ks.Holder, Holders: ks.Holders, MaxFence: ks.MaxFence, Summary: ks.Summary}
+	if ks.Verdict == redlock.VerdictHeld {
+		rep.ExpiresMS = ks.ExpiresIn.Milliseconds()
+		if ks.ExpiresIn < 0 {
+			rep.ExpiresMS = -1
 		}
 	}
-	switch v, err := fence.Result(); {
-	case err == nil:
-		f, perr := strconv.ParseUint(v, 10, 64)
-		if perr != nil {
-			note("fence", fmt.Errorf("not a number: %q", v))
+	for i, n := range ks.Nodes {
+		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err),
+			LatencyMS: float64(n.Latency.Microseconds()) / 1000, Role: n.Server.Role, UptimeS: int64(n.Server.Uptime / time.Second),
+			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence,
+			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined}
+		if n.Err != nil {
+			ns.Error = sc.nodes.scrub(n.Err.Error())
 		}
-		ns.Fence = f
-	case !errors.Is(err, redis.Nil):
-		note("GET fence", err)
-	}
-	if n, err := admitted.Result(); err == nil {
-		if n == 1 {
-			ns.Admission = admissionAdmitted
+		if n.Value != "" {
+			ns.TTLMS = n.TTL.Milliseconds()
+			if n.TTL < 0 {
+				ns.TTLMS = -1
+			}
 		}
-	} else {
-		note("admission marker", err)
-		ns.Admission = admissionUnknown
-	}
-	if n, err := pending.Result(); err == nil {
-		ns.Pending = n == 1
-	} else {
-		note("pending mark", err)
-	}
-	if names, err := members.Result(); err == nil {
-		ns.members = map[string]bool{}
-		for _, n := range names {
-			ns.members[n] = true
+		if ns.Pending {
+			ns.QuarantineLeft = max(n.QuarantineLeft.Milliseconds(), 0)
 		}
-	} else {
-		note("membership records", err)
+		rep.Nodes = append(rep.Nodes, ns)
 	}
-	ns.Error = strings.Join(errs, "; ")
+	rep.warn()
+	return rep, nil
 }
 
 // isReply reports whether err is an error reply from Redis (or a nil
@@ -295,88 +236,11 @@ func isReply(err error) bool {
 	return errors.Is(err, redis.Nil) || (errors.As(err, &re) && !errors.Is(err, context.DeadlineExceeded))
 }
 
-func infoField(info, field string) string {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// judge fills in admission states and the verdict.
-//
-// held: one value is on a majority of the nodes. free: no value can be on
-// a majority, even counting every unreachable node as holding it. unknown:
-// anything else. Keys expire on their own, so "held" is a snapshot: the
-// report says for how much longer, unless the holder renews.
-func judge(r *statusReport) {
+// warn adds what an operator should know beyond the verdict.
+func (r *statusReport) warn() {
 	n := len(r.Nodes)
-	unreachable := 0
-	for i := range r.Nodes {
-		ns := &r.Nodes[i]
-		if !ns.Reachable {
-			unreachable++
-			continue
-		}
-		r.Reachable++
-		r.MaxFence = max(r.MaxFence, ns.Fence)
-		if ns.Admission == "" {
-			ns.Admission = admissionFor(r.Nodes, i, r.Quorum)
-		}
-		if ns.Admission == admissionAdmitted || ns.Admission == admissionNew {
-			r.Voting++
-		}
-	}
-
-	counts := map[string]int{}
-	for _, ns := range r.Nodes {
-		if ns.HoldsKey {
-			counts[ns.Value]++
-		}
-	}
-	best, bestN := "", 0
-	for v, c := range counts {
-		if c > bestN || (c == bestN && v < best) {
-			best, bestN = v, c
-		}
-	}
-	r.Holders = bestN
-	switch {
-	case bestN >= r.Quorum:
-		r.Verdict, r.Holder = verdictHeld, best
-		var ttls []int64
-		for _, ns := range r.Nodes {
-			if ns.HoldsKey && ns.Value == best {
-				ttls = append(ttls, ns.TTLMS)
-			}
-		}
-		// It stops being held when the q-th longest of its ttls runs out.
-		slices.SortFunc(ttls, func(a, b int64) int {
-			return cmpTTL(b, a)
-		})
-		r.ExpiresMS = ttls[r.Quorum-1]
-		until := "until it is released"
-		if r.ExpiresMS >= 0 {
-			until = fmt.Sprintf("for about %v more unless its holder renews it", (time.Duration(r.ExpiresMS) * time.Millisecond).Round(time.Millisecond))
-		}
-		r.Summary = fmt.Sprintf("HELD: %d of %d nodes hold the same value (%d needed), %s.", bestN, n, r.Quorum, until)
-	case bestN+unreachable < r.Quorum:
-		r.Verdict = verdictFree
-		r.Summary = fmt.Sprintf("FREE: no value is on a majority (%d of %d nodes)", r.Quorum, n)
-		if unreachable > 0 {
-			r.Summary += fmt.Sprintf(", and the %d node(s) that did not answer could not make one", unreachable)
-		}
-		r.Summary += "."
-		if bestN > 0 {
-			r.Summary += fmt.Sprintf(" %d node(s) still carry a leftover that expires on its own.", len(nonEmpty(r.Nodes)))
-		}
-	default:
-		r.Verdict = verdictUnknown
-		r.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d unreachable, a majority of %d may or may not hold the key.", r.Reachable, n, unreachable, r.Quorum)
-	}
 	if r.Voting < r.Quorum {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("only %d node(s) can vote now (reachable and not in quarantine); a lock needs %d, so none can be taken", r.Voting, r.Quorum))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("only %d node(s) can vote now (reachable and admitted with these settings); a lock needs %d, so none can be taken", r.Voting, r.Quorum))
 	}
 	if n%2 == 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d nodes: an even count tolerates no more failed nodes than %d nodes would", n, n-1))
@@ -385,63 +249,14 @@ func judge(r *statusReport) {
 		if ns.Reachable && ns.Role != "" && ns.Role != "master" {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("node %d (%s) is a %s, not a primary: Redlock needs independent primaries", ns.Node, ns.Addr, ns.Role))
 		}
-	}
-}
-
-// cmpTTL orders remaining ttls with "no expiry" (-1) as the longest.
-func cmpTTL(a, b int64) int {
-	if a == b {
-		return 0
-	}
-	if a == -1 {
-		return 1
-	}
-	if b == -1 {
-		return -1
-	}
-	if a < b {
-		return -1
-	}
-	return 1
-}
-
-func nonEmpty(nodes []nodeStatus) []nodeStatus {
-	var out []nodeStatus
-	for _, ns := range nodes {
-		if ns.HoldsKey {
-			out = append(out, ns)
+		if ns.Admission == string(redlock.AdmissionMismatch) {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("node %d (%s) keeps the settings %q, not %q: clients with these settings get no lock from it", ns.Node, ns.Addr, ns.Settings, r.Settings))
 		}
 	}
-	return out
-}
-
-// admissionFor decides the state of node i, which answered and has no
-// admission marker, the way redlock's admission does: restarted if any
-// peer has a record of it, new if enough peers (n-q+1) answered without one.
-func admissionFor(nodes []nodeStatus, i, q int) string {
-	name := nodes[i].name
-	rec, norec := 0, 0
-	for j, ns := range nodes {
-		if j == i || !ns.Reachable || ns.members == nil {
-			continue
-		}
-		if ns.members[name] {
-			rec++
-		} else {
-			norec++
-		}
-	}
-	switch {
-	case rec > 0:
-		return admissionQuarantined
-	case norec >= len(nodes)-q+1:
-		return admissionNew
-	}
-	return admissionUnknown
 }
 
 func printStatus(w io.Writer, r *statusReport) error {
-	fmt.Fprintf(w, "key %q on %d nodes (quorum %d)\n\n", r.Key, len(r.Nodes), r.Quorum)
+	fmt.Fprintf(w, "key %q on %d nodes (quorum %d), settings %q\n\n", r.Key, len(r.Nodes), r.Quorum, r.Settings)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tROLE\tUPTIME\tKEY\tTTL\tFENCE\tVOTING")
 	for _, ns := range r.Nodes {
@@ -468,8 +283,8 @@ func printStatus(w io.Writer, r *statusReport) error {
 			fence = strconv.FormatUint(ns.Fence, 10)
 		}
 		voting := ns.Admission
-		if ns.Pending && ns.Admission != admissionAdmitted {
-			voting += " (timer running)"
+		if ns.Pending {
+			voting += fmt.Sprintf(" (%v left)", time.Duration(ns.QuarantineLeft)*time.Millisecond)
 		}
 		fmt.Fprintf(tw, "%d\t%s\tup %.1fms\t%s\t%s\t%s\t%s\t%s\t%s\n", ns.Node, ns.Addr, ns.LatencyMS,
 			orDash(ns.Role), time.Duration(ns.UptimeS)*time.Second, key, ttl, fence, voting)
@@ -484,8 +299,11 @@ func printStatus(w io.Writer, r *statusReport) error {
 		}
 	}
 	for _, ns := range r.Nodes {
-		if ns.Admission == admissionQuarantined {
-			fmt.Fprintf(w, "node %d (%s) lost its data (restart without persistence, failover or flush) and does not vote until one max ttl has passed since a client noticed\n", ns.Node, ns.Addr)
+		switch redlock.Admission(ns.Admission) {
+		case redlock.AdmissionQuarantined:
+			fmt.Fprintf(w, "node %d (%s) lost its data (restart without persistence, failover or flush), or the deployment is new: it does not vote until one max ttl has passed since a client noticed\n", ns.Node, ns.Addr)
+		case redlock.AdmissionUnadmitted:
+			fmt.Fprintf(w, "node %d (%s) has no admission marker: the next client attempt starts its quarantine (a new deployment can be admitted at once with \"quorumlock bootstrap\")\n", ns.Node, ns.Addr)
 		}
 	}
 	if r.Holder != "" {

@@ -25,18 +25,24 @@ func statusJSON(t *testing.T, env []string, args ...string) (*statusReport, resu
 }
 
 func TestStatus(t *testing.T) {
-	nodes := redisNodes(t, 5)
+	nodes := emptyRedisNodes(t, 5)
 	key := testenv.Key(t)
 	arg := nodesArg(nodes)
 
 	rep, _ := statusJSON(t, nil, "--nodes", arg, "--key", key)
-	if rep.Verdict != verdictFree || rep.Reachable != 5 || rep.Quorum != 3 {
-		t.Errorf("fresh nodes: verdict %q, %d reachable, quorum %d; want free, 5, 3", rep.Verdict, rep.Reachable, rep.Quorum)
+	if rep.Verdict != verdictFree || rep.Reachable != 5 || rep.Quorum != 3 || rep.Voting != 0 {
+		t.Errorf("fresh nodes: verdict %q, %d reachable, quorum %d, voting %d; want free, 5, 3, 0", rep.Verdict, rep.Reachable, rep.Quorum, rep.Voting)
 	}
 	for _, ns := range rep.Nodes {
-		if ns.Admission != admissionNew || ns.Role != "master" || ns.HoldsKey {
+		if ns.Admission != string(redlock.AdmissionUnadmitted) || ns.Role != "master" || ns.HoldsKey {
 			t.Errorf("fresh node %d: admission %q, role %q, holds %v", ns.Node, ns.Admission, ns.Role, ns.HoldsKey)
 		}
+	}
+	if r := runCLI(t, "", nil, "bootstrap", "--nodes", arg); r.code != 0 || !strings.Contains(r.stdout, "admitted 5 nodes") {
+		t.Fatalf("bootstrap: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "", nil, "bootstrap", "--nodes", arg, "--max-ttl", "10s"); r.code != exitFailure || !strings.Contains(r.stderr, "disagree") && !strings.Contains(r.stderr, "but this client has") {
+		t.Errorf("bootstrap with other settings: exit %d, stderr %s", r.code, r.stderr)
 	}
 
 	client, err := redlock.New(testenv.Clients(t, nodes), redlock.WithFencing())
@@ -65,7 +71,7 @@ func TestStatus(t *testing.T) {
 		if ns.Fence == lease.FencingToken() {
 			withFence++
 		}
-		if ns.Admission != admissionAdmitted {
+		if ns.Admission != string(redlock.AdmissionAdmitted) {
 			t.Errorf("node %d: admission %q after a lock, want admitted", ns.Node, ns.Admission)
 		}
 	}
@@ -100,8 +106,8 @@ func TestStatus(t *testing.T) {
 		t.Errorf("text status: exit %d\n%s", r.code, r.stdout)
 	}
 
-	// Released, with node 0 restarted empty: its peers remember it, so it
-	// is in quarantine.
+	// Released, with node 0 restarted empty: unadmitted until a client
+	// finds it, then in quarantine.
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +115,20 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, _ = statusJSON(t, nil, "--nodes", arg, "--key", key)
-	if rep.Nodes[0].Admission != admissionQuarantined {
-		t.Errorf("restarted node: admission %q, want quarantined", rep.Nodes[0].Admission)
+	if rep.Nodes[0].Admission != string(redlock.AdmissionUnadmitted) {
+		t.Errorf("restarted node before any client: admission %q, want unadmitted", rep.Nodes[0].Admission)
+	}
+	if _, err := client.TryLock(ctx, "other-"+key, time.Second); err != nil {
+		t.Fatal(err) // nodes 1-3 are enough; the attempt starts node 0's quarantine
+	}
+	// The attempt did not need node 0; its admission starts in the background.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if rep, _ = statusJSON(t, nil, "--nodes", arg, "--key", key); rep.Nodes[0].Admission != string(redlock.AdmissionUnadmitted) {
+			break
+		}
+	}
+	if rep.Nodes[0].Admission != string(redlock.AdmissionQuarantined) || rep.Nodes[0].QuarantineLeft <= 0 {
+		t.Errorf("restarted node: admission %q, %d ms left, want quarantined", rep.Nodes[0].Admission, rep.Nodes[0].QuarantineLeft)
 	}
 	if rep.Verdict != verdictFree {
 		t.Errorf("released: verdict %q (%s), want free", rep.Verdict, rep.Summary)
@@ -150,67 +168,5 @@ func TestStatusPassword(t *testing.T) {
 	}
 	if strings.Contains(r.stdout+r.stderr, secret) {
 		t.Errorf("password printed:\n%s%s", r.stdout, r.stderr)
-	}
-}
-
-// TestJudge covers the verdict rules without nodes.
-func TestJudge(t *testing.T) {
-	up := func(v string, ttl int64) nodeStatus {
-		return nodeStatus{Reachable: true, HoldsKey: v != "", Value: v, TTLMS: ttl, Admission: admissionAdmitted}
-	}
-	down := nodeStatus{Admission: admissionUnknown}
-	cases := []struct {
-		name    string
-		nodes   []nodeStatus
-		verdict string
-		expires int64
-	}{
-		{"all free", []nodeStatus{up("", 0), up("", 0), up("", 0), up("", 0), up("", 0)}, verdictFree, 0},
-		{"majority", []nodeStatus{up("a", 900), up("a", 500), up("a", 700), up("", 0), down}, verdictHeld, 500},
-		{"all hold", []nodeStatus{up("a", 900), up("a", 500), up("a", 700), up("a", 800), up("a", 100)}, verdictHeld, 700},
-		{"no expiry", []nodeStatus{up("a", -1), up("a", -1), up("a", 700), up("", 0), up("", 0)}, verdictHeld, 700},
-		{"minority leftover", []nodeStatus{up("a", 900), up("a", 500), up("", 0), up("", 0), up("", 0)}, verdictFree, 0},
-		{"split", []nodeStatus{up("a", 900), up("a", 500), up("b", 300), up("b", 300), up("", 0)}, verdictFree, 0},
-		{"minority plus unreachable", []nodeStatus{up("a", 900), up("a", 500), up("", 0), up("", 0), down}, verdictUnknown, 0},
-		{"too few answer", []nodeStatus{up("", 0), up("", 0), down, down, down}, verdictUnknown, 0},
-		{"two unreachable, rest free", []nodeStatus{up("", 0), up("", 0), up("", 0), down, down}, verdictFree, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &statusReport{Nodes: tc.nodes, Quorum: 3}
-			judge(r)
-			if r.Verdict != tc.verdict || r.ExpiresMS != tc.expires {
-				t.Errorf("verdict %q, expires %d; want %q, %d (%s)", r.Verdict, r.ExpiresMS, tc.verdict, tc.expires, r.Summary)
-			}
-		})
-	}
-}
-
-func TestAdmissionFor(t *testing.T) {
-	me := "tcp://127.0.0.1:1"
-	peer := func(records ...string) nodeStatus {
-		m := map[string]bool{}
-		for _, r := range records {
-			m[r] = true
-		}
-		return nodeStatus{Reachable: true, members: m}
-	}
-	self := nodeStatus{Reachable: true, name: me, members: map[string]bool{}}
-	cases := []struct {
-		name  string
-		nodes []nodeStatus
-		want  string
-	}{
-		{"new", []nodeStatus{self, peer(), peer(), peer(), peer()}, admissionNew},
-		{"one peer remembers", []nodeStatus{self, peer(me), peer(), peer(), peer()}, admissionQuarantined},
-		{"too few peers answer", []nodeStatus{self, peer(), peer(), {}, {}}, admissionUnknown},
-		{"just enough peers", []nodeStatus{self, peer(), peer(), peer(), {}}, admissionNew},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := admissionFor(tc.nodes, 0, 3); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
