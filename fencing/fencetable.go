@@ -73,9 +73,19 @@ RETURNING f.token`, table)
 //		resource text PRIMARY KEY,
 //		token    bigint NOT NULL CHECK (token > 0))
 //
+// A table of that name that already exists is checked: unless it has a
+// text (or varchar) resource column with a unique, non-deferrable index on
+// it alone and a bigint NOT NULL token column, Setup fails with
+// ErrSchemaMismatch, naming the table and what it found, and changes
+// nothing. (A text token would compare as text, where '9' > '10', and let
+// older tokens through.) An unqualified name resolves on the session's
+// search_path.
+//
 // It is idempotent and safe to call concurrently: a transaction-scoped
 // advisory lock serializes the CREATEs, which otherwise race on the catalog
-// and can fail with a duplicate-key error. Errors are the driver's, wrapped.
+// and can fail with a duplicate-key error. After any error other than
+// ErrSchemaMismatch (including a lost connection) calling it again is safe.
+// Other errors are the driver's, wrapped.
 func (f *FenceTable) Setup(ctx context.Context, db DB) (err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -91,6 +101,12 @@ func (f *FenceTable) Setup(ctx context.Context, db DB) (err error) {
 	}
 	if _, err = tx.Exec(ctx, f.setupSQL); err != nil {
 		return fmt.Errorf("fencing: create %s: %w", f.name, err)
+	}
+	if err = f.checkFenceTable(ctx, tx); err != nil {
+		if !errors.Is(err, ErrSchemaMismatch) {
+			err = fmt.Errorf("fencing: create %s: read the catalog: %w", f.name, err)
+		}
+		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
 		return fmt.Errorf("fencing: create %s: commit: %w", f.name, err)

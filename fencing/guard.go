@@ -86,13 +86,53 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 //
 //	ALTER TABLE <table> ADD COLUMN IF NOT EXISTS <fence> bigint NOT NULL DEFAULT 0
 //
-// It is idempotent; existing rows start at fence 0, below every valid token.
-// The table must already exist. The ALTER takes an ACCESS EXCLUSIVE lock on
-// the table for its (short) duration, so concurrent calls serialize. Errors
-// are the driver's, wrapped.
-func (g *Guard) Setup(ctx context.Context, db DB) error {
-	if _, err := db.Exec(ctx, g.setupSQL); err != nil {
+// Existing rows start at fence 0, below every valid token. The table must
+// already exist (the server's undefined_table error is returned, wrapped).
+// An unqualified table resolves on the session's search_path, for the
+// check and the ALTER alike.
+//
+// A fence column that already exists is checked, not altered: unless it is
+// bigint NOT NULL, Setup fails with ErrSchemaMismatch, naming the table,
+// the column and the type it found, and changes nothing. (A text fence
+// would compare as text, where '9' > '10', and let older tokens through.)
+// A correct column costs one catalog read and no lock on the table. When
+// the column is missing, the ALTER and a second check run in one
+// transaction under the ALTER's ACCESS EXCLUSIVE lock, so a column someone
+// added with another type in between is refused too.
+//
+// Setup is idempotent: after any error other than ErrSchemaMismatch
+// (including a lost connection, whatever it did) calling it again is safe.
+// Safe for concurrent use.
+func (g *Guard) Setup(ctx context.Context, db DB) (err error) {
+	col, found, err := lookupColumn(ctx, db, g.table, g.fenceName)
+	if err != nil {
+		return fmt.Errorf("fencing: set up %s: read the catalog: %w", g.name, err)
+	}
+	if found && col.exists {
+		return fenceShape(col, g.fenceName)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: begin: %w", g.name, err)
+	}
+	defer func() {
+		if err != nil {
+			rollback(ctx, tx)
+		}
+	}()
+	if _, err = tx.Exec(ctx, g.setupSQL); err != nil {
 		return fmt.Errorf("fencing: add fence column to %s: %w", g.name, err)
+	}
+	// The ALTER skips a column added since the read above; its lock makes
+	// this second read exact.
+	if col, _, err = lookupColumn(ctx, tx, g.table, g.fenceName); err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: read the catalog: %w", g.name, err)
+	}
+	if err = fenceShape(col, g.fenceName); err != nil {
+		return err
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: commit: %w", g.name, err)
 	}
 	return nil
 }
