@@ -85,13 +85,18 @@ func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 //   - a server error of severity ERROR: PostgreSQL aborts the transaction
 //     the error occurred in, including a COMMIT that fails (a deferred
 //     constraint, a serialization failure) and the implicit transaction of
-//     a single statement. FATAL and PANIC are not evidence: the session
-//     ends, and a FATAL can follow a local commit (a backend terminated
-//     while it waits for a synchronous standby).
+//     a single statement. FATAL and PANIC are not taken as evidence: they
+//     end the session, PostgreSQL avoids sending them after a commit but
+//     the protocol does not promise it, and a pooler in between (PgBouncer)
+//     sends FATAL of its own when its server connection dies, whatever the
+//     server had done by then.
 //   - pgx.ErrTxCommitRollback: the server answered COMMIT with ROLLBACK.
 //
-// A broken socket, a context that ended mid-request (pgconn closes the
-// connection and returns context.Canceled or a timeout) and anything not
+// A broken socket (what a client sees when its session is terminated while
+// the COMMIT waits for a synchronous standby: the commit is already
+// durable locally, the server sends a WARNING and closes), a context that
+// ended mid-request (pgconn closes the connection and returns
+// context.Canceled or a timeout) and anything not
 // recognized, such as a value pgx failed to encode before sending, are
 // unknown. Guessing "not applied" where the commit happened is the failure
 // this classification exists to prevent; reporting unknown for a write that
