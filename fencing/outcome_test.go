@@ -115,6 +115,7 @@ func TestOutcomeUnknownAfterCommit(t *testing.T) {
 
 			n, hist := readCounter(t, e.pool)
 			require.Equal(t, int64(1), n, "the write landed")
+			require.Equal(t, []int64{8}, hist)
 			// The same values again leave the row as one write did.
 			require.NoError(t, e.g.WriteClaimed(ctx, e.pool, counterKey, holder(8), vals))
 			n, hist = readCounter(t, e.pool)
