@@ -205,8 +205,11 @@ func TestFenceTableEdges(t *testing.T) {
 }
 
 // The database goes away in the middle of a fence-table transaction, after
-// fn wrote and before the commit: the caller gets the driver's error,
-// wrapped, and neither the claim nor the write is committed.
+// fn wrote and before the commit: neither the claim nor the write is
+// committed. A context that ended before COMMIT proves it (pgconn sends
+// nothing on a done context), so that error is a plain one; a terminated
+// session does not (the same FATAL can follow a local commit), so that
+// error reports an unknown outcome, which the table then resolves.
 func TestDatabaseGoneMidWrite(t *testing.T) {
 	tests := []struct {
 		name string
@@ -227,6 +230,7 @@ func TestDatabaseGoneMidWrite(t *testing.T) {
 				// and pg_terminate_backend waited for the exit, so the
 				// driver normally reads that; a socket error is the only
 				// other honest outcome.
+				require.ErrorIs(t, err, fencing.ErrOutcomeUnknown)
 				var pgErr *pgconn.PgError
 				var netErr *net.OpError
 				switch {
@@ -245,6 +249,7 @@ func TestDatabaseGoneMidWrite(t *testing.T) {
 			},
 			checkErrs: func(t *testing.T, err error) {
 				require.ErrorIs(t, err, context.Canceled)
+				require.NotErrorIs(t, err, fencing.ErrOutcomeUnknown)
 			},
 		},
 	}

@@ -65,6 +65,35 @@
 // equal to the fence is stale, so a token minted twice shows up as an error.
 // Fences only go up.
 //
+// # Errors and retries
+//
+// Every error except ErrOutcomeUnknown means nothing the call asked for
+// was committed: the request was never sent, the guarded statement matched
+// no row, or the server refused the statement or the COMMIT (an ERROR
+// aborts its transaction). What the holder may do next:
+//
+//   - ErrStaleToken: a newer holder owns the resource. Never retry with
+//     this lease; a fresh lease re-reads what the newer holder wrote.
+//   - ErrNoToken, ErrTokenRange, ErrEmptyResource, ErrInvalidIdentifier,
+//     ErrNoRow, ErrNotClaimed, ErrSchemaMismatch: the input is wrong; the
+//     same call fails the same way until it is fixed.
+//   - any other error (a context that ended before anything was sent, a
+//     pool that could not connect, a constraint violation, a serialization
+//     failure): retry with the same lease while it is valid.
+//
+// ErrOutcomeUnknown (an *OutcomeUnknownError) means the statement or COMMIT
+// was perhaps sent and its reply never read: the connection broke, the
+// session was terminated, or ctx ended mid-request. It may be committed,
+// may still be running on the server, or may never have arrived; the
+// client cannot tell these apart. Repeating the call with the same token
+// and the same values never applies a write twice, because every check is
+// a strict "fence < token" under the row lock (WriteClaimed's "fence =
+// token" writes the same values again, which leaves the row as one write
+// did); recomputing the values from a new read is what could apply a
+// change twice. A retry refused
+// with StaleTokenError.Current equal to the holder's own token shows that
+// the earlier attempt landed. OutcomeUnknownError details each step.
+//
 // # Safety of names
 //
 // Table, schema and column names are always quoted with

@@ -157,3 +157,136 @@ func ExampleFenceTable_InTx() {
 		fmt.Println("a newer holder got there first; nothing was written")
 	}
 }
+
+// A write whose reply was lost may or may not be committed. Write checks
+// "fence < token", so sending the same write again with the same lease
+// lands at most once; a refusal at the holder's own token says that an
+// earlier attempt was the one that landed.
+func ExampleOutcomeUnknownError() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	g, err := fencing.NewGuard(fencing.GuardConfig{Table: "jobs", KeyColumn: "id", FenceColumn: "fence"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	lease, err := locker.Lock(ctx, "job:42", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vals := fencing.Values{"status": "done"}
+	for attempt := 1; ; attempt++ {
+		err = g.Write(ctx, pool, 42, lease, vals)
+		var stale *fencing.StaleTokenError
+		switch {
+		case err == nil:
+			fmt.Println("written")
+			return
+		case errors.As(err, &stale) && attempt > 1 && stale.Current == stale.Token:
+			fmt.Println("written by an earlier attempt")
+			return
+		case errors.Is(err, fencing.ErrStaleToken):
+			fmt.Println("a newer worker owns job 42")
+			return
+		case errors.Is(err, fencing.ErrOutcomeUnknown) && attempt < 3:
+			// Same lease, same values; only while the lease is valid.
+			continue
+		default:
+			log.Fatal(err) // not committed, or still unknown after 3 tries
+		}
+	}
+}
+
+// Claim-first after a lost reply: a claim is settled by reading the fence;
+// a claimed write by sending the same values again, never values
+// recomputed from a new read (which would already include a write that
+// landed).
+func ExampleGuard_Claim_outcomeUnknown() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	g, err := fencing.NewGuard(fencing.GuardConfig{Table: "accounts", KeyColumn: "id", FenceColumn: "fence"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := locker.Lock(ctx, "account:alice", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	err = g.Claim(ctx, pool, "alice", lease)
+	if errors.Is(err, fencing.ErrOutcomeUnknown) {
+		fence, ferr := g.Fence(ctx, pool, "alice")
+		switch {
+		case ferr != nil:
+			log.Fatal(ferr)
+		case fence == lease.FencingToken():
+			err = nil // the claim landed
+		case fence < lease.FencingToken():
+			err = g.Claim(ctx, pool, "alice", lease) // it did not (yet): claim again
+		default:
+			err = fmt.Errorf("a newer holder claimed alice (fence %d)", fence)
+		}
+	}
+	if err != nil {
+		log.Fatal(err) // ErrStaleToken included: someone newer is at work
+	}
+
+	var balance int64
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, "alice").Scan(&balance); err != nil {
+		log.Fatal(err)
+	}
+	vals := fencing.Values{"balance": balance + 100}
+	err = g.WriteClaimed(ctx, pool, "alice", lease, vals)
+	if errors.Is(err, fencing.ErrOutcomeUnknown) {
+		err = g.WriteClaimed(ctx, pool, "alice", lease, vals) // the same vals
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// The fence table after a lost COMMIT reply: running InTx again with the
+// same lease is safe. Its claim waits for a transaction that may still be
+// committing and passes only if that one did not commit; fn then reads the
+// data afresh.
+func ExampleFenceTable_InTx_outcomeUnknown() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	f, err := fencing.NewFenceTable(fencing.FenceTableConfig{Table: fencing.DefaultFenceTable})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := locker.Lock(ctx, "inventory", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sell := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE items SET stock = stock - 1 WHERE sku = $1 AND stock > 0`, "X1")
+		return err
+	}
+
+	err = f.InTx(ctx, pool, "inventory", lease, sell)
+	if errors.Is(err, fencing.ErrOutcomeUnknown) {
+		err = f.InTx(ctx, pool, "inventory", lease, sell)
+		var stale *fencing.StaleTokenError
+		if errors.As(err, &stale) && stale.Current == stale.Token {
+			err = nil // the first attempt committed; fn did not run again
+		}
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("sold one")
+}

@@ -73,9 +73,19 @@ RETURNING f.token`, table)
 //		resource text PRIMARY KEY,
 //		token    bigint NOT NULL CHECK (token > 0))
 //
+// A table of that name that already exists is checked: unless it has a
+// text (or varchar) resource column with a unique, non-deferrable index on
+// it alone and a bigint NOT NULL token column, Setup fails with
+// ErrSchemaMismatch, naming the table and what it found, and changes
+// nothing. (A text token would compare as text, where '9' > '10', and let
+// older tokens through.) An unqualified name resolves on the session's
+// search_path.
+//
 // It is idempotent and safe to call concurrently: a transaction-scoped
 // advisory lock serializes the CREATEs, which otherwise race on the catalog
-// and can fail with a duplicate-key error. Errors are the driver's, wrapped.
+// and can fail with a duplicate-key error. After any error other than
+// ErrSchemaMismatch (including a lost connection) calling it again is safe.
+// Other errors are the driver's, wrapped.
 func (f *FenceTable) Setup(ctx context.Context, db DB) (err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -91,6 +101,12 @@ func (f *FenceTable) Setup(ctx context.Context, db DB) (err error) {
 	}
 	if _, err = tx.Exec(ctx, f.setupSQL); err != nil {
 		return fmt.Errorf("fencing: create %s: %w", f.name, err)
+	}
+	if err = f.checkFenceTable(ctx, tx); err != nil {
+		if !errors.Is(err, ErrSchemaMismatch) {
+			err = fmt.Errorf("fencing: create %s: read the catalog: %w", f.name, err)
+		}
+		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
 		return fmt.Errorf("fencing: create %s: commit: %w", f.name, err)
@@ -131,11 +147,23 @@ func (f *FenceTable) Setup(ctx context.Context, db DB) (err error) {
 //
 // Errors: ErrNoToken, ErrTokenRange, ErrEmptyResource before any I/O;
 // *StaleTokenError (errors.Is ErrStaleToken) when a newer or equal token
-// claimed the resource, in which case fn is not called; fn's error; or the
-// driver's error, wrapped with %w (also when the connection dies mid-way).
-// On every error the transaction is rolled back: nothing of the claim or of
-// fn's work is committed. Safe for concurrent use; each call uses its own
-// transaction (or savepoint) from db.
+// claimed the resource, in which case fn is not called; fn's error;
+// *OutcomeUnknownError (errors.Is ErrOutcomeUnknown, Op "InTx") when the
+// COMMIT was perhaps sent and its reply was lost (a broken connection, a
+// terminated session, ctx ending mid-COMMIT), so the claim and fn's work
+// may be committed; or the driver's error, wrapped with %w.
+//
+// Every error except ErrOutcomeUnknown means nothing of the claim or of
+// fn's work is committed: the transaction was rolled back, or it died with
+// its session before COMMIT was sent (the server aborts it), or the server
+// refused the COMMIT. After such an error InTx may run again with the same
+// lease while the lease is valid; after ErrStaleToken never with this
+// lease. After ErrOutcomeUnknown a retry with the same lease is safe too
+// (see OutcomeUnknownError): its claim passes only if the first attempt did
+// not commit. With a pgx.Tx as db the outcome is never reported unknown:
+// only the caller's COMMIT makes the work durable, and the caller judges
+// its error. Safe for concurrent use; each call uses its own transaction
+// (or savepoint) from db.
 func (f *FenceTable) InTx(ctx context.Context, db DB, resource string, h Holder, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	token, err := tokenOf(h)
 	if err != nil {
@@ -176,7 +204,13 @@ func (f *FenceTable) InTx(ctx context.Context, db DB, resource string, h Holder,
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
+	// Until here every failure left the transaction uncommitted: COMMIT was
+	// never sent, and the server aborts an open transaction whose session
+	// ends. Only the COMMIT itself can have an unknown outcome.
 	if err := tx.Commit(ctx); err != nil {
+		if !isTx(db) && !notApplied(err) {
+			return &OutcomeUnknownError{Op: "InTx", Resource: resource, Token: uint64(token), Err: fmt.Errorf("commit: %w", err)}
+		}
 		return fmt.Errorf("fencing: %s %q: commit: %w", f.name, resource, err)
 	}
 	committed = true

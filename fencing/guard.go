@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // GuardConfig names the protected table and its columns. Every name is used
@@ -85,13 +86,53 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 //
 //	ALTER TABLE <table> ADD COLUMN IF NOT EXISTS <fence> bigint NOT NULL DEFAULT 0
 //
-// It is idempotent; existing rows start at fence 0, below every valid token.
-// The table must already exist. The ALTER takes an ACCESS EXCLUSIVE lock on
-// the table for its (short) duration, so concurrent calls serialize. Errors
-// are the driver's, wrapped.
-func (g *Guard) Setup(ctx context.Context, db DB) error {
-	if _, err := db.Exec(ctx, g.setupSQL); err != nil {
+// Existing rows start at fence 0, below every valid token. The table must
+// already exist (the server's undefined_table error is returned, wrapped).
+// An unqualified table resolves on the session's search_path, for the
+// check and the ALTER alike.
+//
+// A fence column that already exists is checked, not altered: unless it is
+// bigint NOT NULL, Setup fails with ErrSchemaMismatch, naming the table,
+// the column and the type it found, and changes nothing. (A text fence
+// would compare as text, where '9' > '10', and let older tokens through.)
+// A correct column costs one catalog read and no lock on the table. When
+// the column is missing, the ALTER and a second check run in one
+// transaction under the ALTER's ACCESS EXCLUSIVE lock, so a column someone
+// added with another type in between is refused too.
+//
+// Setup is idempotent: after any error other than ErrSchemaMismatch
+// (including a lost connection, whatever it did) calling it again is safe.
+// Safe for concurrent use.
+func (g *Guard) Setup(ctx context.Context, db DB) (err error) {
+	col, found, err := lookupColumn(ctx, db, g.table, g.fenceName)
+	if err != nil {
+		return fmt.Errorf("fencing: set up %s: read the catalog: %w", g.name, err)
+	}
+	if found && col.exists {
+		return fenceShape(col, g.fenceName)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: begin: %w", g.name, err)
+	}
+	defer func() {
+		if err != nil {
+			rollback(ctx, tx)
+		}
+	}()
+	if _, err = tx.Exec(ctx, g.setupSQL); err != nil {
 		return fmt.Errorf("fencing: add fence column to %s: %w", g.name, err)
+	}
+	// The ALTER skips a column added since the read above; its lock makes
+	// this second read exact.
+	if col, _, err = lookupColumn(ctx, tx, g.table, g.fenceName); err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: read the catalog: %w", g.name, err)
+	}
+	if err = fenceShape(col, g.fenceName); err != nil {
+		return err
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fencing: add fence column to %s: commit: %w", g.name, err)
 	}
 	return nil
 }
@@ -116,8 +157,18 @@ func (g *Guard) Setup(ctx context.Context, db DB) error {
 // Errors: ErrNoToken, ErrTokenRange, ErrEmptyResource (nil or "" key) and
 // ErrInvalidIdentifier (bad or reserved column in vals) before any I/O;
 // *StaleTokenError (errors.Is ErrStaleToken) when a newer or equal token got
-// there first; ErrNoRow when no row has that key; otherwise the driver's
-// error, wrapped. On any error nothing was written (it is one statement).
+// there first; ErrNoRow when no row has that key; *OutcomeUnknownError
+// (errors.Is ErrOutcomeUnknown) when the statement was perhaps sent and its
+// reply was lost (a broken connection, a terminated session, ctx ending
+// mid-request): it may have been committed, and OutcomeUnknownError says
+// how to find out; otherwise the driver's error, wrapped.
+//
+// Every error except ErrOutcomeUnknown means nothing was written: the
+// statement was never sent, or matched no row, or failed on the server and
+// rolled back. Such a holder may call Write again with the same lease while
+// the lease is valid, except after ErrStaleToken (never with this lease).
+// With a pgx.Tx as db the outcome is never reported unknown: nothing is
+// durable before the caller's own COMMIT, whose error the caller judges.
 // Safe for concurrent use.
 func (g *Guard) Write(ctx context.Context, db DB, key any, h Holder, vals Values) error {
 	return g.write(ctx, db, key, h, vals, false)
@@ -135,19 +186,54 @@ func (g *Guard) write(ctx context.Context, db DB, key any, h Holder, vals Values
 	if err != nil {
 		return err
 	}
-	sql := fmt.Sprintf(`UPDATE %s SET %s = $1, %s WHERE %s = $2 AND %s < $1`, g.table, g.fence, cols, g.key, g.fence)
+	op, sql := "Write", fmt.Sprintf(`UPDATE %s SET %s = $1, %s WHERE %s = $2 AND %s < $1`, g.table, g.fence, cols, g.key, g.fence)
 	if claimed {
-		sql = fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $2 AND %s = $1`, g.table, cols, g.key, g.fence)
+		op, sql = "WriteClaimed", fmt.Sprintf(`UPDATE %s SET %s WHERE %s = $2 AND %s = $1`, g.table, cols, g.key, g.fence)
 	}
-	tag, err := db.Exec(ctx, sql, append([]any{token, key}, args...)...)
+	return g.exec(ctx, db, op, key, token, claimed, sql, append([]any{token, key}, args...)...)
+}
+
+// exec runs one guarded UPDATE (op names it in errors; claimed says whether
+// it requires the fence to equal the token) and explains a failure: a
+// refusal, a driver error that proves nothing was committed, or an
+// *OutcomeUnknownError.
+func (g *Guard) exec(ctx context.Context, db DB, op string, key any, token int64, claimed bool, sql string, args ...any) error {
+	db, release, err := pin(ctx, db)
 	if err != nil {
-		return fmt.Errorf("fencing: write %s key %v: %w", g.name, key, err)
+		return fmt.Errorf("fencing: %s %s key %v: get a connection: %w", op, g.name, key, err)
 	}
-	if tag.RowsAffected() == 0 {
+	defer release()
+	tag, err := db.Exec(ctx, sql, args...)
+	switch {
+	case err != nil && !isTx(db) && !notApplied(err):
+		return &OutcomeUnknownError{Op: op, Resource: g.resource(key), Token: uint64(token), Err: err}
+	case err != nil:
+		return fmt.Errorf("fencing: %s %s key %v: %w", op, g.name, key, err)
+	case tag.RowsAffected() == 0:
 		return g.refused(ctx, db, key, token, claimed)
 	}
 	return nil
 }
+
+// pin takes one connection from a pool for a statement and its diagnosis.
+// Pool.Exec would acquire it too, but then a failure to acquire (a closed
+// pool, a connection that cannot be made, ctx ending while every
+// connection is busy) comes back as a bare ctx.Err() or a dial error, the
+// same as a context that ended or a socket that broke mid-request; with the
+// acquisition apart, only errors of the statement itself can be unknown.
+func pin(ctx context.Context, db DB) (DB, func(), error) {
+	pool, ok := db.(*pgxpool.Pool)
+	if !ok {
+		return db, func() {}, nil
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Release, nil
+}
+
+func (g *Guard) resource(key any) string { return fmt.Sprintf("%s key %v", g.name, key) }
 
 // Claim is step one of the claim-first mode: it stamps h's token on the row
 // before the caller reads it, raising the fence only if the token is
@@ -164,21 +250,16 @@ func (g *Guard) write(ctx context.Context, db DB, key any, h Holder, vals Values
 // When db is a transaction the stamp holds the row lock until that
 // transaction ends, which serializes holders the way FenceTable does.
 //
-// Errors are those of Write; on error the fence is unchanged.
-// Safe for concurrent use.
+// Errors are those of Write. After ErrOutcomeUnknown (Op "Claim") the
+// stamp may be on the row: read Fence before reading the data, as
+// OutcomeUnknownError explains. On every other error the fence is
+// unchanged. Safe for concurrent use.
 func (g *Guard) Claim(ctx context.Context, db DB, key any, h Holder) error {
 	token, err := g.check(key, h)
 	if err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, g.claimSQL, token, key)
-	if err != nil {
-		return fmt.Errorf("fencing: claim %s key %v: %w", g.name, key, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return g.refused(ctx, db, key, token, false)
-	}
-	return nil
+	return g.exec(ctx, db, "Claim", key, token, false, g.claimSQL, token, key)
 }
 
 // WriteClaimed is step two of the claim-first mode: it stores vals only
@@ -193,7 +274,9 @@ func (g *Guard) Claim(ctx context.Context, db DB, key any, h Holder) error {
 // claimed it.
 //
 // Errors: those of Write, plus ErrNotClaimed when the fence is below the
-// token (Claim was not called). On any error nothing was written.
+// token (Claim was not called). After ErrOutcomeUnknown (Op "WriteClaimed")
+// the values may be stored: retry with the same values, never recomputed
+// ones (see OutcomeUnknownError). On every other error nothing was written.
 // Safe for concurrent use.
 func (g *Guard) WriteClaimed(ctx context.Context, db DB, key any, h Holder, vals Values) error {
 	return g.write(ctx, db, key, h, vals, true)
@@ -203,7 +286,15 @@ func (g *Guard) WriteClaimed(ctx context.Context, db DB, key any, h Holder, vals
 // row through any connection and returns the values to store), then
 // WriteClaimed. An error from fn is returned as is, and nothing is written;
 // the claim stays, which is harmless (only newer tokens can pass it).
-// Errors and concurrency are those of Claim and WriteClaimed.
+// Errors and concurrency are those of Claim and WriteClaimed; an
+// *OutcomeUnknownError names the step that failed in Op.
+//
+// Do not call Update again with the same holder after ErrOutcomeUnknown: if
+// the claim landed, the new claim is refused as stale, so nothing is lost
+// but nothing is done either. Settle the step with Fence, Claim and
+// WriteClaimed as OutcomeUnknownError explains, or find out from the data
+// whether the write landed before running Update with a fresh lease, which
+// would otherwise read the landed write and apply the change again.
 func (g *Guard) Update(ctx context.Context, db DB, key any, h Holder, fn func(ctx context.Context) (Values, error)) error {
 	if fn == nil {
 		return errors.New("fencing: Update needs a function")
@@ -300,7 +391,7 @@ func (g *Guard) refused(ctx context.Context, db DB, key any, token int64, claime
 	case err != nil:
 		return fmt.Errorf("fencing: %s key %v: write refused, then reading the fence failed: %w", g.name, key, err)
 	case cur >= token:
-		return &StaleTokenError{Resource: fmt.Sprintf("%s key %v", g.name, key), Token: uint64(token), Current: uint64(cur)}
+		return &StaleTokenError{Resource: g.resource(key), Token: uint64(token), Current: uint64(cur)}
 	case claimed:
 		return fmt.Errorf("%w: %s key %v has fence %d, token is %d", ErrNotClaimed, g.name, key, cur, token)
 	default:
