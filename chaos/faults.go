@@ -333,7 +333,7 @@ func (e *env) renewalHang(ctx context.Context) error {
 // records in e.blocked how long it took until one of them finished a
 // section (the lock was obtained about one section earlier). It returns
 // when the others started trying.
-func (e *env) blockOthers(ctx context.Context, gate string, fault func() error, what string) (time.Time, error) {
+func (e *env) blockOthers(ctx context.Context, gate Gate, fault func() error, what string) (time.Time, error) {
 	if _, err := e.procs[0].waitGate(ctx, gate, 15*time.Second); err != nil {
 		return time.Time{}, err
 	}

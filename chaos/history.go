@@ -28,7 +28,7 @@ func writeHistory(dir string, sc Scenario, seed uint64, ss []Section) error {
 			strconv.Itoa(s.Worker), strconv.FormatUint(s.Token, 10),
 			strconv.FormatInt(s.Call, 10), strconv.FormatInt(s.Got, 10), strconv.FormatInt(s.Deadline, 10),
 			strconv.FormatInt(s.End, 10), strconv.FormatInt(s.Release, 10), strconv.FormatInt(s.ReadAt, 10), strconv.FormatInt(s.Read, 10),
-			s.Outcome,
+			s.Outcome.String(),
 		})
 	}
 	w.Flush()

@@ -347,29 +347,29 @@ func (e *env) workerConfig(w int) WorkerConfig {
 		cfg.LockMs, cfg.MaxFail = 400, 2
 	case engineered(sc.Fault):
 		if w == 0 {
-			cfg.Gates = []string{"locked", "read"}
+			cfg.Gates = []Gate{GateLocked, GateRead}
 		} else {
-			cfg.Gates = []string{"start"}
+			cfg.Gates = []Gate{GateStart}
 		}
 		cfg.GateUntil = 1
 	case sc.Fault == "worker-freeze":
-		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
+		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
 		if w == 0 {
-			cfg.Gates = []string{"read"}
+			cfg.Gates = []Gate{GateRead}
 		}
 	case sc.Fault == "worker-crash":
-		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
+		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
 		if w == 0 {
-			cfg.Gates = []string{"locked"}
+			cfg.Gates = []Gate{GateLocked}
 		}
 	case sc.Fault == "renewal-hang":
 		cfg.HoldMs = int(holdCap.Milliseconds())
-		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
+		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
 		if w == 0 {
-			cfg.Gates = []string{"read"}
+			cfg.Gates = []Gate{GateRead}
 		}
 	case sc.Fault == "freeze-acquire" && w == 0:
-		cfg.Gates, cfg.GateUntil = []string{"start"}, 1
+		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
 	}
 	return cfg
 }
@@ -475,10 +475,14 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 	for rows.Next() {
 		var s Section
 		var tok int64
-		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &s.Outcome); err != nil {
+		var outcome string
+		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome); err != nil {
 			return err
 		}
 		s.Token = uint64(tok)
+		if s.Outcome, err = parseOutcome(outcome); err != nil {
+			return err
+		}
 		ss = append(ss, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -517,9 +521,9 @@ func (e *env) collect(ctx context.Context, r *Result) error {
 	var late []string
 	for _, s := range ss {
 		switch s.Outcome {
-		case "ok":
+		case OutcomeOK:
 			r.Accepted++
-		case "rejected":
+		case OutcomeRejected:
 			r.Rejected++
 		}
 		if s.End > s.Deadline {

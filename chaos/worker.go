@@ -47,7 +47,7 @@ type WorkerConfig struct {
 	HoldMs    int      `json:"hold_cap_ms"` // > 0: sections run under Do, extended up to this long
 	PollMs    int      `json:"poll_ms"`     // > 0: poll TryLock this often instead of waiting in Lock
 	Seed      uint64   `json:"seed"`
-	Gates     []string `json:"gates"`      // "start", "locked", "read": wait for the coordinator there
+	Gates     []Gate   `json:"gates"`      // wait for the coordinator there
 	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
 	BudgetMs  int      `json:"budget_ms"`  // stop after this long (0: no limit)
 }
@@ -62,13 +62,8 @@ type WorkerStats struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// Worker protocol on stdout (one line each):
-//
-//	gate NAME ATTEMPT TOKEN   then wait for one line on stdin
-//	done N                    N sections accepted so far
-//	stats {json}              at the end
-//
-// Every critical section is recorded in the sections table.
+// A worker talks to the coordinator in the protocol of protocol.go, and
+// records every critical section in the sections table.
 
 // RunWorker runs one worker process: it takes the lock, reads the counter,
 // works, writes the counter plus one, and records the section, until it
@@ -153,14 +148,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	var st WorkerStats
 	consecutive := 0
 	for attempt := 0; st.Accepted < cfg.Sections && ctx.Err() == nil; attempt++ {
-		if err := w.gate(ctx, "start", attempt, 0); err != nil {
+		if err := w.gate(ctx, GateStart, attempt, 0); err != nil {
 			break
 		}
 		var s section
 		s.attempt = attempt
 		s.callNs = wallNs()
 		lctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.LockMs)*time.Millisecond)
-		var outcome string
+		var outcome Outcome
 		var err error
 		if cfg.HoldMs > 0 {
 			// Renewal: the lease is kept extended while the section runs,
@@ -173,7 +168,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 				return serr
 			})
 			s.releaseNs = wallNs()
-			if outcome != "" {
+			if outcome != outcomeNotLocked {
 				err = serr // a lost lease is what the scenario is about, not an error
 			}
 		} else {
@@ -185,7 +180,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			}
 		}
 		cancel()
-		if outcome == "" { // the lock was not obtained
+		if outcome == outcomeNotLocked {
 			if ctx.Err() != nil {
 				break
 			}
@@ -198,14 +193,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			continue
 		}
 		consecutive = 0
-		if outcome == "gate" {
+		if outcome == outcomeStopped {
 			break
 		}
 		s.outcome = outcome
 		switch outcome {
-		case "ok":
+		case OutcomeOK:
 			st.Accepted++
-		case "rejected":
+		case OutcomeRejected:
 			st.Rejected++
 		default:
 			st.Errors++
@@ -217,16 +212,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			st.Errors++
 			st.LastError = oneLine(err)
 		}
-		fmt.Fprintf(w.out, "done %d\n", st.Accepted)
+		writeDone(w.out, st.Accepted)
 	}
 	st.Polls = w.polls
-	b, _ := json.Marshal(st)
-	fmt.Fprintf(w.out, "stats %s\n", b)
+	writeStats(w.out, st)
 	return nil
 }
 
-// section is one critical section on lease: the "locked" gate, then the
-// body. Its deadline is read at the end, so that extensions count.
 // lock takes the lock with Lock, or, when the worker polls, with TryLock
 // and a fixed sleep after each refusal, as a client without release
 // notices or a view of the holder's expiry does.
@@ -250,11 +242,13 @@ func (w *worker) lock(ctx context.Context, lc *redlock.Client, ttl time.Duration
 	}
 }
 
-func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (string, error) {
+// section is one critical section on lease: the "locked" gate, then the
+// body. Its deadline is read at the end, so that extensions count.
+func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
 	s.gotNs = wallNs()
 	s.token = lease.FencingToken()
-	if err := w.gate(ctx, "locked", s.attempt, s.token); err != nil {
-		return "gate", err
+	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
+		return outcomeStopped, err
 	}
 	outcome, err := w.body(ctx, lease, s)
 	s.endNs = wallNs()
@@ -281,21 +275,21 @@ type section struct {
 	callNs, gotNs, deadlineNs, endNs int64
 	releaseNs                        int64
 	readNs, read                     int64
-	outcome                          string
+	outcome                          Outcome
 }
 
 func wallNs() int64 { return time.Now().UnixNano() }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
-// gate waits for the coordinator when the named gate is on for attempt.
-func (w *worker) gate(ctx context.Context, name string, attempt int, token uint64) error {
+// gate waits for the coordinator when gate g is on for attempt.
+func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) error {
 	if attempt >= w.cfg.GateUntil {
 		return nil
 	}
-	for _, g := range w.cfg.Gates {
-		if g == name {
-			fmt.Fprintf(w.out, "gate %s %d %d\n", name, attempt, token)
+	for _, on := range w.cfg.Gates {
+		if on == g {
+			writeGate(w.out, gateEvent{gate: g, attempt: attempt, token: token})
 			if !w.in.Scan() {
 				return errors.New("coordinator closed stdin")
 			}
@@ -338,27 +332,27 @@ func readCounter(ctx context.Context, q interface {
 // body is one critical section in the worker's fencing mode. The database
 // calls deliberately carry no deadline from the lease: the point is to see
 // what a holder that outlived its lease does to the data.
-func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (string, error) {
+func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
 	tok := int64(lease.FencingToken())
 	switch w.cfg.Fencing {
 	case "none":
 		if err := readCounter(ctx, w.pool, s); err != nil {
-			return "error", err
+			return OutcomeError, err
 		}
-		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
-			return "error", err
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
 		}
 		w.work(ctx)
 		if _, err := w.pool.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = 1`, s.read+1, tok); err != nil {
-			return "error", err
+			return OutcomeError, err
 		}
-		return "ok", nil
+		return OutcomeOK, nil
 	case "write-only":
 		if err := readCounter(ctx, w.pool, s); err != nil {
-			return "error", err
+			return OutcomeError, err
 		}
-		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
-			return "error", err
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
 		}
 		w.work(ctx)
 		return verdictOf(w.guard.Write(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
@@ -367,10 +361,10 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 			return verdictOf(err)
 		}
 		if err := readCounter(ctx, w.pool, s); err != nil {
-			return "error", err
+			return OutcomeError, err
 		}
-		if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
-			return "error", err
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
 		}
 		w.work(ctx)
 		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
@@ -379,7 +373,7 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 			if err := readCounter(ctx, tx, s); err != nil {
 				return err
 			}
-			if err := w.gate(ctx, "read", s.attempt, s.token); err != nil {
+			if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
 				return err
 			}
 			w.work(ctx)
@@ -389,14 +383,14 @@ func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (st
 	}
 }
 
-func verdictOf(err error) (string, error) {
+func verdictOf(err error) (Outcome, error) {
 	switch {
 	case err == nil:
-		return "ok", nil
+		return OutcomeOK, nil
 	case errors.Is(err, fencing.ErrStaleToken):
-		return "rejected", err
+		return OutcomeRejected, err
 	default:
-		return "error", err
+		return OutcomeError, err
 	}
 }
 
@@ -404,7 +398,7 @@ func (w *worker) record(ctx context.Context, s *section) error {
 	_, err := w.pool.Exec(ctx, `INSERT INTO sections
 		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome)
+		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String())
 	return err
 }
 
