@@ -2,9 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,60 +11,25 @@ import (
 
 // cluster is a run's lock servers and every worker's links to them.
 type cluster struct {
-	nodes []RedisNode // redlock-5: five; single: one; single+replica: primary, replica
-	lockN int         // nodes in the lock: 5 or 1
-	prox  [][]*Proxy  // [worker][lock node]
-	repl  *Proxy      // single+replica: the replication link
+	nodes []RedisNode // the lock nodes first, then any others (a replica)
+	lockN int         // how many of nodes a client locks on
+	prox  [][]*Proxy  // [worker][lock node]: what each worker dials
+	repl  *Proxy      // the replication link, where the topology has one
 }
 
-// start starts the servers of sc's topology and one proxy per worker and
-// lock node. On error, what did start is left for stop.
-func (c *cluster) start(ctx context.Context, b Backend, sc Scenario) error {
-	var specs []RedisSpec
-	switch sc.Topology {
-	case Redlock5:
-		specs = make([]RedisSpec, 5)
-		c.lockN = 5
-		switch sc.Fault {
-		case "restart-aof":
-			specs[2].AOF = true
-		case "clock-jump":
-			specs[2].Clock = true
-		}
-	case Single:
-		specs, c.lockN = []RedisSpec{{}}, 1
-	case SingleReplica:
-		specs, c.lockN = []RedisSpec{{}}, 1
-	default:
-		return fmt.Errorf("chaos: unknown topology %q", sc.Topology)
+// start starts t's servers, with the lock nodes' settings as f wants
+// them, and one proxy per worker and lock node. On error, what did start
+// is left for stop.
+func (c *cluster) start(ctx context.Context, b Backend, t *topology, f *fault, workers int) error {
+	specs := make([]RedisSpec, t.lockNodes)
+	if f.nodes != nil {
+		f.nodes(specs)
 	}
-	c.nodes = make([]RedisNode, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i := range specs {
-		wg.Go(func() { c.nodes[i], errs[i] = b.StartRedis(ctx, specs[i]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	c.lockN = t.lockNodes
+	if err := t.start(ctx, c, b, specs); err != nil {
 		return err
 	}
-	if sc.Topology == SingleReplica {
-		// The replication link runs through a proxy, so the failover
-		// fault can hold it back (a stopped replica process would not do:
-		// its kernel keeps accepting the stream, and it applies the
-		// buffered writes as soon as it runs again).
-		rp, err := NewProxy(c.nodes[0].Addr())
-		if err != nil {
-			return err
-		}
-		c.repl = rp
-		rep, err := b.StartRedis(ctx, RedisSpec{ReplicaOf: rp.Addr()})
-		if err != nil {
-			return err
-		}
-		c.nodes = append(c.nodes, rep)
-	}
-	c.prox = make([][]*Proxy, sc.Workers)
+	c.prox = make([][]*Proxy, workers)
 	for w := range c.prox {
 		for n := range c.lockN {
 			p, err := NewProxy(c.nodes[n].Addr())
@@ -115,9 +77,8 @@ func closeAll(cs []redis.UniversalClient) {
 
 // warmup takes and releases a lock once, so the nodes are admitted as a
 // deployment before any fault (a brand-new node is admitted only when a
-// majority of its peers answer), and, with a replica, waits until the
-// replica has every write.
-func (c *cluster) warmup(ctx context.Context, sc Scenario) error {
+// majority of its peers answer), then waits until t is ready.
+func (c *cluster) warmup(ctx context.Context, t *topology, sc Scenario) error {
 	cs := c.directClients()
 	defer closeAll(cs)
 	opts := []redlock.Option{redlock.WithMaxTTL(sc.TTL), redlock.WithNodeTimeout(time.Second)}
@@ -136,14 +97,8 @@ func (c *cluster) warmup(ctx context.Context, sc Scenario) error {
 		return err
 	}
 	_ = l.Release(wctx)
-	if sc.Topology == SingleReplica {
-		// A replica that has just started may not be connected yet; WAIT
-		// blocks until it has acknowledged every write so far.
-		c := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr(), MaxRetries: -1, ReadTimeout: 15 * time.Second})
-		defer c.Close()
-		if n, err := c.Do(wctx, "WAIT", 1, 8000).Int64(); err != nil || n < 1 {
-			return fmt.Errorf("chaos: the replica did not catch up (WAIT: %d, %v)", n, err)
-		}
+	if t.ready != nil {
+		return t.ready(wctx, c)
 	}
 	return nil
 }

@@ -7,6 +7,35 @@ import (
 	"time"
 )
 
+// counterKey is the lock's key: every worker increments the one counter.
+const counterKey = "chaos:counter"
+
+// workerConfig is the configuration of worker w in run e: the scenario's
+// settings, the topology's client settings, its links to the lock nodes,
+// and what the fault asks of it.
+func workerConfig(e *env, dsn string, w int) WorkerConfig {
+	sc := e.sc
+	cfg := WorkerConfig{
+		ID: w, DSN: dsn, Key: counterKey, Fencing: sc.Fencing,
+		TTLms: int(sc.TTL.Milliseconds()), WorkMs: int(sc.Work.Milliseconds()),
+		NodeMs: int(e.topo.nodeTimeout(sc.TTL).Milliseconds()), LockMs: 10_000,
+		Sections: sc.Sections, NoQuar: !sc.Quarantine(),
+		StallRate: sc.StallRate, StallMin: int(sc.StallMin.Milliseconds()), StallMax: int(sc.StallMax.Milliseconds()),
+		Seed: e.seed, PollMs: int(sc.Poll.Milliseconds()),
+	}
+	for n := range e.cluster.lockN {
+		cfg.Nodes = append(cfg.Nodes, e.cluster.nodes[n].Addr())
+		cfg.Dial = append(cfg.Dial, e.cluster.prox[w][n].Addr())
+	}
+	// A budget far above what the run needs: a worker that hangs ends.
+	per := sc.Work + 25*time.Millisecond + time.Duration(sc.StallRate*float64(sc.StallMax))
+	cfg.BudgetMs = int(max(90*time.Second, 3*time.Duration(sc.Sections*sc.Workers)*per).Milliseconds())
+	if e.fault.worker != nil {
+		e.fault.worker(w, &cfg)
+	}
+	return cfg
+}
+
 // crew is a run's worker processes.
 type crew struct {
 	procs []*proc

@@ -80,17 +80,19 @@ func Run(ctx context.Context, p Profile, seed uint64, opts Options) (*Report, er
 	return rep, ctx.Err()
 }
 
-// env is one run as its fault's hooks see it: the scenario, the run's
-// seeded randomness, and the three parts a fault acts on.
+// env is one run as its fault's hooks see it: the scenario and what it
+// resolved to, the run's seeded randomness, and the three parts a fault
+// acts on.
 type env struct {
 	sc      Scenario
+	seed    uint64
 	rng     *rand.Rand
+	topo    *topology
+	fault   *fault
 	cluster *cluster  // the lock servers and the links to them
 	crew    *crew     // the worker processes
 	log     *faultLog // what the fault did, for the report
 }
-
-const counterKey = "chaos:counter"
 
 func runOne(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed uint64, bar *progress) Result {
 	start := time.Now()
@@ -103,10 +105,31 @@ func runOne(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed ui
 	return r
 }
 
+// resolve finds the topology and fault sc names, and checks they go
+// together, before anything starts.
+func resolve(sc Scenario) (*topology, *fault, error) {
+	t := lookupTopology(sc.Topology)
+	if t == nil {
+		return nil, nil, fmt.Errorf("chaos: unknown topology %q", sc.Topology)
+	}
+	f := lookupFault(sc.Fault)
+	if f == nil {
+		return nil, nil, fmt.Errorf("chaos: unknown fault %q", sc.Fault)
+	}
+	if !f.appliesTo(t.name) {
+		return nil, nil, fmt.Errorf("chaos: fault %s does not apply to topology %s", f.name, t.name)
+	}
+	return t, f, nil
+}
+
 // execute runs sc in a fresh database and scores it into r: start the
 // topology, warm it up, prepare the fault, run the workers with the
 // fault's script beside them, then read the history and score it.
 func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed uint64, bar *progress, r *Result) (err error) {
+	t, f, err := resolve(sc)
+	if err != nil {
+		return err
+	}
 	db := fmt.Sprintf("chaos_%d", seed%1_000_000_007)
 	_ = pg.DropDatabase(ctx, db)
 	if err := pg.CreateDatabase(ctx, db); err != nil {
@@ -121,28 +144,26 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 	if err := setupSchema(ctx, dsn); err != nil {
 		return err
 	}
-	e := &env{sc: sc, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), cluster: &cluster{}, crew: &crew{}, log: &faultLog{}}
+	e := &env{sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), topo: t, fault: f,
+		cluster: &cluster{}, crew: &crew{}, log: &faultLog{}}
 	defer func() {
 		e.crew.stop()
 		e.cluster.stop()
 	}()
-	if err := e.cluster.start(ctx, opts.Backend, sc); err != nil {
+	if err := e.cluster.start(ctx, opts.Backend, t, f, sc.Workers); err != nil {
 		return err
 	}
-	if err := e.cluster.warmup(ctx, sc); err != nil {
+	if err := e.cluster.warmup(ctx, t, sc); err != nil {
 		return fmt.Errorf("chaos: the topology does not grant a lock before any fault: %w", err)
 	}
-	if e.sc.Fault == "kill-3" {
-		if err := e.killThree(ctx); err != nil {
+	if f.prepare != nil {
+		if err := f.prepare(ctx, e); err != nil {
 			return err
 		}
 	}
-	if err := e.prepare(); err != nil {
-		return err
-	}
 	cfgs := make([]WorkerConfig, sc.Workers)
 	for w := range cfgs {
-		cfgs[w] = workerConfig(sc, e.cluster, dsn, seed, w)
+		cfgs[w] = workerConfig(e, dsn, w)
 	}
 	if err := e.crew.start(opts.WorkerCommand, cfgs); err != nil {
 		return err
@@ -150,7 +171,13 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 
 	sctx, cancel := context.WithCancel(ctx)
 	scriptErr := make(chan error, 1)
-	go func() { scriptErr <- e.script(sctx) }()
+	go func() {
+		if f.script == nil {
+			scriptErr <- nil
+			return
+		}
+		scriptErr <- f.script(sctx, e)
+	}()
 	werr := e.crew.wait(ctx, bar)
 	cancel()
 	serr := <-scriptErr
@@ -172,67 +199,4 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 	}
 	r.score(h, e.log.record(), e.crew.stats())
 	return nil
-}
-
-// workerConfig is worker w's configuration for sc on cluster c.
-func workerConfig(sc Scenario, c *cluster, dsn string, seed uint64, w int) WorkerConfig {
-	cfg := WorkerConfig{
-		ID: w, DSN: dsn, Key: counterKey, Fencing: sc.Fencing,
-		TTLms: int(sc.TTL.Milliseconds()), WorkMs: int(sc.Work.Milliseconds()),
-		NodeMs: max(30, int(sc.TTL.Milliseconds()*15/100)), LockMs: 10_000,
-		Sections: sc.Sections, NoQuar: !sc.Quarantine(),
-		StallRate: sc.StallRate, StallMin: int(sc.StallMin.Milliseconds()), StallMax: int(sc.StallMax.Milliseconds()),
-		Seed: seed, PollMs: int(sc.Poll.Milliseconds()),
-	}
-	if sc.Topology != Redlock5 {
-		cfg.NodeMs = 100 // one node: a timeout only costs availability
-	}
-	for n := range c.lockN {
-		cfg.Nodes = append(cfg.Nodes, c.nodes[n].Addr())
-		cfg.Dial = append(cfg.Dial, c.prox[w][n].Addr())
-	}
-	per := sc.Work + 25*time.Millisecond + time.Duration(sc.StallRate*float64(sc.StallMax))
-	cfg.BudgetMs = int(max(90*time.Second, 3*time.Duration(sc.Sections*sc.Workers)*per).Milliseconds())
-	switch {
-	case sc.Fault == "kill-3":
-		cfg.LockMs, cfg.MaxFail = 400, 2
-	case engineered(sc.Fault):
-		if w == 0 {
-			cfg.Gates = []Gate{GateLocked, GateRead}
-		} else {
-			cfg.Gates = []Gate{GateStart}
-		}
-		cfg.GateUntil = 1
-	case sc.Fault == "worker-freeze":
-		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
-		if w == 0 {
-			cfg.Gates = []Gate{GateRead}
-		}
-	case sc.Fault == "worker-crash":
-		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
-		if w == 0 {
-			cfg.Gates = []Gate{GateLocked}
-		}
-	case sc.Fault == "renewal-hang":
-		cfg.HoldMs = int(holdCap.Milliseconds())
-		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
-		if w == 0 {
-			cfg.Gates = []Gate{GateRead}
-		}
-	case sc.Fault == "freeze-acquire" && w == 0:
-		cfg.Gates, cfg.GateUntil = []Gate{GateStart}, 1
-	}
-	return cfg
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
