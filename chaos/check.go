@@ -21,7 +21,7 @@ type Section struct {
 	Release  int64 // Release returned
 	ReadAt   int64 // the read of the counter was sent (0: no read)
 	Read     int64 // the counter value the section read
-	Outcome  string
+	Outcome  Outcome
 }
 
 // valid is the part of the section during which its lease was valid: the
@@ -78,7 +78,7 @@ func overlapPairs(ss []Section, span func(Section) (int64, int64)) int {
 // counts as afterwards when it was sent after the late write returned.
 func LateWrites(ss []Section) (accepted, overwritten int) {
 	for i, s := range ss {
-		if s.Outcome != "ok" || s.End <= s.Deadline {
+		if s.Outcome != OutcomeOK || s.End <= s.Deadline {
 			continue
 		}
 		accepted++
@@ -106,7 +106,7 @@ func ReadWriteShare(ss []Section) float64 {
 	var from, to, busy int64
 	seen := false
 	for _, s := range ss {
-		if s.Outcome != "ok" || s.ReadAt == 0 {
+		if s.Outcome != OutcomeOK || s.ReadAt == 0 {
 			continue
 		}
 		if !seen || s.Got < from {

@@ -8,7 +8,7 @@ import (
 
 func TestChaosCheckers(t *testing.T) {
 	sec := func(w int, got, end, deadline int64) Section {
-		return Section{Worker: w, Call: got - 1, Got: got, End: end, Deadline: deadline, Release: end + 1, Outcome: "ok"}
+		return Section{Worker: w, Call: got - 1, Got: got, End: end, Deadline: deadline, Release: end + 1, Outcome: OutcomeOK}
 	}
 	for _, tc := range []struct {
 		name            string
@@ -47,7 +47,7 @@ func TestChaosCheckers(t *testing.T) {
 // window is not, because that holder's write replaces it.
 func TestChaosLateWrites(t *testing.T) {
 	sec := func(w int, got, end, deadline, read int64) Section {
-		return Section{Worker: w, Got: got, ReadAt: got + 1, End: end, Deadline: deadline, Read: read, Outcome: "ok"}
+		return Section{Worker: w, Got: got, ReadAt: got + 1, End: end, Deadline: deadline, Read: read, Outcome: OutcomeOK}
 	}
 	ss := []Section{
 		sec(0, 0, 300, 200, 0),   // late: read 0, wrote 1 at 300
@@ -72,7 +72,7 @@ func TestChaosLateWrites(t *testing.T) {
 	if got := ReadWriteShare(nil); got != 0 {
 		t.Errorf("ReadWriteShare(nil) = %v, want 0", got)
 	}
-	ss[4].Outcome = "rejected"
+	ss[4].Outcome = OutcomeRejected
 	if acc, over := LateWrites(ss); acc != 1 || over != 0 {
 		t.Errorf("with the second late write rejected: %d accepted, %d overwritten; want 1 and 0", acc, over)
 	}

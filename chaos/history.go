@@ -1,43 +1,65 @@
 package chaos
 
 import (
-	"encoding/csv"
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// writeHistory writes a run's sections to dir as CSV, named after the
-// scenario and its seed so that a rerun with the same seed overwrites it.
-func writeHistory(dir string, sc Scenario, seed uint64, ss []Section) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("chaos: history: %w", err)
-	}
-	name := strings.NewReplacer("/", "_", "#", "_", "%", "pct", "+", "-").Replace(sc.Name())
-	path := filepath.Join(dir, fmt.Sprintf("%s_%d.csv", name, seed))
-	f, err := os.Create(path)
+// history is what a run left in its database: every critical section the
+// workers recorded, the counter's final value, and the tokens of the
+// writes the counter accepted, in commit order.
+type history struct {
+	sections []Section // by the time the lock was granted
+	final    int64
+	tokens   []uint64
+}
+
+// readHistory reads a finished run's history from the database at dsn.
+func readHistory(ctx context.Context, dsn string) (*history, error) {
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("chaos: history: %w", err)
+		return nil, fmt.Errorf("chaos: read the history: %w", err)
 	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"worker", "token", "call_ns", "got_ns", "deadline_ns", "end_ns", "release_ns", "read_ns", "read", "outcome"})
-	for _, s := range ss {
-		_ = w.Write([]string{
-			strconv.Itoa(s.Worker), strconv.FormatUint(s.Token, 10),
-			strconv.FormatInt(s.Call, 10), strconv.FormatInt(s.Got, 10), strconv.FormatInt(s.Deadline, 10),
-			strconv.FormatInt(s.End, 10), strconv.FormatInt(s.Release, 10), strconv.FormatInt(s.ReadAt, 10), strconv.FormatInt(s.Read, 10),
-			s.Outcome,
-		})
+	defer conn.Close(context.WithoutCancel(ctx))
+	h := &history{}
+	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome FROM sections ORDER BY got_ns`)
+	if err != nil {
+		return nil, err
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return fmt.Errorf("chaos: history: %w", err)
+	for rows.Next() {
+		var s Section
+		var tok int64
+		var outcome string
+		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome); err != nil {
+			return nil, err
+		}
+		s.Token = uint64(tok)
+		if s.Outcome, err = parseOutcome(outcome); err != nil {
+			return nil, err
+		}
+		h.sections = append(h.sections, s)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("chaos: history: %w", err)
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
-	return nil
+	if err := conn.QueryRow(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&h.final); err != nil {
+		return nil, err
+	}
+	trows, err := conn.Query(ctx, `SELECT token FROM writes ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	for trows.Next() {
+		var t int64
+		if err := trows.Scan(&t); err != nil {
+			return nil, err
+		}
+		h.tokens = append(h.tokens, uint64(t))
+	}
+	if err := trows.Err(); err != nil {
+		return nil, err
+	}
+	return h, nil
 }

@@ -32,12 +32,6 @@ type proc struct {
 	killed bool
 }
 
-type gateEvent struct {
-	name    string
-	attempt int
-	token   uint64
-}
-
 // startWorker starts a worker process with cfg.
 func startWorker(newCmd func() (*exec.Cmd, error), cfg WorkerConfig) (*proc, error) {
 	cmd, err := newCmd()
@@ -85,42 +79,34 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 }
 
 func (p *proc) line(s string) {
-	kind, rest, _ := strings.Cut(s, " ")
-	switch kind {
-	case "gate":
-		var ev gateEvent
-		if _, err := fmt.Sscanf(rest, "%s %d %d", &ev.name, &ev.attempt, &ev.token); err == nil {
-			p.gates <- ev
-		}
-	case "done":
-		var n int64
-		if _, err := fmt.Sscanf(rest, "%d", &n); err == nil {
-			p.done.Store(n)
-		}
-	case "stats":
-		var st WorkerStats
-		if json.Unmarshal([]byte(rest), &st) == nil {
-			p.mu.Lock()
-			p.stats = &st
-			p.mu.Unlock()
-		}
+	m, ok := parseMessage(s)
+	switch {
+	case !ok:
+	case m.gate != nil:
+		p.gates <- *m.gate
+	case m.done != nil:
+		p.done.Store(*m.done)
+	case m.stats != nil:
+		p.mu.Lock()
+		p.stats = m.stats
+		p.mu.Unlock()
 	}
 }
 
-// waitGate waits for the worker to stop at the named gate.
-func (p *proc) waitGate(ctx context.Context, name string, timeout time.Duration) (gateEvent, error) {
+// waitGate waits for the worker to stop at gate g.
+func (p *proc) waitGate(ctx context.Context, g Gate, timeout time.Duration) (gateEvent, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case ev := <-p.gates:
-		if ev.name != name {
-			return ev, fmt.Errorf("chaos: worker %d stopped at gate %q, expected %q", p.id, ev.name, name)
+		if ev.gate != g {
+			return ev, fmt.Errorf("chaos: worker %d stopped at gate %q, expected %q", p.id, ev.gate, g)
 		}
 		return ev, nil
 	case <-p.exited:
-		return gateEvent{}, fmt.Errorf("chaos: worker %d exited before gate %q: %s", p.id, name, p.errTail())
+		return gateEvent{}, fmt.Errorf("chaos: worker %d exited before gate %q: %s", p.id, g, p.errTail())
 	case <-t.C:
-		return gateEvent{}, fmt.Errorf("chaos: worker %d did not reach gate %q within %v", p.id, name, timeout)
+		return gateEvent{}, fmt.Errorf("chaos: worker %d did not reach gate %q within %v", p.id, g, timeout)
 	case <-ctx.Done():
 		return gateEvent{}, ctx.Err()
 	}

@@ -74,7 +74,7 @@ func compare(runs []Result) []Comparison {
 func compareRate(runs []Result, p publishedRow, poll int64) (Comparison, bool) {
 	var lost []int64
 	for _, r := range runs {
-		if r.Topology == Single && r.Fault == "stall" && r.Fencing == "none" && r.StallRate == p.rate && r.PollMs == poll &&
+		if r.Topology == Single && r.Fault == stallFault && r.Fencing == "none" && r.StallRate == p.rate && r.PollMs == poll &&
 			r.Workers == 8 && r.Accepted >= 10_000 && r.WorkMs == 5 && r.TTLms == quickTTL.Milliseconds() {
 			lost = append(lost, r.LostUpdates)
 		}

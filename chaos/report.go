@@ -160,7 +160,7 @@ func stallSummary(rep *Report) []stallRow {
 	late := map[key][2]int{}
 	share := map[key][]float64{}
 	for _, r := range rep.Runs {
-		if r.Fault != "stall" {
+		if r.Fault != stallFault {
 			continue
 		}
 		k := key{r.StallRate, r.WorkMs, r.Fencing, r.PollMs}

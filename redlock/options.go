@@ -46,6 +46,7 @@ const (
 	DefaultCleanupTimeout = 2 * time.Second      // bound on releasing after a failure
 	DefaultMaxTTL         = time.Minute          // longest ttl; also the restart quarantine
 	DefaultProbeTimeout   = time.Second          // New's duplicate-node check
+	DefaultDriftFactor    = drift.DefaultFactor  // clock-rate error allowed for (WithDriftFactor)
 )
 
 func defaults() config {
@@ -146,10 +147,13 @@ func WithCleanupTimeout(d time.Duration) Option {
 	})
 }
 
-// WithMaxTTL sets the longest ttl Lock, TryLock, Do and Extend accept. It
-// is also the length of the restart quarantine: a node that lost its data
-// does not vote until MaxTTL plus drift has passed, so it cannot grant a
-// lock that it forgot and that may still be live. Default 1 minute.
+// WithMaxTTL sets the longest ttl Lock, TryLock, Do and Extend accept: a
+// whole number of milliseconds, at most MaxMaxTTL. It is also the length
+// of the restart quarantine: a node that lost its data does not vote until
+// MaxTTL plus drift has passed, so it cannot grant a lock that it forgot
+// and that may still be live. It is a setting of the deployment, kept on
+// its nodes: every client of the nodes must use the same value (and drift
+// factor), or the nodes refuse it (ErrConfigMismatch). Default 1 minute.
 func WithMaxTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -1,0 +1,64 @@
+package chaos
+
+import (
+	"context"
+	"time"
+)
+
+// holdCap is the WithMaxHold of the renewal-hang runs: three TTLs, so
+// that waiting for it is clearly renewal at work and not one TTL.
+const holdCap = 3 * quickTTL
+
+func init() {
+	register(&fault{
+		name:       "renewal-hang",
+		rank:       160,
+		doc:        "the holder's section hangs while Do keeps extending its lease, until the hold cap (WithMaxHold) stops it",
+		topologies: []string{Redlock5},
+		runs: map[string][]Scenario{
+			"smoke": {newRun(Redlock5, "none", 3, 6, hang(Expect{}))},
+			"quick": {
+				newRun(Redlock5, "none", 3, 10, hang(Expect{Lost: Positive})),
+				newRun(Redlock5, "claim-first", 3, 10, hang(Expect{Lost: Zero, Rejection: true})),
+			},
+		},
+		worker: func(w int, cfg *WorkerConfig) {
+			cfg.HoldMs = int(holdCap.Milliseconds()) // every worker runs its sections under Do
+			hangGates(w, cfg)
+		},
+		script: renewalHang,
+	})
+}
+
+// hangGates stop the holder after its read and the others before they
+// try, on their first attempt.
+var hangGates = gated([]Gate{GateRead}, []Gate{GateStart})
+
+// hang adds what every renewal-hang run must show to e: no two valid
+// leases, and the others blocked past one TTL (renewal kept the hung
+// holder's lease) but not much past the hold cap plus one TTL.
+func hang(e Expect) Expect {
+	e.Overlaps, e.MinBlock, e.MaxBlock = Zero, holdCap, holdCap+quickTTL+300*time.Millisecond
+	return e
+}
+
+// renewalHang holds the holder's section between its read and its write
+// (the process runs on: its Do keeps extending the lease) and measures how
+// long the others wait. The hold cap ends the lease; once the others have
+// done a few sections, the hung section resumes and writes on its stale
+// read.
+func renewalHang(ctx context.Context, e *env) error {
+	t0, err := blockOthers(ctx, e, GateRead, func() error { return nil }, "while the holder hung")
+	if err != nil {
+		return err
+	}
+	for e.crew.done() < 3 && time.Since(t0) < 10*time.Second {
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	e.log.note("holder's section hung after its read for %v with Do extending its lease (TTL %v, hold cap %v); the first other section finished %v after the others started trying",
+		time.Since(t0).Round(time.Millisecond), e.sc.TTL, holdCap, e.log.blockedFor().Round(time.Millisecond))
+	e.log.mark(false)
+	return e.crew.holder().answer()
+}

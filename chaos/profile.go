@@ -1,0 +1,132 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Profile is a named list of runs.
+type Profile struct {
+	Name string
+	Runs []Scenario
+}
+
+// Profiles lists the profile names. A profile's runs are those its name
+// gets in each registered fault, in the faults' rank order.
+var Profiles = []string{"smoke", "quick", "full"}
+
+// LookupProfile returns a profile by name.
+func LookupProfile(name string) (Profile, error) {
+	if !slices.Contains(Profiles, name) {
+		return Profile{}, fmt.Errorf("chaos: unknown profile %q (want one of %s)", name, strings.Join(Profiles, ", "))
+	}
+	p := Profile{Name: name}
+	for _, f := range faults.ordered {
+		p.Runs = append(p.Runs, f.runs[name]...)
+	}
+	return p, nil
+}
+
+// What the free-running runs use unless a fault says otherwise.
+const (
+	quickTTL  = 200 * time.Millisecond
+	quickWork = 5 * time.Millisecond
+)
+
+// The expectations many faults share.
+var (
+	// expectSafe: no two valid leases, and locks were still granted while
+	// the fault was on.
+	expectSafe = Expect{Overlaps: Zero, Granted: true}
+	// expectUnsafe: the fault let two valid leases coexist.
+	expectUnsafe = Expect{Overlaps: Positive}
+)
+
+// newRun is a free-running run of the fault that declares it (register
+// fills in the fault): workers take the lock in a loop while the fault
+// strikes.
+func newRun(topo, mode string, workers, sections int, e Expect) Scenario {
+	return Scenario{Topology: topo, Fencing: mode, Workers: workers, Sections: sections,
+		TTL: quickTTL, Work: quickWork, Expect: e}
+}
+
+// Filter keeps the runs whose topology, fault and fencing mode are in the
+// given lists (an empty list keeps all). Unknown names are an error.
+func (p Profile) Filter(topologies, faults, modes []string) (Profile, error) {
+	for _, t := range topologies {
+		if !slices.Contains(Topologies, t) {
+			return p, fmt.Errorf("chaos: unknown topology %q (want one of %s)", t, strings.Join(Topologies, ", "))
+		}
+	}
+	for _, f := range faults {
+		if lookupFault(f) == nil {
+			return p, fmt.Errorf("chaos: unknown fault %q (want one of %s)", f, strings.Join(FaultNames(), ", "))
+		}
+	}
+	for _, m := range modes {
+		if !slices.Contains(FencingModes, m) {
+			return p, fmt.Errorf("chaos: unknown fencing mode %q (want one of %s)", m, strings.Join(FencingModes, ", "))
+		}
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		if (len(topologies) == 0 || slices.Contains(topologies, s.Topology)) &&
+			(len(faults) == 0 || slices.Contains(faults, s.Fault)) &&
+			(len(modes) == 0 || slices.Contains(modes, s.Fencing)) {
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: profile %s has no run matching the filters", p.Name)
+	}
+	return out, nil
+}
+
+// Polling keeps the runs whose fault allows it (the stall runs) and makes
+// their waiters poll: TryLock, and after a refusal sleep every and try
+// again, as simple clients do (redis-py's Lock sleeps 100 ms by default),
+// instead of Lock's wait for the release notice or the holder's expiry.
+// every == 0 leaves p as it is.
+func (p Profile) Polling(every time.Duration) (Profile, error) {
+	if every == 0 {
+		return p, nil
+	}
+	if every < time.Millisecond || every > time.Second {
+		return p, fmt.Errorf("chaos: poll interval %v out of range (1ms to 1s)", every)
+	}
+	if every%time.Millisecond != 0 {
+		// Workers take it in whole milliseconds; say so rather than round.
+		return p, fmt.Errorf("chaos: poll interval %v is not a whole number of milliseconds", every)
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		if f := lookupFault(s.Fault); f != nil && f.pollable {
+			s.Poll = every
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: polling applies to the stall runs, and the selected runs of profile %s have none", p.Name)
+	}
+	return out, nil
+}
+
+// Named keeps the runs whose name (Scenario.Name, as the table and the
+// JSON report print it) contains sub. An empty sub keeps every run.
+func (p Profile) Named(sub string) (Profile, error) {
+	if sub == "" {
+		return p, nil
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		if strings.Contains(s.Name(), sub) {
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: profile %s has no run whose name contains %q", p.Name, sub)
+	}
+	return out, nil
+}

@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// score fills in the measures of r from the run's history, what its fault
+// recorded, and the workers' final statistics (nil for a worker that
+// left none, such as a crashed one).
+func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
+	ss := h.sections
+	r.Final = h.final
+	r.Sections = len(ss)
+	r.Error, r.ErrorLatencyMs, r.Schedule = f.errText, f.errLat.Milliseconds(), f.schedule
+	r.BlockedMs = f.blocked.Milliseconds()
+	var late []string
+	for _, s := range ss {
+		switch s.Outcome {
+		case OutcomeOK:
+			r.Accepted++
+		case OutcomeRejected:
+			r.Rejected++
+		}
+		if s.End > s.Deadline {
+			r.LateSections++
+			late = append(late, fmt.Sprintf("worker %d: section of %v on a lease valid for %v (lock call %v, token %d, %s)",
+				s.Worker, ms(s.End-s.Got), ms(s.Deadline-s.Got), ms(s.Got-s.Call), s.Token, s.Outcome))
+		}
+		if f.from == 0 || (s.Got >= f.from && s.Got <= f.to) {
+			r.DuringFault++
+		}
+	}
+	if len(late) > 5 {
+		late = append(late[:5], fmt.Sprintf("and %d more", len(late)-5))
+	}
+	r.Late = late
+	r.Expected = int64(r.Accepted)
+	r.LostUpdates = r.Expected - r.Final
+	r.Overlaps = Overlaps(ss)
+	r.StaleOverlaps = StaleOverlaps(ss)
+	r.LateWrites, r.LateOverwritten = LateWrites(ss)
+	r.ReadWriteShare = math.Round(ReadWriteShare(ss)*1000) / 1000
+	r.TokenInversions = TokenInversions(h.tokens)
+	r.Linearizable = Linearizable(ss, 20*time.Second)
+	for _, st := range stats {
+		if st == nil {
+			continue
+		}
+		r.LockFailures += st.Failures
+		r.Polls += st.Polls
+		if r.Error == "" && st.LastError != "" && st.Accepted == 0 {
+			r.Error = st.LastError
+		}
+	}
+}
+
+func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }

@@ -1,0 +1,128 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Topology names, as the report and --topology spell them.
+const (
+	Single        = "single"         // one primary
+	SingleReplica = "single+replica" // a primary and an asynchronous replica that a failover promotes
+	Redlock5      = "redlock-5"      // five independent primaries
+)
+
+// topology is one way to deploy the lock service: how its servers start,
+// which of them a client locks on (its nodes), and the client settings
+// that follow from that.
+//
+// Every topology so far is Redis, and workers lock on its nodes with a
+// redlock client (worker_lock.go). A topology that locks another way
+// (PostgreSQL advisory locks, etcd) also needs the worker to build a
+// different client from its WorkerConfig; that hook belongs here, beside
+// start, when the first such topology arrives.
+type topology struct {
+	name string
+	doc  string
+	// lockNodes is how many servers a client locks on. A fault's node
+	// settings come one per lock node.
+	lockNodes int
+	// quarantine says whether clients keep restarted nodes out. It is off
+	// where no peer can remember a node (one node; see docs/chaos.md).
+	quarantine bool
+	// nodeTimeout is a client's per-node timeout for leases of ttl.
+	nodeTimeout func(ttl time.Duration) time.Duration
+	// start starts the servers, the lock nodes first, one per spec.
+	start func(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error
+	// ready waits, after the warm-up lock, until the deployment is in the
+	// state the faults assume (nil: it is as soon as a lock was granted).
+	ready func(ctx context.Context, c *cluster) error
+}
+
+var topologies = []*topology{
+	{name: Single, doc: "one primary", lockNodes: 1, nodeTimeout: oneNodeTimeout, start: startPrimaries},
+	{name: SingleReplica, doc: "a primary and an asynchronous replica that a failover promotes", lockNodes: 1,
+		nodeTimeout: oneNodeTimeout, start: startWithReplica, ready: replicaCaughtUp},
+	{name: Redlock5, doc: "five independent primaries", lockNodes: 5, quarantine: true,
+		nodeTimeout: quorumNodeTimeout, start: startPrimaries},
+}
+
+// Topologies lists the topology names in report order.
+var Topologies = topologyNames()
+
+func topologyNames() []string {
+	names := make([]string, len(topologies))
+	for i, t := range topologies {
+		names[i] = t.name
+	}
+	return names
+}
+
+// lookupTopology returns the topology called name, or nil.
+func lookupTopology(name string) *topology {
+	for _, t := range topologies {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// oneNodeTimeout: with one node, a timeout only costs availability.
+func oneNodeTimeout(time.Duration) time.Duration { return 100 * time.Millisecond }
+
+// quorumNodeTimeout is 15% of the TTL, at least 30 ms: a slow node must
+// not eat the validity the quorum's answer leaves.
+func quorumNodeTimeout(ttl time.Duration) time.Duration {
+	return time.Duration(max(30, ttl.Milliseconds()*15/100)) * time.Millisecond
+}
+
+// startPrimaries starts one independent primary per spec, concurrently.
+func startPrimaries(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error {
+	c.nodes = make([]RedisNode, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Go(func() { c.nodes[i], errs[i] = b.StartRedis(ctx, specs[i]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startWithReplica starts the primary, then a replica of it behind a
+// proxy. The replication link runs through the proxy so that the failover
+// fault can hold it back (a stopped replica process would not do: its
+// kernel keeps accepting the stream, and it applies the buffered writes
+// as soon as it runs again).
+func startWithReplica(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error {
+	if err := startPrimaries(ctx, c, b, specs); err != nil {
+		return err
+	}
+	rp, err := NewProxy(c.nodes[0].Addr())
+	if err != nil {
+		return err
+	}
+	c.repl = rp
+	rep, err := b.StartRedis(ctx, RedisSpec{ReplicaOf: rp.Addr()})
+	if err != nil {
+		return err
+	}
+	c.nodes = append(c.nodes, rep)
+	return nil
+}
+
+// replicaCaughtUp waits until the replica has acknowledged every write so
+// far; a replica that has just started may not be connected yet.
+func replicaCaughtUp(ctx context.Context, c *cluster) error {
+	rc := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr(), MaxRetries: -1, ReadTimeout: 15 * time.Second})
+	defer rc.Close()
+	if n, err := rc.Do(ctx, "WAIT", 1, 8000).Int64(); err != nil || n < 1 {
+		return fmt.Errorf("chaos: the replica did not catch up (WAIT: %d, %v)", n, err)
+	}
+	return nil
+}

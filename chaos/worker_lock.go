@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// newLockClient is the worker's redlock client over its proxies to the
+// nodes (each node keeps its own address as its identity), with the
+// options the run asks for. release closes it and its connections.
+func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err error) {
+	ttl := time.Duration(cfg.TTLms) * time.Millisecond
+	clients := make([]redis.UniversalClient, len(cfg.Nodes))
+	for i := range cfg.Nodes {
+		dial := cfg.Dial[i]
+		clients[i] = redis.NewClient(&redis.Options{
+			Addr: cfg.Nodes[i],
+			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, dial)
+			},
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+			DialTimeout:           500 * time.Millisecond,
+			ReadTimeout:           time.Second,
+			WriteTimeout:          time.Second,
+			PoolSize:              4,
+			PoolTimeout:           time.Second,
+		})
+	}
+	closeClients := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	opts := []redlock.Option{redlock.WithMaxTTL(ttl)}
+	if cfg.Fencing != "none" {
+		opts = append(opts, redlock.WithFencing())
+	}
+	if cfg.NodeMs > 0 {
+		opts = append(opts, redlock.WithNodeTimeout(time.Duration(cfg.NodeMs)*time.Millisecond))
+	}
+	if cfg.NoQuar {
+		opts = append(opts, redlock.WithoutRestartQuarantine())
+	}
+	if cfg.HoldMs > 0 {
+		opts = append(opts, redlock.WithMaxHold(time.Duration(cfg.HoldMs)*time.Millisecond))
+	}
+	lc, err = redlock.New(clients, opts...)
+	if err != nil {
+		closeClients()
+		return nil, nil, fmt.Errorf("chaos worker: %w", err)
+	}
+	return lc, func() { lc.Close(); closeClients() }, nil
+}
+
+// attempt takes the lock and runs one section under it. With a hold cap
+// the section runs under Do, which keeps the lease extended up to the
+// cap; otherwise under a plain lease released afterwards.
+func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (Outcome, error) {
+	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
+	lctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.LockMs)*time.Millisecond)
+	defer cancel()
+	if w.cfg.HoldMs > 0 {
+		// The section ignores the context Do cancels when the lease
+		// ends: a hung worker does not look at it either.
+		var outcome Outcome
+		var serr error
+		err := lc.Do(lctx, w.cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
+			outcome, serr = w.section(ctx, lease, s)
+			return serr
+		})
+		s.releaseNs = wallNs()
+		if outcome != outcomeNotLocked {
+			err = serr // a lost lease is what the scenario is about, not an error
+		}
+		return outcome, err
+	}
+	lease, err := w.lock(lctx, lc, ttl)
+	if err != nil {
+		return outcomeNotLocked, err
+	}
+	outcome, err := w.section(ctx, lease, s)
+	_ = lease.Release(context.WithoutCancel(ctx))
+	s.releaseNs = wallNs()
+	return outcome, err
+}
+
+// lock takes the lock with Lock, or, when the worker polls, with TryLock
+// and a fixed sleep after each refusal, as a client without release
+// notices or a view of the holder's expiry does.
+func (w *worker) lock(ctx context.Context, lc *redlock.Client, ttl time.Duration) (*redlock.Lease, error) {
+	if w.cfg.PollMs <= 0 {
+		return lc.Lock(ctx, w.cfg.Key, ttl)
+	}
+	for {
+		lease, err := lc.TryLock(ctx, w.cfg.Key, ttl)
+		if err == nil || !errors.Is(err, redlock.ErrNotObtained) {
+			return lease, err
+		}
+		w.polls++
+		t := time.NewTimer(time.Duration(w.cfg.PollMs) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/quorumlock/quorumlock/fencing"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// section is what a worker records about one critical section.
+type section struct {
+	attempt                          int
+	token                            uint64
+	callNs, gotNs, deadlineNs, endNs int64
+	releaseNs                        int64
+	readNs, read                     int64
+	outcome                          Outcome
+}
+
+func wallNs() int64 { return time.Now().UnixNano() }
+
+// section is one critical section on lease: the "locked" gate, then the
+// body. Its deadline is read at the end, so that extensions count.
+func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
+	s.gotNs = wallNs()
+	s.token = lease.FencingToken()
+	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
+		return outcomeStopped, err
+	}
+	outcome, err := w.body(ctx, lease, s)
+	s.endNs = wallNs()
+	s.deadlineNs = s.endNs + int64(time.Until(lease.Deadline()))
+	return outcome, err
+}
+
+// gate waits for the coordinator when gate g is on for attempt.
+func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) error {
+	if attempt >= w.cfg.GateUntil {
+		return nil
+	}
+	for _, on := range w.cfg.Gates {
+		if on == g {
+			writeGate(w.out, gateEvent{gate: g, attempt: attempt, token: token})
+			if !w.in.Scan() {
+				return errors.New("coordinator closed stdin")
+			}
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// work is the time spent between read and write: the configured work,
+// and now and then a stall.
+func (w *worker) work(ctx context.Context) {
+	d := time.Duration(w.cfg.WorkMs) * time.Millisecond
+	if w.cfg.StallRate > 0 && w.rng.Float64() < w.cfg.StallRate {
+		lo, hi := w.cfg.StallMin, w.cfg.StallMax
+		ms := lo
+		if hi > lo {
+			ms += w.rng.IntN(hi - lo + 1)
+		}
+		d += time.Duration(ms) * time.Millisecond
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// readCounter reads the counter into s, noting when the read was sent.
+func readCounter(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, s *section) error {
+	s.readNs = wallNs()
+	return q.QueryRow(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&s.read)
+}
+
+// body is one critical section in the worker's fencing mode. The database
+// calls deliberately carry no deadline from the lease: the point is to see
+// what a holder that outlived its lease does to the data.
+func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
+	tok := int64(lease.FencingToken())
+	switch w.cfg.Fencing {
+	case "none":
+		if err := readCounter(ctx, w.pool, s); err != nil {
+			return OutcomeError, err
+		}
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
+		}
+		w.work(ctx)
+		if _, err := w.pool.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = 1`, s.read+1, tok); err != nil {
+			return OutcomeError, err
+		}
+		return OutcomeOK, nil
+	case "write-only":
+		if err := readCounter(ctx, w.pool, s); err != nil {
+			return OutcomeError, err
+		}
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
+		}
+		w.work(ctx)
+		return verdictOf(w.guard.Write(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
+	case "claim-first":
+		if err := w.guard.Claim(ctx, w.pool, 1, lease); err != nil {
+			return verdictOf(err)
+		}
+		if err := readCounter(ctx, w.pool, s); err != nil {
+			return OutcomeError, err
+		}
+		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			return OutcomeError, err
+		}
+		w.work(ctx)
+		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
+	default: // fence-table
+		return verdictOf(w.ft.InTx(ctx, w.pool, "counter", lease, func(ctx context.Context, tx pgx.Tx) error {
+			if err := readCounter(ctx, tx, s); err != nil {
+				return err
+			}
+			if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+				return err
+			}
+			w.work(ctx)
+			_, err := tx.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = 1`, s.read+1, tok)
+			return err
+		}))
+	}
+}
+
+func verdictOf(err error) (Outcome, error) {
+	switch {
+	case err == nil:
+		return OutcomeOK, nil
+	case errors.Is(err, fencing.ErrStaleToken):
+		return OutcomeRejected, err
+	default:
+		return OutcomeError, err
+	}
+}
+
+func (w *worker) record(ctx context.Context, s *section) error {
+	_, err := w.pool.Exec(ctx, `INSERT INTO sections
+		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String())
+	return err
+}

@@ -1,0 +1,669 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// Regression tests for the double grants and lifecycle bugs a review found,
+// each on real redis-server processes. Interleavings that need a call to
+// stall at a precise point go through hookScripter, a wrapper around the
+// real client (faults by wrapping, never by patching the library).
+
+// realCluster is n real nodes and a raw client per node.
+type realCluster struct {
+	nodes []*testenv.RedisNode
+	raw   []*redis.Client
+}
+
+func newRealCluster(t *testing.T, n int) *realCluster {
+	t.Helper()
+	nodes := testenv.RedisNodes(t, n)
+	rc := &realCluster{nodes: nodes}
+	for _, nd := range nodes {
+		rc.raw = append(rc.raw, nd.Client(t))
+	}
+	return rc
+}
+
+// client builds a Client over the cluster whose calls to node i go through
+// wrap(i, client) when wrap is not nil, and its own go-redis clients built
+// by mk (nil: default options).
+func (rc *realCluster) client(t *testing.T, wrap func(i int, sc redis.Scripter) redis.Scripter, mk func(addr string) *redis.Client, opts ...Option) *Client {
+	t.Helper()
+	ns := make([]*node, len(rc.nodes))
+	for i, nd := range rc.nodes {
+		var uc *redis.Client
+		if mk != nil {
+			uc = mk(nd.Addr())
+		} else {
+			uc = redis.NewClient(&redis.Options{Addr: nd.Addr()})
+		}
+		t.Cleanup(func() { _ = uc.Close() })
+		var sc redis.Scripter = uc
+		if wrap != nil {
+			sc = wrap(i, uc)
+		}
+		ns[i] = &node{idx: i, name: addrOf(uc, i), sc: sc, uc: uc}
+	}
+	c, err := newClient(ns, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// restartEmpty kills node i with SIGKILL and starts it again without data.
+func (rc *realCluster) restartEmpty(t *testing.T, i int) {
+	t.Helper()
+	require.NoError(t, rc.nodes[i].Kill())
+	require.NoError(t, rc.nodes[i].Restart(context.Background()))
+}
+
+// value reads key on node i ("" when absent).
+func (rc *realCluster) value(t *testing.T, i int, key string) string {
+	t.Helper()
+	v, err := rc.raw[i].Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// hold makes another owner hold key on the given nodes for ttl.
+func (rc *realCluster) hold(t *testing.T, key string, ttl time.Duration, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		require.NoError(t, rc.raw[i].Set(context.Background(), key, "another-owner", ttl).Err())
+	}
+}
+
+func (rc *realCluster) drop(t *testing.T, key string, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		require.NoError(t, rc.raw[i].Del(context.Background(), key).Err())
+	}
+}
+
+// admittedOn reports whether node i carries an admission marker.
+func (rc *realCluster) admittedOn(t *testing.T, i int) bool {
+	t.Helper()
+	n, err := rc.raw[i].Exists(context.Background(), markerKey).Result()
+	require.NoError(t, err)
+	return n == 1
+}
+
+// hookScripter runs every script call through before and after hooks. A
+// hook returning a non-nil *redis.Cmd answers the call instead of the node.
+type hookScripter struct {
+	redis.Scripter
+	before func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd
+	after  func(ctx context.Context, script string, keys []string, args []any, cmd *redis.Cmd)
+}
+
+func (h hookScripter) call(ctx context.Context, sha string, keys []string, args []any, run func() *redis.Cmd) *redis.Cmd {
+	name := scriptsBySHA[sha]
+	if h.before != nil {
+		if cmd := h.before(ctx, name, keys, args); cmd != nil {
+			return cmd
+		}
+	}
+	cmd := run()
+	if h.after != nil {
+		h.after(ctx, name, keys, args, cmd)
+	}
+	return cmd
+}
+
+func (h hookScripter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return h.call(ctx, sha, keys, args, func() *redis.Cmd { return h.Scripter.EvalSha(ctx, sha, keys, args...) })
+}
+
+func (h hookScripter) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return h.call(ctx, redis.NewScript(src).Hash(), keys, args, func() *redis.Cmd { return h.Scripter.Eval(ctx, src, keys, args...) })
+}
+
+// 1. A client stalls between finding a node's quarantine over and running
+// the admit script. Meanwhile another client admits the node, locks on it,
+// and the node is wiped again. The stalled admission must not admit the
+// wiped node: it would then grant a second lock while the first is valid.
+func TestRegressionStalledAdmissionCannotAdmitAWipedNode(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	const maxTTL = 2 * time.Second
+	ctx := context.Background()
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stall := func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 0 {
+			return sc
+		}
+		return hookScripter{Scripter: sc, before: func(_ context.Context, script string, keys []string, args []any) *redis.Cmd {
+			if script != "admit" {
+				return nil
+			}
+			var cmd *redis.Cmd
+			once.Do(func() {
+				// The admission stalls with its request already on the
+				// wire (a paused process, a slow network): it reaches the
+				// node later, whatever the caller's deadline says by then.
+				close(entered)
+				<-release
+				cmd = admitScript.Run(context.Background(), sc, keys, args...)
+				close(done)
+			})
+			return cmd
+		}}
+	}
+	var unstall sync.Once
+	t.Cleanup(func() { unstall.Do(func() { close(release) }) })
+	s := rc.client(t, stall, nil, WithMaxTTL(maxTTL))
+	b := rc.client(t, nil, nil, WithMaxTTL(maxTTL))
+
+	// S finds the new deployment and starts admitting node 0, then stalls
+	// right before its admit script.
+	_, _ = s.TryLock(ctx, "warm", maxTTL)
+	select {
+	case <-entered:
+	case <-time.After(4 * maxTTL):
+		t.Fatal("the admission of node 0 never reached its admit script")
+	}
+
+	// B admits the nodes and locks exactly 0, 1, 2.
+	key := keyAvoiding(t, 3, 4)
+	rc.hold(t, key, time.Minute, 3, 4)
+	lctx, cancel := context.WithTimeout(ctx, 4*maxTTL)
+	defer cancel()
+	l1, err := b.Lock(lctx, key, maxTTL)
+	require.NoError(t, err)
+	require.Equal(t, l1.value, rc.value(t, 0, key))
+
+	// Node 0 is wiped; then S's stalled admission goes on.
+	rc.restartEmpty(t, 0)
+	unstall.Do(func() { close(release) })
+	<-done
+	require.False(t, rc.admittedOn(t, 0), "the stalled admission admitted a node that was wiped after it looked")
+
+	// Nodes 3 and 4 free up: a lock on 0, 3, 4 would be a double grant.
+	rc.drop(t, key, 3, 4)
+	l2, err := s.TryLock(ctx, key, maxTTL)
+	require.True(t, time.Now().Before(l1.Deadline()), "test too slow: the first lease ended before the check")
+	require.ErrorIs(t, err, ErrNotObtained, "double grant: %v and %v", l1, l2)
+}
+
+// 2. Two clients name the same nodes differently (here "tcp" and "tcp4").
+// After a node restarts empty, the second client must still treat it as a
+// node that may have forgotten a live lock.
+func TestRegressionNodeNamedTwoWays(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	const maxTTL = 3 * time.Second
+	ctx := context.Background()
+	network := func(nw string) func(string) *redis.Client {
+		return func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Network: nw, Addr: addr}) }
+	}
+	a := rc.client(t, nil, network("tcp"), WithMaxTTL(maxTTL))
+	b := rc.client(t, nil, network("tcp4"), WithMaxTTL(maxTTL))
+	lctx, cancel := context.WithTimeout(ctx, 4*maxTTL)
+	defer cancel()
+	warm, err := a.Lock(lctx, "warm", maxTTL) // admits the deployment
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx))
+
+	key := keyAvoiding(t, 3, 4)
+	rc.hold(t, key, time.Minute, 3, 4)
+	l1, err := a.TryLock(ctx, key, maxTTL)
+	require.NoError(t, err)
+	rc.restartEmpty(t, 0)
+	rc.drop(t, key, 3, 4)
+	l2, err := b.TryLock(ctx, key, maxTTL)
+	require.True(t, time.Now().Before(l1.Deadline()), "test too slow: the first lease ended before the check")
+	require.ErrorIs(t, err, ErrNotObtained, "double grant under another name for node 0: %v and %v", l1, l2)
+}
+
+// 3. Nodes 0-3 restart one after another while the client that re-admits
+// them cannot reach node 4; then node 4 restarts empty. It must not pass
+// as a node that never granted anything.
+func TestRegressionRollingRestartsKeepTheQuarantine(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	const maxTTL = time.Second
+	ctx := context.Background()
+	cut := func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 4 {
+			return sc
+		}
+		return hookScripter{Scripter: sc, before: func(context.Context, string, []string, []any) *redis.Cmd {
+			return redis.NewCmdResult(nil, errors.New("dial tcp: connection refused"))
+		}}
+	}
+	d := rc.client(t, nil, nil, WithMaxTTL(maxTTL))
+	a := rc.client(t, cut, nil, WithMaxTTL(maxTTL))
+	lctx, cancel := context.WithTimeout(ctx, 4*maxTTL)
+	defer cancel()
+	warm, err := d.Lock(lctx, "warm", maxTTL)
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx))
+	require.Eventually(t, func() bool {
+		for i := range 5 {
+			if !rc.admittedOn(t, i) {
+				return false
+			}
+		}
+		return true
+	}, 4*maxTTL, 10*time.Millisecond)
+
+	for i := range 4 {
+		rc.restartEmpty(t, i)
+		// A uses the lock until the restarted node is back.
+		require.Eventually(t, func() bool {
+			if l, err := a.TryLock(ctx, "roll", maxTTL); err == nil {
+				require.NoError(t, l.Release(ctx))
+			}
+			return rc.admittedOn(t, i)
+		}, 4*maxTTL, 20*time.Millisecond, "node %d not re-admitted", i)
+	}
+
+	key := keyAvoiding(t, 0, 1)
+	rc.hold(t, key, time.Minute, 0, 1)
+	l1, err := d.TryLock(ctx, key, maxTTL)
+	require.NoError(t, err)
+	require.Equal(t, l1.value, rc.value(t, 4, key))
+	rc.restartEmpty(t, 4)
+	rc.drop(t, key, 0, 1)
+	c := rc.client(t, nil, nil, WithMaxTTL(maxTTL))
+	l2, err := c.TryLock(ctx, key, maxTTL)
+	require.True(t, time.Now().Before(l1.Deadline()), "test too slow: the first lease ended before the check")
+	require.ErrorIs(t, err, ErrNotObtained, "double grant through node 4: %v and %v", l1, l2)
+}
+
+// 4. A client built with a shorter max ttl must not end a restarted node's
+// quarantine early while a longer lease of another client is live.
+func TestRegressionShortMaxTTLClientCannotShortenTheQuarantine(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	const long, short = 5 * time.Second, 300 * time.Millisecond
+	ctx := context.Background()
+	a := rc.client(t, nil, nil, WithMaxTTL(long))
+	lctx, cancel := context.WithTimeout(ctx, 4*long)
+	defer cancel()
+	warm, err := a.Lock(lctx, "warm", long)
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx))
+
+	key := keyAvoiding(t, 3, 4)
+	rc.hold(t, key, time.Minute, 3, 4)
+	l1, err := a.TryLock(ctx, key, long)
+	require.NoError(t, err)
+	rc.restartEmpty(t, 0)
+	rc.drop(t, key, 3, 4)
+	b := rc.client(t, nil, nil, WithMaxTTL(short))
+	// B keeps trying for several of its own quarantines.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		l2, err := b.TryLock(ctx, key, short)
+		require.True(t, time.Now().Before(l1.Deadline()), "test too slow: the first lease ended before the check")
+		require.Error(t, err, "double grant by a client with a shorter max ttl: %v and %v", l1, l2)
+		require.Nil(t, l2)
+	}
+}
+
+// 5. A max ttl meant as "no limit" must be refused, not turned into a
+// quarantine that overflows to nothing.
+func TestRegressionHugeMaxTTLIsRefused(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	var ucs []redis.UniversalClient
+	for _, r := range rc.raw {
+		ucs = append(ucs, r)
+	}
+	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 / 2, 300 * 24 * time.Hour} {
+		c, err := New(ucs, WithMaxTTL(d))
+		require.Error(t, err, "max ttl %v accepted", d)
+		require.Nil(t, c)
+	}
+}
+
+// 6. Two Extends of one lease whose replies come back in the other order
+// than their effects: the nodes must never hold less than the lease
+// promises.
+func TestRegressionConcurrentExtends(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	var longRan atomic.Int32
+	replyLong := make(chan struct{})
+	slowLong := func(i int, sc redis.Scripter) redis.Scripter {
+		return hookScripter{Scripter: sc, after: func(_ context.Context, script string, _ []string, args []any, cmd *redis.Cmd) {
+			// Only a call that ran counts (not a NOSCRIPT before the EVAL).
+			if script == "extend" && fmt.Sprint(args[1]) == "10000" && cmd.Err() == nil {
+				longRan.Add(1)
+				<-replyLong // the extend ran on the node; its reply is slow
+			}
+		}}
+	}
+	// The node timeout is long enough for the slow replies to count.
+	c := rc.client(t, slowLong, nil, WithMaxTTL(20*time.Second), WithNodeTimeout(3*time.Second))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+
+	long := make(chan error, 1)
+	go func() { long <- l.Extend(ctx, 10*time.Second) }()
+	require.Eventually(t, func() bool { return longRan.Load() == 5 }, 2*time.Second, time.Millisecond)
+	require.NoError(t, l.Extend(ctx, time.Second)) // lands last, replies first
+	close(replyLong)
+	require.NoError(t, <-long)
+
+	promised := time.Until(l.Deadline())
+	var covered int
+	for i := range 5 {
+		left := rc.raw[i].PTTL(ctx, key).Val()
+		t.Logf("node %d holds the key for %v; the lease promises %v", i, left, promised)
+		if left >= promised-50*time.Millisecond {
+			covered++
+		}
+	}
+	require.GreaterOrEqual(t, covered, 3, "the lease promises %v but a majority of nodes hold less", promised)
+	time.Sleep(1200 * time.Millisecond)
+	other := rc.client(t, nil, nil, WithMaxTTL(20*time.Second))
+	l2, err := other.TryLock(ctx, key, time.Second)
+	select {
+	case <-l.Done():
+		t.Fatal("the lease ended early")
+	default:
+	}
+	require.ErrorIs(t, err, ErrNotObtained, "another client took the lock while the lease was open: %v", l2)
+}
+
+// 7. A panic in Do's fn, recovered by the caller, must stop the renewal,
+// release the lock and free this Client's line for the key.
+func TestRegressionPanicInDoReleases(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	func() {
+		defer func() { require.Equal(t, "boom", recover()) }()
+		_ = c.Do(ctx, key, time.Second, func(context.Context, *Lease) error { panic("boom") })
+	}()
+	for i := range 5 {
+		require.Empty(t, rc.value(t, i, key), "node %d still holds the key after the panic", i)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Lock(lctx, key, time.Second)
+	require.NoError(t, err, "the Client's line for the key stayed blocked")
+	require.Less(t, time.Since(start), time.Second)
+	require.NoError(t, l.Release(ctx))
+}
+
+// gatekeeperOf is the node the removed gatekeeper scheme asked first for
+// key: where a busy or frozen node hurt most.
+func gatekeeperOf(key string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
+// keyAvoiding returns a fresh test key whose former gatekeeper node is not
+// one of busy, so that a test of another item does not trip over that
+// scheme on the code from before it was removed.
+func keyAvoiding(t *testing.T, busy ...int) string {
+	t.Helper()
+	for {
+		k := testenv.Key(t)
+		if !slices.Contains(busy, gatekeeperOf(k, 5)) {
+			return k
+		}
+	}
+}
+
+// contend makes c retry a Lock on key once, as under contention.
+func contend(t *testing.T, c *Client, key string) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := c.TryLock(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = other.Release(ctx)
+	}()
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
+// 8. With two busy nodes, one of them the key's former gatekeeper, three
+// are free: every kind of attempt must win.
+func TestRegressionBusyNodesDoNotRefuseAWinnableAttempt(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	contend(t, c, key)
+	g := gatekeeperOf(key, 5)
+	rc.hold(t, key, 5*time.Second, g, (g+1)%5)
+
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "TryLock refused with 3 of 5 nodes free")
+	require.NoError(t, l.Release(ctx))
+	lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	l, err = c.Lock(lctx, key, time.Second)
+	require.NoError(t, err, "Lock refused with 3 of 5 nodes free")
+	require.NoError(t, l.Release(ctx))
+}
+
+// 9. A frozen node (SIGSTOP) must not hold up an attempt beyond the node
+// timeout, with default go-redis clients that ignore ctx on the socket.
+func TestRegressionFrozenNodeBoundsEveryAttempt(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil, WithNodeTimeout(50*time.Millisecond))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	contend(t, c, key)
+	g := gatekeeperOf(key, 5)
+	require.NoError(t, rc.nodes[g].Pause())
+	t.Cleanup(func() { _ = rc.nodes[g].Resume() })
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Lock(lctx, key, time.Second)
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Less(t, took, time.Second, "an attempt waited %v for a frozen node", took)
+	require.NoError(t, l.Release(ctx))
+}
+
+// 10. With WithRetry(_, 1), a second Lock from the same Client on a held
+// key must fail after its one attempt, as another Client's does.
+func TestRegressionRetryLimitAppliesToTheLocalLine(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil, WithRetry(DefaultRetry, 1))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := c.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Lock(lctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.NoError(t, lctx.Err(), "the second Lock waited until its ctx ended")
+	require.Less(t, time.Since(start), time.Second)
+	require.NoError(t, l.Release(ctx))
+}
+
+// 11. A failed attempt whose call to a node was cancelled after the node
+// had received it (outcome unknown) must not leave the key there: the
+// cleanup's release may reach the node before the acquire does.
+func TestRegressionFailedAttemptLeavesNoKeyWhereTheOutcomeWasUnknown(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	released, landed := make(chan struct{}), make(chan struct{})
+	var relOnce, landOnce sync.Once
+	late := func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 4 {
+			return sc
+		}
+		return hookScripter{Scripter: sc,
+			before: func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd {
+				if script != "acquire" || !isTestKey(keys[0]) {
+					return nil
+				}
+				// The request is on the wire: the client gives up on it,
+				// and it reaches the node only after the cleanup's release.
+				<-ctx.Done()
+				go func() {
+					<-released
+					_ = acquireScript.Run(context.Background(), sc, keys, args...).Err()
+					landOnce.Do(func() { close(landed) })
+				}()
+				return redis.NewCmdResult(nil, ctx.Err())
+			},
+			after: func(_ context.Context, script string, keys []string, _ []any, _ *redis.Cmd) {
+				if script == "release" && isTestKey(keys[0]) {
+					relOnce.Do(func() { close(released) })
+				}
+			}}
+	}
+	c := rc.client(t, late, nil, WithNodeTimeout(300*time.Millisecond))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	rc.hold(t, key, 10*time.Second, 1, 2, 3)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained, "%v", l)
+	select {
+	case <-landed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late acquire never reached node 4")
+	}
+	require.Empty(t, rc.value(t, 4, key), "the late acquire kept the key on node 4 after the attempt was given up")
+}
+
+func isTestKey(k string) bool { return len(k) > 7 && k[:7] == "qltest:" }
+
+// 12. A Lock waiting in this Client's line when Close is called must not
+// get a lease afterwards (it could be neither renewed nor looked after).
+func TestRegressionLockWaitingAtCloseGetsNoLease(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l1, err := c.Lock(ctx, key, 500*time.Millisecond)
+	require.NoError(t, err)
+	type res struct {
+		l   *Lease
+		err error
+	}
+	waiting := make(chan res, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := c.Lock(lctx, key, 500*time.Millisecond)
+		waiting <- res{l, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, c.Close())
+	// The key goes away on the nodes (an operator, or its expiry): when the
+	// first lease's deadline passes, nothing would stop a waiter's attempt.
+	rc.drop(t, key, 0, 1, 2, 3, 4)
+	select {
+	case r := <-waiting:
+		require.Nil(t, r.l, "a Lock got a lease from a closed Client")
+		require.ErrorIs(t, r.err, ErrClosed)
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lock kept waiting after Close")
+	}
+	time.Sleep(time.Until(l1.Deadline()) + 100*time.Millisecond)
+	for i := range 5 {
+		require.Empty(t, rc.value(t, i, key), "node %d holds the key after the Client closed", i)
+	}
+}
+
+// 13. Once a majority granted, the calls to the other nodes must still go
+// out: every reachable node gets the key, so a held lock survives as many
+// node failures as it can.
+func TestRegressionEveryReachableNodeGetsTheKey(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	slowStart := func(i int, sc redis.Scripter) redis.Scripter {
+		if i < 3 {
+			return sc
+		}
+		// Nodes 3 and 4 are reached a little later than the others, as
+		// when their goroutines are scheduled late or a connection is being
+		// dialled: the decision is made before their calls are sent.
+		return hookScripter{Scripter: sc, before: func(ctx context.Context, script string, _ []string, _ []any) *redis.Cmd {
+			if script == "acquire" {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return nil
+		}}
+	}
+	c := rc.client(t, slowStart, nil, WithFencing())
+	require.NoError(t, c.Bootstrap(ctx))
+	for range 5 {
+		key := testenv.Key(t)
+		l, err := c.TryLock(ctx, key, 5*time.Second)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			for i := range 5 {
+				if rc.value(t, i, key) != l.value {
+					return false
+				}
+			}
+			return true
+		}, time.Second, 5*time.Millisecond, "the lock lives on fewer than all five nodes")
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+// Nodes must be independent primaries: a replica is refused with a clear
+// error, not accepted as a vote that can never grant.
+func TestRegressionReplicaIsRefused(t *testing.T) {
+	primary := testenv.Redis(t)
+	replica := testenv.Redis(t, testenv.WithRedisArgs("--replicaof", "127.0.0.1", fmt.Sprint(primary.Port())))
+	other := testenv.RedisNodes(t, 1)[0]
+	ucs := []redis.UniversalClient{primary.Client(t), replica.Client(t), other.Client(t)}
+	c, err := New(ucs)
+	require.ErrorContains(t, err, "is a replica")
+	require.ErrorContains(t, err, "independent primaries")
+	require.Nil(t, c)
+}
+
+// A caller's key can never be one of quorumlock's: locking the key that
+// used to be K's fence, then K with fencing, works; a key in the reserved
+// namespace is refused before any node is contacted.
+func TestRegressionUserKeysCannotCollideWithInternalKeys(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c := rc.client(t, nil, nil, WithFencing())
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	squat, err := c.TryLock(ctx, key+":quorumlock:fence", time.Second)
+	require.NoError(t, err)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "a caller's key broke fenced locking of another key")
+	require.Positive(t, l.FencingToken())
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, squat.Release(ctx))
+	_, err = c.TryLock(ctx, fenceKey(key), time.Second)
+	require.ErrorContains(t, err, "own namespace")
+}
