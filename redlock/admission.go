@@ -82,6 +82,17 @@ func (a *admission) saw(i int) {
 // lost records that node i answered as a node that is not admitted.
 func (a *admission) lost(i int) { a.seen[i].Store(false) }
 
+// seenPeer reports whether this client has seen a node other than i
+// admitted with its settings: evidence that they are the deployment's.
+func (a *admission) seenPeer(i int) bool {
+	for j := range a.seen {
+		if j != i && a.seen[j].Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // unseen lists the nodes this client has not seen admitted.
 func (a *admission) unseen() []int {
 	var out []int
@@ -95,9 +106,10 @@ func (a *admission) unseen() []int {
 
 // admitNow tries once to admit each of nodes, in parallel, within ctx, and
 // starts background loops for nodes that must still serve a quarantine.
-// It reports whether any node was admitted, and the shortest quarantine
-// left among those that were not (0: none or unknown).
-func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Duration) {
+// It reports whether any node was admitted, the shortest quarantine left
+// among those that were not (0: none or unknown), and a *ConfigError when
+// a node showed that this client's settings are not the deployment's.
+func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Duration, error) {
 	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
 		ok, left, err := a.step(ctx, nodes[k])
 		if !ok && err == nil {
@@ -110,8 +122,11 @@ func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Durat
 	})
 	var admitted bool
 	var soonest time.Duration
+	var mismatch error
 	for _, rep := range r.Await(ctx, len(nodes), func(quorum.Reply[time.Duration]) bool { return true }) {
 		switch {
+		case errors.Is(rep.Err, ErrConfigMismatch):
+			mismatch = rep.Err
 		case rep.Err != nil:
 			a.c.cfg.logger.Warn("redlock: node admission failed", "node", nodes[rep.Node], "err", rep.Err)
 		case rep.Val < 0:
@@ -122,7 +137,7 @@ func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Durat
 	}
 	r.Cancel()
 	a.c.spawn(func() { r.Wait() })
-	return admitted, soonest
+	return admitted, soonest, mismatch
 }
 
 // kick starts a background loop that admits node i when its quarantine
@@ -188,8 +203,12 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	c := a.c
 	nd := c.nodes[i]
 	set := c.set
+	replace := "0"
+	if a.seenPeer(i) {
+		replace = "1"
+	}
 	res, err := pendingScript.Run(ctx, nd.sc, []string{markerKey, pendingKey},
-		newValue(), c.settings, micros(set.quarantine()), set.pendingTTL().Milliseconds()).Slice()
+		newValue(), c.settings, micros(set.quarantine()), set.pendingTTL().Milliseconds(), replace).Slice()
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
 	}

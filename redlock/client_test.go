@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/drift"
 )
 
 // newFake builds a Client over n fake nodes of a bootstrapped deployment.
@@ -917,4 +919,94 @@ func TestUnreachableNodes(t *testing.T) {
 		}
 	}
 	require.Len(t, failed, 5, "want every node's cause in %v", err)
+}
+
+// A lease is valid for ttl - drift from the START of the round that
+// granted or extended it: counting from its end would overstate the
+// validity by the round's duration, which is exactly what a slow node or
+// a paused client stretches.
+func TestDeadlinesCountFromTheStartOfTheirRound(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fenced), func(t *testing.T) {
+			opts := []Option{WithNodeTimeout(2 * time.Second)}
+			if fenced {
+				opts = append(opts, WithFencing())
+			}
+			c, fs := newFake(t, 5, opts...)
+			const ttl, slow = 3 * time.Second, 150 * time.Millisecond
+			for _, f := range fs {
+				f.delay.Store(int64(slow))
+			}
+			ctx := context.Background()
+			margin := 50 * time.Millisecond // reading the clock around the call
+			before := time.Now()
+			l, err := c.TryLock(ctx, "k", ttl)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, time.Since(before), slow, "the round was not slow")
+			require.WithinDuration(t, before.Add(ttl-drift.Drift(ttl, c.cfg.factor)), l.Deadline(), margin,
+				"the acquire deadline is not counted from the start of the round")
+
+			before = time.Now()
+			require.NoError(t, l.Extend(ctx, ttl))
+			require.WithinDuration(t, before.Add(ttl-drift.Drift(ttl, c.cfg.factor)), l.Deadline(), margin,
+				"the extend deadline is not counted from the start of its round")
+		})
+	}
+}
+
+// The first admission of a deployment needs every node to answer: with a
+// node down, nothing shows whether it carries other settings, and the
+// deployment waits (Bootstrap, or the node coming back, ends the wait).
+func TestFirstAdmissionNeedsEveryPeer(t *testing.T) {
+	const maxTTL = 100 * time.Millisecond
+	c, fs := newFakeUnadmitted(t, 5, WithMaxTTL(maxTTL))
+	ctx := context.Background()
+	fs[4].setErr(errors.New("connection refused"))
+	_, err := c.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrNodeQuarantined)
+	time.Sleep(3 * maxTTL)
+	for i, f := range fs[:4] {
+		_, ok := f.Get(markerKey)
+		require.False(t, ok, "node %d admitted while a peer could not be asked", i)
+	}
+	fs[4].setErr(nil)
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, "k", maxTTL)
+	require.NoError(t, err, "the deployment was not admitted once every node answered")
+	require.NoError(t, l.Release(ctx))
+}
+
+// A quarantine another client started with other settings blocks the
+// first admission: two fleets configured differently never both admit.
+func TestFirstAdmissionRefusesOtherSettingsInProgress(t *testing.T) {
+	const maxTTL = 100 * time.Millisecond
+	c, fs := newFakeUnadmitted(t, 5, WithMaxTTL(maxTTL))
+	ctx := context.Background()
+	other := settings{nodes: 5, maxTTL: 2 * maxTTL, factor: 0.01}
+	fs[3].mu.Lock()
+	fs[3].hashes[pendingKey] = map[string]string{"id": "x", "stamp": "0", "settings": other.String(), "quarantine": "1"}
+	fs[3].mu.Unlock()
+	_, err := c.TryLock(ctx, "k", maxTTL)
+	require.Error(t, err)
+	time.Sleep(3 * maxTTL)
+	for i, f := range fs {
+		_, ok := f.Get(markerKey)
+		require.False(t, ok, "node %d admitted while node 3 is being admitted with other settings", i)
+	}
+	_, err = c.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+}
+
+func TestQuarantineIsMaxTTLPlusItsDrift(t *testing.T) {
+	q, err := Quarantine(time.Second, 0.01)
+	require.NoError(t, err)
+	require.Equal(t, time.Second+12*time.Millisecond, q)
+	q, err = Quarantine(MaxMaxTTL, 0.5)
+	require.NoError(t, err)
+	require.Equal(t, MaxMaxTTL+MaxMaxTTL/2+2*time.Millisecond, q)
+	_, err = Quarantine(MaxMaxTTL+time.Millisecond, 0.01)
+	require.Error(t, err)
+	_, err = Quarantine(time.Second, 1)
+	require.Error(t, err)
 }

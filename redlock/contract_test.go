@@ -354,13 +354,13 @@ var contractCases = []contractCase{
 
 	// pending.lua
 	{name: "pending/an admitted node returns its marker", script: pendingScript, keys: ctAdmKeys, setup: admitted,
-		args: fixed("id1", ctSettings, ctQuarUs, 60000),
+		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), ctSettings}, slice(t, res, err))
 			require.Empty(t, n.readHash(t, pendingKey))
 		}},
 	{name: "pending/starts a quarantine stamped with the node's clock", script: pendingScript, keys: ctAdmKeys,
-		args: fixed("id1", ctSettings, ctQuarUs, 60000),
+		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 6)
@@ -374,7 +374,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "pending/keeps a quarantine in progress", script: pendingScript, keys: ctAdmKeys,
 		setup: pendingAged("id0", ctOther, time.Second),
-		args:  fixed("id1", ctSettings, ctQuarUs, 60000),
+		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, []any{int64(0), "id0"}, s[:2])
@@ -382,6 +382,23 @@ var contractCases = []contractCase{
 			stamp, _ := strconv.ParseInt(s[2].(string), 10, 64)
 			now, _ := strconv.ParseInt(s[5].(string), 10, 64)
 			require.InDelta(t, time.Second.Microseconds(), now-stamp, 200_000)
+		}},
+
+	{name: "pending/replaces a quarantine with other settings when told to", script: pendingScript, keys: ctAdmKeys,
+		setup: pendingAged("id0", ctOther, time.Second),
+		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, []any{int64(0), "id1"}, s[:2])
+			require.Equal(t, ctSettings, s[3])
+			require.Equal(t, s[2], s[5], "the replacement starts now")
+		}},
+	{name: "pending/keeps a quarantine with the same settings even when told to replace", script: pendingScript, keys: ctAdmKeys,
+		setup: pendingAged("id0", ctSettings, time.Second),
+		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, []any{int64(0), "id0"}, s[:2])
 		}},
 
 	// admit.lua

@@ -246,7 +246,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		now := strconv.FormatInt(f.nowUs(), 10)
 		p := f.hmget(k[1], "id", "stamp", "settings", "quarantine")
-		if p[0] == nil {
+		if p[0] == nil || (a[4] == "1" && p[2] != a[1]) {
 			f.hashes[k[1]] = map[string]string{"id": a[0], "stamp": now, "settings": a[1], "quarantine": a[2]}
 			f.exp[k[1]] = f.now().Add(time.Duration(atoi(a[3])) * time.Millisecond)
 			p = []any{a[0], now, a[1], a[2]}

@@ -40,8 +40,11 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	// The round stopped at its decision, so more nodes than those that
 	// answered may be unadmitted: check every node not yet seen admitted.
 	actx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
-	admitted, left := c.admit.admitNow(actx, c.admit.unseen())
+	admitted, left, mismatch := c.admit.admitNow(actx, c.admit.unseen())
 	cancel()
+	if mismatch != nil {
+		return outcome{err: mismatch}
+	}
 	if !admitted {
 		var e *NotObtainedError
 		if left > 0 && errors.As(at.err, &e) && e.Reason == ReasonQuarantine {

@@ -667,3 +667,43 @@ func TestRegressionUserKeysCannotCollideWithInternalKeys(t *testing.T) {
 	_, err = c.TryLock(ctx, fenceKey(key), time.Second)
 	require.ErrorContains(t, err, "own namespace")
 }
+
+// A client with other settings cannot take over a deployment whose
+// majority lost its data while one node still carries the deployment's
+// settings: it is refused, the wiped nodes are never admitted under its
+// settings, and the deployment's own clients re-admit them after one
+// quarantine.
+func TestRegressionOtherSettingsCannotTakeOverAWipedMajority(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	const maxTTL, short = 1500 * time.Millisecond, 200 * time.Millisecond
+	ctx := context.Background()
+	a := rc.client(t, nil, nil, WithMaxTTL(maxTTL))
+	require.NoError(t, a.Bootstrap(ctx))
+	for _, i := range []int{0, 1, 2, 3} {
+		rc.restartEmpty(t, i)
+	}
+	b := rc.client(t, nil, nil, WithMaxTTL(short))
+	for end := time.Now().Add(4 * short); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		l, err := b.TryLock(ctx, "k", short)
+		require.Nil(t, l, "a client with other settings got a lease")
+		if err != nil && !errors.Is(err, ErrConfigMismatch) && !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("unexpected error class: %v", err)
+		}
+	}
+	require.Eventually(t, func() bool { // B's background admissions give up too
+		for i := range 4 {
+			if v := rc.value(t, i, markerKey); v != "" && v != a.settings {
+				t.Fatalf("node %d admitted under %q", i, v)
+			}
+		}
+		return true
+	}, time.Second, 50*time.Millisecond)
+	_, err := b.TryLock(ctx, "k", short)
+	require.ErrorIs(t, err, ErrConfigMismatch, "node 4 still carries the deployment's settings")
+
+	lctx, cancel := context.WithTimeout(ctx, 10*maxTTL)
+	defer cancel()
+	l, err := a.Lock(lctx, "k", maxTTL)
+	require.NoError(t, err, "the deployment's own clients could not re-admit the wiped nodes")
+	require.NoError(t, l.Release(ctx))
+}
