@@ -250,12 +250,20 @@ func (a *attempt) leave() {
 	c, round, stop := a.c, a.round, a.stop
 	c.spawn(func() {
 		defer stop()
-		for _, r := range round.Wait() {
-			if r.Err == nil && r.Val.status == stUnadmitted {
+		// One reply at a time, so that a node's admission does not wait
+		// for the slowest straggler.
+		each := func(quorum.Reply[acqReply]) bool { return true }
+		for {
+			got := round.Await(context.Background(), 1, each)
+			if len(got) == 0 {
+				break
+			}
+			if r := got[0]; r.Err == nil && r.Val.status == stUnadmitted {
 				c.admit.lost(r.Node)
 				c.admit.kick(r.Node)
 			}
 		}
+		round.Wait()
 	})
 }
 

@@ -265,9 +265,11 @@ func infoField(info, field string) string {
 // Close stops the Client's background work (Pub/Sub listeners, cleanup of
 // slow nodes, admission of restarted nodes) and waits for it, which may
 // take up to the cleanup timeout, or a node client's ReadTimeout for calls
-// stuck on an unresponsive node. Leases already handed out stay valid until
-// their deadline but can no longer be extended or released. Close does not
-// close the redis clients. It is safe to call more than once.
+// stuck on an unresponsive node. Lock calls still waiting return ErrClosed,
+// and no lease is handed out once Close has begun. Leases handed out before
+// stay valid until their deadline and can still be released (Release then
+// waits for every node, up to the cleanup timeout) or extended. Close does
+// not close the redis clients. It is safe to call more than once.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

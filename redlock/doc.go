@@ -15,16 +15,23 @@
 // afterwards. Resources that must stay safe then should check the lease's
 // FencingToken (WithFencing), for example with package fencing.
 //
-// Nodes that lose their data (restart without persistence, failover,
-// FLUSHALL) are kept from voting until one maximum TTL plus drift has
-// passed, so they cannot grant a lock they forgot; see WithMaxTTL. Run the
-// nodes with maxmemory-policy noeviction: an evicted lock key is a forgotten
-// lock.
+// Nodes that lose their data (restart without persistence, FLUSHALL) are
+// kept from voting until one quarantine (the max ttl plus drift) has
+// passed, timed on the node's own clock, so they cannot grant a lock they
+// forgot. The deployment's settings (number of nodes, WithMaxTTL,
+// WithDriftFactor) are kept on the nodes: a client built with other
+// settings is refused (ErrConfigMismatch), so no client's options can
+// shorten the quarantine. A brand-new deployment serves one quarantine
+// from its first use, or is admitted at once by Client.Bootstrap (the
+// quorumlock bootstrap command). docs/fencing.md has the proof. Run the
+// nodes with maxmemory-policy noeviction: an evicted lock key is a
+// forgotten lock.
 //
-// The keys quorumlock writes besides the caller's lock key are
-// KEY:quorumlock:fence (fencing), quorumlock:admitted, quorumlock:pending
-// and quorumlock:members (restart quarantine). Waiters are woken through
-// Pub/Sub on the channel quorumlock:released:KEY.
+// Every key quorumlock writes besides the caller's lock key starts with
+// "quorumlock:" (fences, admission markers, quarantines, tombstones of
+// given-up attempts), and keys that start with it are refused. Waiters are
+// woken through Pub/Sub on the channel quorumlock:released:KEY. Tools
+// read a key's state through Client.Inspect, never the key layout.
 //
 // go-redis clients only honour context deadlines on the socket when built
 // with ContextTimeoutEnabled. With default clients an unresponsive node
