@@ -143,7 +143,7 @@ func (c *nodeConfig) nodeOptions() ([]*redis.Options, error) {
 				o.TLSConfig.ServerName = host
 			}
 		}
-		name := memberName(o)
+		name := addrKey(o)
 		if j, dup := seen[name]; dup {
 			return nil, fmt.Errorf("nodes %d and %d are the same address %s: every node must be a distinct Redis server", j, i, o.Addr)
 		}
@@ -195,10 +195,12 @@ func parseNode(e string) (o *redis.Options, useTLS bool, err error) {
 	return &redis.Options{Network: "tcp", Addr: e}, false, nil
 }
 
-// memberName is the name redlock gives a node in its membership records
-// (redlock's addrOf): "tcp://host:port" with localhost written as
-// 127.0.0.1. It must match exactly for status to find a node's record.
-func memberName(o *redis.Options) string {
+// addrKey names the server an entry dials, so that two entries for the
+// same address are a usage error before anything is contacted:
+// "tcp://host:port" with localhost written as 127.0.0.1. (redlock.New
+// refuses them too, and entries that reach one server by different
+// addresses, once it can ask the servers.)
+func addrKey(o *redis.Options) string {
 	network := o.Network
 	if network == "" {
 		network = "tcp"

@@ -52,8 +52,8 @@ func TestNodeOptions(t *testing.T) {
 	if o := opts[2]; o.TLSConfig == nil || o.TLSConfig.ServerName != "h.example" {
 		t.Errorf("rediss node: tls %+v", o.TLSConfig)
 	}
-	if got := memberName(opts[1]); got != "tcp://127.0.0.1:7002" {
-		t.Errorf("memberName = %q, want redlock's tcp://127.0.0.1:7002", got)
+	if got := addrKey(opts[1]); got != "tcp://127.0.0.1:7002" {
+		t.Errorf("addrKey = %q, want tcp://127.0.0.1:7002", got)
 	}
 	if s := c.scrub("auth failed for own-pw and global-pw"); s != "auth failed for xxxxx and xxxxx" {
 		t.Errorf("scrub left a password: %q", s)

@@ -451,30 +451,32 @@ func (s *session) outcome(derr error) int {
 
 // describeNotObtained summarises the per-node causes of the last attempt.
 func describeNotObtained(err error) string {
+	var ne *redlock.NotObtainedError
+	if !errors.As(err, &ne) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return "the wait ended before an attempt completed"
+		}
+		return fmt.Sprint(err)
+	}
 	var held, quarantined, silent, failed int
 	var firstFailure string
-	walkErrors(err, func(e error) bool {
-		ne, ok := e.(*redlock.NodeError)
-		if !ok {
-			return true
-		}
+	for _, n := range ne.NodeErrors() {
 		switch {
-		case errors.Is(ne.Err, redlock.ErrNodeHeld):
+		case errors.Is(n.Err, redlock.ErrNodeHeld):
 			held++
-		case errors.Is(ne.Err, redlock.ErrNodeQuarantined):
+		case errors.Is(n.Err, redlock.ErrNodeQuarantined):
 			quarantined++
-		case errors.Is(ne.Err, context.DeadlineExceeded) || errors.Is(ne.Err, context.Canceled):
+		case errors.Is(n.Err, context.DeadlineExceeded) || errors.Is(n.Err, context.Canceled):
 			// Slow, or not waited for once the attempt could no longer
 			// succeed: the library labels both the same way.
 			silent++
 		default:
 			failed++
 			if firstFailure == "" {
-				firstFailure = ne.Error()
+				firstFailure = n.Error()
 			}
 		}
-		return false
-	})
+	}
 	var parts []string
 	if held > 0 {
 		parts = append(parts, fmt.Sprintf("held by another owner on %d node(s)", held))
@@ -488,28 +490,16 @@ func describeNotObtained(err error) string {
 	if failed > 0 {
 		parts = append(parts, fmt.Sprintf("%d node(s) failed or did not answer (first: %s)", failed, firstFailure))
 	}
+	if ne.Wait > 0 && quarantined > 0 {
+		parts = append(parts, fmt.Sprintf("the next quarantine ends in about %v (quorumlock status shows them; quorumlock bootstrap admits a new deployment)", ne.Wait.Round(time.Millisecond)))
+	}
 	if len(parts) == 0 {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ne.Reason == redlock.ReasonCancelled {
 			return "the wait ended before an attempt completed"
 		}
-		return fmt.Sprint(err)
+		return ne.Detail
 	}
 	return strings.Join(parts, "; ")
-}
-
-// walkErrors calls f on err and, while f returns true, on what it wraps.
-func walkErrors(err error, f func(error) bool) {
-	if err == nil || !f(err) {
-		return
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			walkErrors(e, f)
-		}
-	case interface{ Unwrap() error }:
-		walkErrors(u.Unwrap(), f)
-	}
 }
 
 // childEnv is the command's environment: ours, without the node password
