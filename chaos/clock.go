@@ -217,8 +217,8 @@ func (s *clockShim) write(path string, d time.Duration) error {
 }
 
 // CheckLocalBinaries reports a missing redis-server before anything starts.
-// A missing PostgreSQL is reported by the first start (testenv knows where
-// Debian keeps its binaries).
+// A missing PostgreSQL is reported by the first start (package servers
+// knows where Debian keeps its binaries).
 func CheckLocalBinaries() error {
 	var missing []string
 	if _, err := exec.LookPath("redis-server"); err != nil {

@@ -12,30 +12,32 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // RedisOption configures a node started by Redis or RedisNodes.
-type RedisOption interface{ apply(*RedisConfig) }
+type RedisOption interface{ apply(*servers.RedisConfig) }
 
-type redisOptionFunc func(*RedisConfig)
+type redisOptionFunc func(*servers.RedisConfig)
 
-func (f redisOptionFunc) apply(c *RedisConfig) { f(c) }
+func (f redisOptionFunc) apply(c *servers.RedisConfig) { f(c) }
 
 // WithPersistence sets the node's persistence. Default: PersistenceNone.
 func WithPersistence(p Persistence) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.Persistence = p })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.Persistence = p })
 }
 
 // WithRedisArgs appends redis-server arguments, which override the defaults.
 // Default: none.
 func WithRedisArgs(args ...string) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.ExtraArgs = append(c.ExtraArgs, args...) })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.ExtraArgs = append(c.ExtraArgs, args...) })
 }
 
 // WithRedisEnv appends KEY=VALUE entries to the server's environment.
 // Default: none.
 func WithRedisEnv(env ...string) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.Env = append(c.Env, env...) })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.Env = append(c.Env, env...) })
 }
 
 // RedisNode is a redis-server owned by one test: stopped, and its directory
@@ -68,13 +70,13 @@ func RedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 	for i := range cfgs {
 		cfgs[i].Dir = t.TempDir()
 	}
-	return startRedisNodes(t, cfgs, func(ctx context.Context, cfg RedisConfig) (RedisServer, error) {
-		return StartRedisProcess(ctx, cfg)
+	return startRedisNodes(t, cfgs, func(ctx context.Context, cfg servers.RedisConfig) (RedisServer, error) {
+		return servers.StartRedisProcess(ctx, cfg)
 	})
 }
 
-func redisConfigs(n int, opts []RedisOption) []RedisConfig {
-	cfgs := make([]RedisConfig, n)
+func redisConfigs(n int, opts []RedisOption) []servers.RedisConfig {
+	cfgs := make([]servers.RedisConfig, n)
 	for i := range cfgs {
 		for _, o := range opts {
 			o.apply(&cfgs[i])
@@ -85,7 +87,7 @@ func redisConfigs(n int, opts []RedisOption) []RedisConfig {
 
 // startRedisNodes starts one server per config in parallel, whichever the
 // backend, and stops them when the test ends.
-func startRedisNodes(t testing.TB, cfgs []RedisConfig, start func(context.Context, RedisConfig) (RedisServer, error)) []*RedisNode {
+func startRedisNodes(t testing.TB, cfgs []servers.RedisConfig, start func(context.Context, servers.RedisConfig) (RedisServer, error)) []*RedisNode {
 	t.Helper()
 	nodes := make([]*RedisNode, len(cfgs))
 	errs := make([]error, len(cfgs))

@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -170,7 +170,7 @@ func (r *RedisContainer) NetworkAddr() (string, error) {
 		return "", err
 	}
 	if !ctr.State.Running || ctr.NetworkSettings == nil || ctr.NetworkSettings.IPAddress == "" {
-		return "", fmt.Errorf("testenv: redis container %s has no address: not running", r.c.name)
+		return "", fmt.Errorf("servers: redis container %s has no address: not running", r.c.name)
 	}
 	return net.JoinHostPort(ctr.NetworkSettings.IPAddress, "6379"), nil
 }

@@ -1,8 +1,10 @@
-package testenv
+package servers
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +19,7 @@ import (
 
 // ErrDockerUnavailable is wrapped by the errors of the container starters
 // when no Docker engine answers or an image is neither present nor pullable.
-var ErrDockerUnavailable = errors.New("testenv: docker unavailable")
+var ErrDockerUnavailable = errors.New("servers: docker unavailable")
 
 // Image variables shared with compose/redlock-5.yml. When unset, the image
 // `make images` builds is used if present, else the official one.
@@ -175,7 +177,7 @@ func runContainer(pool *dockertest.Pool, spec containerSpec) (*container, error)
 		}
 		// A container that was created but failed to start still exists.
 		_ = pool.RemoveContainerByName(name)
-		lastErr = fmt.Errorf("testenv: start %s container from %s:%s: %w", spec.what, spec.repo, spec.tag, err)
+		lastErr = fmt.Errorf("servers: start %s container from %s:%s: %w", spec.what, spec.repo, spec.tag, err)
 		if !auto || !dockerPortClash(err) {
 			break
 		}
@@ -191,7 +193,7 @@ func dockerPortClash(err error) bool {
 func (c *container) inspect() (*dc.Container, error) {
 	ctr, err := c.pool.Client.InspectContainer(c.id)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: inspect %s container %s: %w", c.what, c.name, err)
+		return nil, fmt.Errorf("servers: inspect %s container %s: %w", c.what, c.name, err)
 	}
 	return ctr, nil
 }
@@ -213,10 +215,10 @@ func (c *container) pause() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return fmt.Errorf("testenv: %s container was stopped", c.what)
+		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
 	if err := c.pool.Client.PauseContainer(c.id); err != nil {
-		return fmt.Errorf("testenv: pause %s container %s: %w", c.what, c.name, err)
+		return fmt.Errorf("servers: pause %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
 }
@@ -225,10 +227,10 @@ func (c *container) resume() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return fmt.Errorf("testenv: %s container was stopped", c.what)
+		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
 	if err := c.pool.Client.UnpauseContainer(c.id); err != nil {
-		return fmt.Errorf("testenv: unpause %s container %s: %w", c.what, c.name, err)
+		return fmt.Errorf("servers: unpause %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
 }
@@ -237,7 +239,7 @@ func (c *container) kill() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return fmt.Errorf("testenv: %s container was stopped", c.what)
+		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
 	return c.killLocked()
 }
@@ -259,7 +261,7 @@ func (c *container) killLocked() error {
 	err = c.pool.Client.KillContainer(dc.KillContainerOptions{ID: c.id, Signal: dc.SIGKILL})
 	var notRunning *dc.ContainerNotRunning
 	if err != nil && !errors.As(err, &notRunning) {
-		return fmt.Errorf("testenv: kill %s container %s: %w", c.what, c.name, err)
+		return fmt.Errorf("servers: kill %s container %s: %w", c.what, c.name, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -271,7 +273,7 @@ func (c *container) killLocked() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: %s container %s still runs 30s after SIGKILL", c.what, c.name)
+			return fmt.Errorf("servers: %s container %s still runs 30s after SIGKILL", c.what, c.name)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -284,13 +286,13 @@ func (c *container) restart(ctx context.Context, ready func(context.Context) err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return fmt.Errorf("testenv: %s container was stopped", c.what)
+		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
 	if err := c.killLocked(); err != nil {
 		return err
 	}
 	if err := c.pool.Client.StartContainer(c.id, nil); err != nil {
-		return fmt.Errorf("testenv: start %s container %s again: %w", c.what, c.name, err)
+		return fmt.Errorf("servers: start %s container %s again: %w", c.what, c.name, err)
 	}
 	return c.waitReady(ctx, ready)
 }
@@ -321,7 +323,7 @@ func (c *container) waitReady(ctx context.Context, ready func(context.Context) e
 }
 
 func (c *container) startupError(cause error) error {
-	return fmt.Errorf("testenv: %s container %s on 127.0.0.1:%d did not come up: %w\n--- container output ---\n%s",
+	return fmt.Errorf("servers: %s container %s on 127.0.0.1:%d did not come up: %w\n--- container output ---\n%s",
 		c.what, c.name, c.port, cause, c.logTail())
 }
 
@@ -359,7 +361,7 @@ func (c *container) stop() error {
 	err := c.pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.id, Force: true, RemoveVolumes: true})
 	var noSuch *dc.NoSuchContainer
 	if err != nil && !errors.As(err, &noSuch) {
-		return fmt.Errorf("testenv: remove %s container %s: %w", c.what, c.name, err)
+		return fmt.Errorf("servers: remove %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
 }
@@ -414,4 +416,10 @@ func reapOrphans(pool *dockertest.Pool) {
 		}
 		_ = pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: ctr.ID, Force: true, RemoveVolumes: true})
 	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
 }

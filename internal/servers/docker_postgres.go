@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -150,15 +150,15 @@ func (p *PostgresContainer) Stop() error { return p.c.stop() }
 func execPostgres(ctx context.Context, dsn, sql string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("testenv: connect to postgres: %w", err)
+		return fmt.Errorf("servers: connect to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("testenv: %s: %w", sql, err)
+		return fmt.Errorf("servers: %s: %w", sql, err)
 	}
 	return nil
 }
 
 func errInvalidPort(what string, port int) error {
-	return fmt.Errorf("testenv: invalid %s port %d", what, port)
+	return fmt.Errorf("servers: invalid %s port %d", what, port)
 }
