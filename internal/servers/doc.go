@@ -12,4 +12,10 @@
 // on Linux, so a crashed or killed caller leaves nothing behind. Signals go
 // only to the process groups this package started, never to processes found
 // by name.
+//
+// Containers are driven through the docker command-line tool rather than an
+// engine client library: the library would bring the Docker client, and
+// with it dozens of modules, into the graph of every module that depends on
+// this one. They carry labels that let a later process remove the
+// containers of one that died before it could clean up.
 package servers

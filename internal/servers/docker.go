@@ -5,20 +5,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/ory/dockertest/v3"
-	dc "github.com/ory/dockertest/v3/docker"
 )
 
 // ErrDockerUnavailable is wrapped by the errors of the container starters
-// when no Docker engine answers or an image is neither present nor pullable.
+// when the docker command is missing, no engine answers, or an image is
+// neither present nor pullable.
 var ErrDockerUnavailable = errors.New("servers: docker unavailable")
 
 // Image variables shared with compose/redlock-5.yml. When unset, the image
@@ -34,81 +34,123 @@ var (
 )
 
 // Labels on every container this package starts. The owner label lets a
-// later run remove the containers of a test binary that died before its
+// later run remove the containers of a process that died before its
 // cleanups ran (containers, unlike child processes, get no parent-death
-// signal).
+// signal). The names predate this package and scripts filter on them.
 const (
 	labelManaged = "org.quorumlock.testenv"
 	labelOwner   = "org.quorumlock.testenv.owner"
 )
 
-var docker struct {
+// dockerTimeout bounds one docker command whose caller gave no deadline, so
+// that an engine that stopped answering cannot hang a test until the global
+// test timeout.
+const dockerTimeout = 2 * time.Minute
+
+// dockerError is a docker command that failed, with what it said on stderr:
+// the engine's reasons ("port is already allocated", "No such container")
+// arrive only there.
+type dockerError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *dockerError) Error() string {
+	msg := strings.TrimSpace(e.stderr)
+	if msg == "" {
+		msg = "(no output)"
+	}
+	return fmt.Sprintf("docker %s: %v: %s", strings.Join(e.args, " "), e.err, msg)
+}
+
+func (e *dockerError) Unwrap() error { return e.err }
+
+// dockerCmd runs the docker command-line tool (which honours DOCKER_HOST)
+// and returns its standard output.
+func dockerCmd(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := withDefaultTimeout(ctx, dockerTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A plugin the CLI started could keep the pipes open after the CLI was
+	// killed for its deadline; do not wait for it.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		return stdout.String(), &dockerError{args: args, stderr: stderr.String(), err: err}
+	}
+	return stdout.String(), nil
+}
+
+// dockerSays reports whether err is a failed docker command whose message
+// contains text.
+func dockerSays(err error, text string) bool {
+	var de *dockerError
+	return errors.As(err, &de) && strings.Contains(de.stderr, text)
+}
+
+var engine struct {
 	once sync.Once
-	pool *dockertest.Pool
 	err  error
 }
 
-// dockerPool connects to the engine named by DOCKER_HOST (or the default
-// socket) once per process, and removes containers orphaned by earlier runs.
-func dockerPool() (*dockertest.Pool, error) {
-	docker.once.Do(func() {
-		pool, err := dockertest.NewPool("")
-		if err == nil {
-			// Keep-alives are off in the client's default transport, so no
-			// idle-connection goroutine outlives a call (goleak checks).
-			pool.Client.SetTimeout(2 * time.Minute)
-			err = pool.Client.Ping()
-		}
-		if err != nil {
-			docker.err = fmt.Errorf("%w: no engine answers: %v", ErrDockerUnavailable, err)
+// dockerReady checks once per process that the docker command exists and
+// an engine answers, and removes containers orphaned by earlier runs.
+func dockerReady() error {
+	engine.once.Do(func() {
+		if _, err := exec.LookPath("docker"); err != nil {
+			engine.err = fmt.Errorf("%w: the docker command is not installed", ErrDockerUnavailable)
 			return
 		}
-		docker.pool = pool
-		reapOrphans(pool)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := dockerCmd(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
+			engine.err = fmt.Errorf("%w: no engine answers: %v", ErrDockerUnavailable, err)
+			return
+		}
+		reapOrphans()
 	})
-	return docker.pool, docker.err
+	return engine.err
 }
 
 // resolveImage picks the image for a server kind: the variable if set, else
 // the locally built image if present, else the official one. An image that
 // is not present is pulled; a failed pull names `make images`.
-func resolveImage(pool *dockertest.Pool, envVar string, candidates [2]string) (repo, tag string, err error) {
+func resolveImage(envVar string, candidates [2]string) (string, error) {
+	ctx := context.Background()
 	image := os.Getenv(envVar)
 	if image == "" {
 		image = candidates[1]
-		if _, err := pool.Client.InspectImage(candidates[0]); err == nil {
+		if imagePresent(ctx, candidates[0]) {
 			image = candidates[0]
 		}
 	}
-	repo, tag = splitImage(image)
-	if _, err := pool.Client.InspectImage(repo + ":" + tag); err == nil {
-		return repo, tag, nil
+	if imagePresent(ctx, image) {
+		return image, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	pull, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	if err := pool.Client.PullImage(dc.PullImageOptions{Repository: repo, Tag: tag, Context: ctx}, dc.AuthConfiguration{}); err != nil {
-		return "", "", fmt.Errorf("%w: image %s:%s is not present and could not be pulled (without registry access, run `make images`; %s selects another image): %v",
-			ErrDockerUnavailable, repo, tag, envVar, err)
+	if _, err := dockerCmd(pull, "pull", "--quiet", image); err != nil {
+		return "", fmt.Errorf("%w: image %s is not present and could not be pulled (without registry access, run `make images`; %s selects another image): %v",
+			ErrDockerUnavailable, image, envVar, err)
 	}
-	return repo, tag, nil
+	return image, nil
 }
 
-// splitImage splits "name:tag"; a colon before the last slash belongs to a
-// registry port, not to a tag.
-func splitImage(image string) (repo, tag string) {
-	i := strings.LastIndex(image, ":")
-	if i < 0 || strings.Contains(image[i:], "/") {
-		return image, "latest"
-	}
-	return image[:i], image[i+1:]
+func imagePresent(ctx context.Context, image string) bool {
+	_, err := dockerCmd(ctx, "image", "inspect", "--format", "{{.Id}}", image)
+	return err == nil
 }
 
 // containerSpec is one server container: the image, its command, and the
 // container port published on a fixed 127.0.0.1 port of the host.
 type containerSpec struct {
 	what     string // for messages: "redis", "postgres"
-	repo     string
-	tag      string
+	image    string
 	cmd      []string
 	env      []string
 	binds    []string
@@ -122,7 +164,6 @@ type containerSpec struct {
 
 // container is one server container and the fixed host port it listens on.
 type container struct {
-	pool *dockertest.Pool
 	what string
 	id   string
 	name string
@@ -135,7 +176,7 @@ type container struct {
 // runContainer creates and starts spec. The host port is fixed at creation,
 // not left to Docker, so that it survives a stop and start (an ephemeral
 // binding would change on every start).
-func runContainer(pool *dockertest.Pool, spec containerSpec) (*container, error) {
+func runContainer(ctx context.Context, spec containerSpec) (*container, error) {
 	auto := spec.hostPort == 0
 	var lastErr error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
@@ -147,37 +188,37 @@ func runContainer(pool *dockertest.Pool, spec containerSpec) (*container, error)
 			}
 		}
 		name := "quorumlock-test-" + spec.what + "-" + randomHex(6)
-		opts := &dockertest.RunOptions{
-			Name:       name,
-			Repository: spec.repo,
-			Tag:        spec.tag,
-			Cmd:        spec.cmd,
-			Env:        spec.env,
-			Labels:     map[string]string{labelManaged: "1", labelOwner: ownerLabel()},
+		args := []string{"run", "--detach", "--name", name,
+			"--label", labelManaged + "=1",
+			"--label", labelOwner + "=" + ownerLabel(),
+			"--restart", "no",
 		}
+		cmd := spec.cmd
 		if spec.hostNet {
-			opts.Cmd = spec.cmdFor(port)
+			args = append(args, "--network", "host")
+			cmd = spec.cmdFor(port)
 		} else {
-			opts.ExposedPorts = []string{spec.ctrPort}
-			opts.PortBindings = map[dc.Port][]dc.PortBinding{
-				dc.Port(spec.ctrPort): {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(port)}},
-			}
+			args = append(args, "--publish", "127.0.0.1:"+strconv.Itoa(port)+":"+spec.ctrPort)
 		}
-		res, err := pool.RunWithOptions(opts, func(hc *dc.HostConfig) {
-			hc.Binds = append(hc.Binds, spec.binds...)
-			hc.AutoRemove = false
-			hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
-			if spec.hostNet {
-				hc.NetworkMode = "host"
-				hc.PublishAllPorts = false
-			}
-		})
+		for _, e := range spec.env {
+			args = append(args, "--env", e)
+		}
+		for _, b := range spec.binds {
+			args = append(args, "--volume", b)
+		}
+		args = append(args, spec.image)
+		args = append(args, cmd...)
+		out, err := dockerCmd(ctx, args...)
 		if err == nil {
-			return &container{pool: pool, what: spec.what, id: res.Container.ID, name: name, port: port}, nil
+			fields := strings.Fields(out)
+			if len(fields) > 0 {
+				return &container{what: spec.what, id: fields[len(fields)-1], name: name, port: port}, nil
+			}
+			err = errors.New("docker run printed no container id")
 		}
 		// A container that was created but failed to start still exists.
-		_ = pool.RemoveContainerByName(name)
-		lastErr = fmt.Errorf("servers: start %s container from %s:%s: %w", spec.what, spec.repo, spec.tag, err)
+		_, _ = dockerCmd(context.WithoutCancel(ctx), "rm", "--force", "--volumes", name)
+		lastErr = fmt.Errorf("servers: start %s container from %s: %w", spec.what, spec.image, err)
 		if !auto || !dockerPortClash(err) {
 			break
 		}
@@ -186,16 +227,43 @@ func runContainer(pool *dockertest.Pool, spec containerSpec) (*container, error)
 }
 
 func dockerPortClash(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "port is already allocated") || strings.Contains(s, "address already in use")
+	return dockerSays(err, "port is already allocated") || dockerSays(err, "address already in use")
 }
 
-func (c *container) inspect() (*dc.Container, error) {
-	ctr, err := c.pool.Client.InspectContainer(c.id)
+// containerState is the part of `docker container inspect` this package
+// reads.
+type containerState struct {
+	State struct {
+		Running  bool
+		Paused   bool
+		Pid      int
+		ExitCode int
+	}
+	NetworkSettings struct {
+		IPAddress string
+		Networks  map[string]struct{ IPAddress string }
+	}
+}
+
+// ip returns the container's address on Docker's default bridge, or "".
+// Engines that dropped the top-level field still fill the per-network one.
+func (s *containerState) ip() string {
+	if ip := s.NetworkSettings.IPAddress; ip != "" {
+		return ip
+	}
+	return s.NetworkSettings.Networks["bridge"].IPAddress
+}
+
+func (c *container) inspect() (*containerState, error) {
+	out, err := dockerCmd(context.Background(), "container", "inspect", c.id)
 	if err != nil {
 		return nil, fmt.Errorf("servers: inspect %s container %s: %w", c.what, c.name, err)
 	}
-	return ctr, nil
+	var list []containerState
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+		return nil, fmt.Errorf("servers: inspect %s container %s: unexpected output (%v): %.200s", c.what, c.name, err, out)
+	}
+	return &list[0], nil
 }
 
 func (c *container) pid() int {
@@ -204,11 +272,11 @@ func (c *container) pid() int {
 	if c.stopped {
 		return 0
 	}
-	ctr, err := c.inspect()
-	if err != nil || !ctr.State.Running {
+	st, err := c.inspect()
+	if err != nil || !st.State.Running {
 		return 0
 	}
-	return ctr.State.Pid
+	return st.State.Pid
 }
 
 func (c *container) pause() error {
@@ -217,7 +285,7 @@ func (c *container) pause() error {
 	if c.stopped {
 		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
-	if err := c.pool.Client.PauseContainer(c.id); err != nil {
+	if _, err := dockerCmd(context.Background(), "pause", c.id); err != nil {
 		return fmt.Errorf("servers: pause %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
@@ -229,7 +297,7 @@ func (c *container) resume() error {
 	if c.stopped {
 		return fmt.Errorf("servers: %s container was stopped", c.what)
 	}
-	if err := c.pool.Client.UnpauseContainer(c.id); err != nil {
+	if _, err := dockerCmd(context.Background(), "unpause", c.id); err != nil {
 		return fmt.Errorf("servers: unpause %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
@@ -248,35 +316,31 @@ func (c *container) kill() error {
 // running. A paused container is thawed first: the engine refuses to kill
 // it, while a stopped process does die of SIGKILL.
 func (c *container) killLocked() error {
-	ctr, err := c.inspect()
+	st, err := c.inspect()
 	if err != nil {
 		return err
 	}
-	if !ctr.State.Running {
+	if !st.State.Running {
 		return nil
 	}
-	if ctr.State.Paused {
-		_ = c.pool.Client.UnpauseContainer(c.id)
+	ctx := context.Background()
+	if st.State.Paused {
+		_, _ = dockerCmd(ctx, "unpause", c.id)
 	}
-	err = c.pool.Client.KillContainer(dc.KillContainerOptions{ID: c.id, Signal: dc.SIGKILL})
-	var notRunning *dc.ContainerNotRunning
-	if err != nil && !errors.As(err, &notRunning) {
+	if _, err := dockerCmd(ctx, "kill", "--signal", "KILL", c.id); err != nil && !dockerSays(err, "is not running") {
 		return fmt.Errorf("servers: kill %s container %s: %w", c.what, c.name, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctr, err := c.inspect()
-		if err != nil {
-			return err
-		}
-		if !ctr.State.Running {
-			return nil
-		}
-		if time.Now().After(deadline) {
+	// docker wait returns once the container has stopped (at once if it
+	// already has).
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := dockerCmd(wait, "wait", c.id); err != nil {
+		if wait.Err() != nil {
 			return fmt.Errorf("servers: %s container %s still runs 30s after SIGKILL", c.what, c.name)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return fmt.Errorf("servers: wait for %s container %s: %w", c.what, c.name, err)
 	}
+	return nil
 }
 
 // restart kills the container if it runs and starts it again; its
@@ -291,7 +355,7 @@ func (c *container) restart(ctx context.Context, ready func(context.Context) err
 	if err := c.killLocked(); err != nil {
 		return err
 	}
-	if err := c.pool.Client.StartContainer(c.id, nil); err != nil {
+	if _, err := dockerCmd(ctx, "start", c.id); err != nil {
 		return fmt.Errorf("servers: start %s container %s again: %w", c.what, c.name, err)
 	}
 	return c.waitReady(ctx, ready)
@@ -306,12 +370,12 @@ func (c *container) waitReady(ctx context.Context, ready func(context.Context) e
 			return nil
 		}
 		if i%10 == 0 {
-			ctr, err := c.inspect()
+			st, err := c.inspect()
 			if err != nil {
 				return err
 			}
-			if !ctr.State.Running {
-				return c.startupError(fmt.Errorf("container exited with status %d", ctr.State.ExitCode))
+			if !st.State.Running {
+				return c.startupError(fmt.Errorf("container exited with status %d", st.State.ExitCode))
 			}
 		}
 		select {
@@ -327,30 +391,26 @@ func (c *container) startupError(cause error) error {
 		c.what, c.name, c.port, cause, c.logTail())
 }
 
-// logTail returns the last lines the container wrote, for error messages.
+// logTail returns the last lines the container wrote, stdout and stderr
+// interleaved, for error messages.
 func (c *container) logTail() string {
-	var out bytes.Buffer
-	err := c.pool.Client.Logs(dc.LogsOptions{
-		Container:    c.id,
-		OutputStream: &out,
-		ErrorStream:  &out,
-		Stdout:       true,
-		Stderr:       true,
-		Tail:         "40",
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "logs", "--tail", "40", c.id)
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Sprintf("(output unavailable: %v)", err)
+		return fmt.Sprintf("(output unavailable: %v: %s)", err, bytes.TrimSpace(out))
 	}
-	if s := strings.TrimSpace(out.String()); s != "" {
+	if s := strings.TrimSpace(string(out)); s != "" {
 		return s
 	}
 	return "(no output)"
 }
 
 // stop removes the container and its anonymous volumes. It kills rather
-// than stops: test data is disposable, and dockertest sets every container's
-// stop signal to SIGWINCH, which the servers ignore, so a graceful stop would
-// always wait out its grace period. It is idempotent.
+// than stops: test data is disposable and a graceful stop only waits. It is
+// idempotent.
 func (c *container) stop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -358,9 +418,8 @@ func (c *container) stop() error {
 		return nil
 	}
 	c.stopped = true
-	err := c.pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.id, Force: true, RemoveVolumes: true})
-	var noSuch *dc.NoSuchContainer
-	if err != nil && !errors.As(err, &noSuch) {
+	_, err := dockerCmd(context.Background(), "rm", "--force", "--volumes", c.id)
+	if err != nil && !dockerSays(err, "No such container") {
 		return fmt.Errorf("servers: remove %s container %s: %w", c.what, c.name, err)
 	}
 	return nil
@@ -396,26 +455,40 @@ func processStart(pid int) string {
 // reapOrphans removes containers this package started from a process on this
 // host that no longer exists. Containers of live processes, of other hosts,
 // or without a start time to compare are left alone.
-func reapOrphans(pool *dockertest.Pool) {
-	list, err := pool.Client.ListContainers(dc.ListContainersOptions{
-		All:     true,
-		Filters: map[string][]string{"label": {labelManaged}},
-	})
+func reapOrphans() {
+	ctx := context.Background()
+	out, err := dockerCmd(ctx, "ps", "--all", "--no-trunc",
+		"--filter", "label="+labelManaged,
+		"--format", `{{.ID}} {{.Label "`+labelOwner+`"}}`)
 	if err != nil {
 		return
 	}
-	host, _ := os.Hostname()
-	for _, ctr := range list {
-		parts := strings.Split(ctr.Labels[labelOwner], "/")
+	orphans := orphanIDs(out, func() string { h, _ := os.Hostname(); return h }(), processStart)
+	if len(orphans) > 0 {
+		_, _ = dockerCmd(ctx, append([]string{"rm", "--force", "--volumes"}, orphans...)...)
+	}
+}
+
+// orphanIDs picks, from lines of "ID OWNER", the containers whose owner ran
+// on host and is gone: its pid no longer has the recorded start time.
+func orphanIDs(psOutput, host string, startOf func(pid int) string) []string {
+	var ids []string
+	for line := range strings.Lines(psOutput) {
+		id, owner, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		parts := strings.Split(owner, "/")
 		if len(parts) != 3 || parts[0] != host || parts[2] == "" {
 			continue
 		}
 		pid, err := strconv.Atoi(parts[1])
-		if err != nil || processStart(pid) == parts[2] {
+		if err != nil || startOf(pid) == parts[2] {
 			continue
 		}
-		_ = pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: ctr.ID, Force: true, RemoveVolumes: true})
+		ids = append(ids, id)
 	}
+	return ids
 }
 
 func randomHex(n int) string {

@@ -36,18 +36,16 @@ func StartPostgresContainer(ctx context.Context, cfg PostgresContainerConfig) (*
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, errInvalidPort("postgres", cfg.Port)
 	}
-	pool, err := dockerPool()
+	if err := dockerReady(); err != nil {
+		return nil, err
+	}
+	image, err := resolveImage(PostgresImageEnv, postgresImages)
 	if err != nil {
 		return nil, err
 	}
-	repo, tag, err := resolveImage(pool, PostgresImageEnv, postgresImages)
-	if err != nil {
-		return nil, err
-	}
-	c, err := runContainer(pool, containerSpec{
-		what: "postgres",
-		repo: repo,
-		tag:  tag,
+	c, err := runContainer(ctx, containerSpec{
+		what:  "postgres",
+		image: image,
 		// See PostgresProcess.startServer for why fsync may be off and
 		// synchronous_commit may not.
 		cmd: []string{
