@@ -4,14 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quorumlock/quorumlock/internal/servers"
 )
@@ -86,34 +86,33 @@ func redisConfigs(n int, opts []RedisOption) []servers.RedisConfig {
 }
 
 // startRedisNodes starts one server per config in parallel, whichever the
-// backend, and stops them when the test ends.
+// backend, and stops them all at once when the test ends.
 func startRedisNodes(t testing.TB, cfgs []servers.RedisConfig, start func(context.Context, servers.RedisConfig) (RedisServer, error)) []*RedisNode {
 	t.Helper()
 	nodes := make([]*RedisNode, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
+	// The first failure cancels the other starts: the test fails anyway,
+	// and their timeouts would only delay the report.
+	g, ctx := errgroup.WithContext(context.Background())
 	for i := range cfgs {
-		wg.Go(func() {
-			r, err := start(context.Background(), cfgs[i])
-			if err == nil {
-				nodes[i] = &RedisNode{r}
+		g.Go(func() error {
+			r, err := start(ctx, cfgs[i])
+			if err != nil {
+				return err
 			}
-			errs[i] = err
+			nodes[i] = &RedisNode{r}
+			return nil
 		})
 	}
-	wg.Wait()
-	// Registered before any failure is reported, so nodes that did come up
-	// are stopped even when a sibling did not.
-	for _, node := range nodes {
-		if node != nil {
-			t.Cleanup(func() {
-				if err := node.Stop(); err != nil {
-					t.Errorf("testenv: stop redis %s: %v", node.Addr(), err)
-				}
-			})
+	err := g.Wait()
+	// Registered before the failure is reported, so the nodes that did
+	// come up are stopped even when a sibling did not.
+	t.Cleanup(func() {
+		up := slices.DeleteFunc(slices.Clone(nodes), func(n *RedisNode) bool { return n == nil })
+		if err := servers.StopAll(up); err != nil {
+			t.Errorf("testenv: stop redis nodes: %v", err)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return nodes
