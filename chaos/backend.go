@@ -155,7 +155,7 @@ func (s *servers) stopRedis() error {
 	nodes := s.nodes
 	s.nodes = nil
 	s.mu.Unlock()
-	return stopAll(nodes)
+	return srv.StopAll(nodes)
 }
 
 // close stops everything; stop is the backend's StopRedis.

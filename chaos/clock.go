@@ -283,12 +283,3 @@ func (l *lazyShim) remove() error {
 	l.s = nil
 	return err
 }
-
-// stopAll stops every node and joins their errors.
-func stopAll[N interface{ Stop() error }](nodes []N) error {
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Stop())
-	}
-	return errors.Join(errs...)
-}

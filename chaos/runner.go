@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quorumlock/quorumlock/fencing"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -215,13 +216,16 @@ func (e *env) startTopology(ctx context.Context) error {
 		return fmt.Errorf("chaos: unknown topology %q", e.sc.Topology)
 	}
 	e.nodes = make([]RedisNode, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
+	// The first failed start cancels the others; the backend stops the
+	// nodes that did come up.
+	g, gctx := errgroup.WithContext(ctx)
 	for i := range specs {
-		wg.Go(func() { e.nodes[i], errs[i] = e.opts.Backend.StartRedis(ctx, specs[i]) })
+		g.Go(func() (err error) {
+			e.nodes[i], err = e.opts.Backend.StartRedis(gctx, specs[i])
+			return err
+		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	if e.sc.Topology == SingleReplica {
