@@ -6,43 +6,69 @@ GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT ?= 15m
 
+# The library is the root module; the tools with heavy dependencies have
+# modules of their own, so that importers of the library do not get them.
+MODULES := . chaos cmd/quorumlock bench
+
+# What the tests and the chaos suite start or build with: the servers, a C
+# compiler for -race and the clock shim, libfaketime for clock jumps, and
+# the certificates Go needs to fetch modules.
+DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql faketime
+
+# $(call each-module,COMMAND) runs COMMAND in every module, stopping at the
+# first failure.
+define each-module
+	@set -e; for m in $(MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
+endef
+
+# Modules that must stay out of the root module's graph (STYLE.md: the
+# importable library stays lean).
+HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog
+
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short lint tidy-check
+.PHONY: help deps build test test-short vet lint lean-check tidy-check
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Compile every package, and bin/quorumlock once cmd/quorumlock has a main package
-	$(GO) build ./...
-	@if [ "$$($(GO) list -f '{{.Name}}' ./cmd/quorumlock 2>/dev/null)" = main ]; then \
-		echo "$(GO) build -o bin/quorumlock ./cmd/quorumlock"; \
-		$(GO) build -o bin/quorumlock ./cmd/quorumlock; \
-	else \
-		echo "cmd/quorumlock has no main package yet; skipping bin/quorumlock"; \
-	fi
+deps: ## Install the Debian packages test and chaos need, if missing (as root, else through sudo)
+	@./scripts/install-packages.sh $(DEBIAN_PACKAGES)
 
-test: ## Run all tests with the race detector against real redis-server and PostgreSQL
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+build: bin/quorumlock ## Compile every module, and the CLI into bin/quorumlock
+	$(call each-module,$(GO) build -o /dev/null ./...)
 
-test-short: ## Run the tests in -short mode, without the race detector (quick feedback)
-	$(GO) test -short -count=1 ./...
+test: deps ## Run every module's tests with the race detector against real redis-server and PostgreSQL
+	$(call each-module,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...)
 
-lint: ## gofmt (fails on any unformatted file), go vet and staticcheck
+test-short: ## Run every module's tests in -short mode, without the race detector (quick feedback)
+	$(call each-module,$(GO) test -short -count=1 ./...)
+
+vet: ## go vet every module
+	$(call each-module,$(GO) vet ./...)
+
+lint: lean-check ## gofmt (fails on any unformatted file), then go vet and staticcheck in every module
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then \
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; \
 	fi
-	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(call each-module,$(GO) vet ./... && $(STATICCHECK) ./...)
 
-tidy-check: ## Fail if go.mod or go.sum are not tidy
-	$(GO) mod tidy -diff
+lean-check: ## Fail if the root module's graph holds a heavy tool dependency, or bin/quorumlock links package testing
+	@if $(GO) list -m all | grep -E '$(HEAVY_MODULES)'; then \
+		echo "the root module must not require the modules above: they belong in chaos/ or cmd/quorumlock/"; exit 1; \
+	fi
+	@if $(GO) -C cmd/quorumlock list -deps . | grep -qx testing; then \
+		echo "bin/quorumlock links package testing: non-test code imports internal/testenv instead of internal/servers"; exit 1; \
+	fi
+
+tidy-check: ## Fail if any module's go.mod or go.sum is not tidy
+	$(call each-module,$(GO) mod tidy -diff)
 
 # Extra flags for the benchmark, e.g. `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
 .PHONY: bench
 
-bench: ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
+bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results
 	cd bench && $(GO) run -mod=mod ./cmd/qlbench --json results/bench.json --plot results/bench.svg --markdown results/bench.md $(BENCH_ARGS)
 
@@ -61,22 +87,22 @@ down: ## Remove the compose topology: containers, volumes and network
 
 # Chaos suite (docs/chaos.md): real redis-server and PostgreSQL processes on
 # loopback, faults injected on a seeded schedule; nothing is left running.
-.PHONY: chaos chaos-full chaos-smoke
+.PHONY: chaos chaos-full chaos-smoke bin/quorumlock
 CHAOS_ARGS ?=
 
-chaos: ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
-	$(GO) build -o bin/quorumlock ./cmd/quorumlock
+# Phony, so that go's own cache decides whether anything is rebuilt.
+bin/quorumlock:
+	$(GO) -C cmd/quorumlock build -o $(CURDIR)/bin/quorumlock .
+
+chaos: deps bin/quorumlock ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
 	./bin/quorumlock chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
 
-chaos-full: ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
-	$(GO) build -o bin/quorumlock ./cmd/quorumlock
+chaos-full: deps bin/quorumlock ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
 	./bin/quorumlock chaos --profile full --json chaos-report-full.json --markdown chaos-report-full.md $(CHAOS_ARGS)
 
-chaos-smoke: ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
-	$(GO) build -o bin/quorumlock ./cmd/quorumlock
+chaos-smoke: deps bin/quorumlock ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
 	./bin/quorumlock chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
 
 .PHONY: chaos-compose
-chaos-compose: ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
-	$(GO) build -o bin/quorumlock ./cmd/quorumlock
+chaos-compose: bin/quorumlock ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
 	./bin/quorumlock chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlock/quorumlock/internal/testenv"
+	srv "github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // Backend starts the servers a run needs and performs the faults that act
@@ -69,7 +69,7 @@ type Postgres interface {
 }
 
 // LocalBackend runs redis-server and PostgreSQL as children of this
-// process on loopback ports (package testenv). Every child is in its own
+// process on loopback ports (internal/servers). Every child is in its own
 // process group with a parent-death signal, so even a SIGKILL of this
 // process leaves nothing running; Close stops them in the ordinary way.
 type LocalBackend struct {
@@ -155,7 +155,7 @@ func (s *servers) stopRedis() error {
 	nodes := s.nodes
 	s.nodes = nil
 	s.mu.Unlock()
-	return stopAll(nodes)
+	return srv.StopAll(nodes)
 }
 
 // close stops everything; stop is the backend's StopRedis.
@@ -204,9 +204,9 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 			return nil, err
 		}
 	}
-	cfg := testenv.RedisConfig{Port: port}
+	cfg := srv.RedisConfig{Port: port}
 	if spec.AOF {
-		cfg.Persistence = testenv.PersistenceAOFAlways
+		cfg.Persistence = srv.PersistenceAOFAlways
 	}
 	if spec.ReplicaOf != "" {
 		host, p, err := net.SplitHostPort(spec.ReplicaOf)
@@ -223,7 +223,7 @@ func (b *LocalBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisNod
 		}
 		cfg.Env = env
 	}
-	p, err := testenv.StartRedisProcess(ctx, cfg)
+	p, err := srv.StartRedisProcess(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start redis-server: %w", err)
 	}
@@ -240,7 +240,7 @@ func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
 				return nil, err
 			}
 		}
-		pg, err := testenv.StartPostgresProcess(ctx, testenv.PostgresConfig{Port: b.PostgresPort})
+		pg, err := srv.StartPostgresProcess(ctx, srv.PostgresConfig{Port: b.PostgresPort})
 		if err != nil {
 			return nil, fmt.Errorf("chaos: start PostgreSQL: %w", err)
 		}
@@ -270,8 +270,8 @@ func portFree(port int) error {
 	return l.Close()
 }
 
-// server is what testenv's redis-server processes and containers both
-// offer.
+// server is what redis-server processes and containers of
+// internal/servers both offer.
 type server interface {
 	Addr() string
 	Kill() error
@@ -281,8 +281,8 @@ type server interface {
 	Stop() error
 }
 
-// node is a RedisNode on a testenv server, with a clock that can be moved
-// when it was started with one.
+// node is a RedisNode on one of those servers, with a clock that can be
+// moved when it was started with one.
 type node struct {
 	server
 	clockFile string

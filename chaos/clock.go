@@ -217,8 +217,8 @@ func (s *clockShim) write(path string, d time.Duration) error {
 }
 
 // CheckLocalBinaries reports a missing redis-server before anything starts.
-// A missing PostgreSQL is reported by the first start (testenv knows where
-// Debian keeps its binaries).
+// A missing PostgreSQL is reported by the first start (package servers
+// knows where Debian keeps its binaries).
 func CheckLocalBinaries() error {
 	var missing []string
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -282,13 +282,4 @@ func (l *lazyShim) remove() error {
 	err := l.s.remove()
 	l.s = nil
 	return err
-}
-
-// stopAll stops every node and joins their errors.
-func stopAll[N interface{ Stop() error }](nodes []N) error {
-	var errs []error
-	for _, n := range nodes {
-		errs = append(errs, n.Stop())
-	}
-	return errors.Join(errs...)
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/quorumlock/quorumlock/internal/testenv"
+	srv "github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // ComposeBackend runs every server of a run in a Docker container, from the
@@ -22,7 +22,7 @@ import (
 // replication and clock settings, and the fixed services cannot change
 // those without being recreated. The containers publish fixed ports on
 // 127.0.0.1 and are removed by Close (or, if this process dies, by the next
-// process that uses the docker backend of internal/testenv).
+// process that starts containers through internal/servers).
 //
 // JumpClock needs a C compiler on this host: the shim is built here and
 // bind-mounted into the container, which works because the images are
@@ -47,11 +47,11 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
-	var cfg testenv.RedisConfig
+	var cfg srv.RedisConfig
 	if spec.AOF {
-		cfg.Persistence = testenv.PersistenceAOFAlways
+		cfg.Persistence = srv.PersistenceAOFAlways
 	}
-	var opts []testenv.ContainerOption
+	var opts []srv.ContainerOption
 	if spec.ReplicaOf != "" {
 		// The replication link runs through a proxy of this process on the
 		// host's loopback, which only the host's network reaches.
@@ -60,7 +60,7 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 			return nil, fmt.Errorf("chaos: replica of %q: %w", spec.ReplicaOf, err)
 		}
 		cfg.ExtraArgs = append(cfg.ExtraArgs, "--replicaof", host, port)
-		opts = append(opts, testenv.WithHostNetwork())
+		opts = append(opts, srv.WithHostNetwork())
 	}
 	n := &node{}
 	if spec.Clock {
@@ -73,9 +73,9 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 		// The whole directory: the offset file is replaced by a rename,
 		// which a bind mount of the file itself would not follow.
 		dir := n.clock.dir
-		opts = append(opts, testenv.WithBinds(dir+":"+dir+":ro"))
+		opts = append(opts, srv.WithBinds(dir+":"+dir+":ro"))
 	}
-	c, err := testenv.StartRedisContainer(ctx, cfg, opts...)
+	c, err := srv.StartRedisContainer(ctx, cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start redis container: %w", err)
 	}
@@ -87,7 +87,7 @@ func (b *ComposeBackend) StartRedis(ctx context.Context, spec RedisSpec) (RedisN
 // Postgres implements Backend.
 func (b *ComposeBackend) Postgres(ctx context.Context) (Postgres, error) {
 	return b.postgres(func() (pgServer, error) {
-		pg, err := testenv.StartPostgresContainer(ctx, testenv.PostgresContainerConfig{})
+		pg, err := srv.StartPostgresContainer(ctx, srv.PostgresContainerConfig{})
 		if err != nil {
 			return nil, fmt.Errorf("chaos: start PostgreSQL container: %w", err)
 		}

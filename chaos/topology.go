@@ -2,12 +2,11 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // Topology names, as the report and --topology spell them.
@@ -83,15 +82,18 @@ func quorumNodeTimeout(ttl time.Duration) time.Duration {
 }
 
 // startPrimaries starts one independent primary per spec, concurrently.
+// The first failed start cancels the others; the nodes that did come up
+// are in c.nodes, and the run's teardown stops them.
 func startPrimaries(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error {
 	c.nodes = make([]RedisNode, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
 	for i := range specs {
-		wg.Go(func() { c.nodes[i], errs[i] = b.StartRedis(ctx, specs[i]) })
+		g.Go(func() (err error) {
+			c.nodes[i], err = b.StartRedis(gctx, specs[i])
+			return err
+		})
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
 // startWithReplica starts the primary, then a replica of it behind a

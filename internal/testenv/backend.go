@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // BackendEnv names the environment variable that selects how the test layer
 // runs its servers: "process" (the default, also when empty) starts
 // redis-server and postgres as child processes; "docker" starts containers
-// through dockertest from the images that `make images` builds (or the
-// official ones). The plain layer is not affected.
+// (package servers) from the images that `make images` builds (or the
+// official ones). Package servers is not affected.
 const BackendEnv = "QUORUMLOCK_TEST_BACKEND"
 
 // Backend names accepted in BackendEnv.
@@ -32,26 +34,6 @@ func SelectedBackend() (string, error) {
 	}
 }
 
-// RedisServer is a Redis node under a test's control, whichever backend runs
-// it: a *RedisProcess or a *RedisContainer. Addresses and ports stay the same
-// across Kill and Restart in both.
-type RedisServer interface {
-	Addr() string
-	Port() int
-	// Dir and LogPath name host paths for processes; containers keep their
-	// data and output inside Docker and return "".
-	Dir() string
-	LogPath() string
-	// PID is the host pid of the server (of the container's main process
-	// for containers), or 0 once stopped.
-	PID() int
-	Pause() error
-	Resume() error
-	Kill() error
-	Restart(ctx context.Context) error
-	Stop() error
-}
-
 // postgresServer is what the shared test server needs from either backend.
 type postgresServer interface {
 	DSN(db string) string
@@ -61,10 +43,8 @@ type postgresServer interface {
 }
 
 var (
-	_ RedisServer    = (*RedisProcess)(nil)
-	_ RedisServer    = (*RedisContainer)(nil)
-	_ postgresServer = (*PostgresProcess)(nil)
-	_ postgresServer = (*PostgresContainer)(nil)
+	_ postgresServer = (*servers.PostgresProcess)(nil)
+	_ postgresServer = (*servers.PostgresContainer)(nil)
 )
 
 // startSharedPostgres starts the shared server on the selected backend. It
@@ -75,13 +55,13 @@ func startSharedPostgres(ctx context.Context) (postgresServer, error) {
 		return nil, err
 	}
 	if backend == BackendDocker {
-		c, err := StartPostgresContainer(ctx, PostgresContainerConfig{})
+		c, err := servers.StartPostgresContainer(ctx, servers.PostgresContainerConfig{})
 		if err != nil {
 			return nil, err
 		}
 		return c, nil
 	}
-	p, err := StartPostgresProcess(ctx, PostgresConfig{})
+	p, err := servers.StartPostgresProcess(ctx, servers.PostgresConfig{})
 	if err != nil {
 		return nil, err
 	}

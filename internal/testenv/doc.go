@@ -1,15 +1,12 @@
-// Package testenv starts real redis-server and PostgreSQL processes for the
-// integration tests and the chaos suite.
+// Package testenv gives integration tests real redis-server and PostgreSQL
+// servers: Redis, RedisNodes, Postgres and Key take a testing.TB, fail or
+// skip the test themselves and register cleanups.
 //
-// It has two layers. The plain layer (StartRedisProcess, StartPostgresProcess)
-// returns errors and works outside tests, so the chaos runner can drive the
-// same processes. The test layer (Redis, RedisNodes, Postgres, Key) takes a
-// testing.TB, fails or skips the test itself and registers cleanups.
-//
-// Every server runs in the foreground as a child of the calling process, in
-// its own process group, with a parent-death signal of SIGKILL on Linux, so a
-// crashed or killed test binary leaves nothing behind. Signals go only to the
-// process groups this package started, never to processes found by name.
+// The servers come from package servers, which returns errors and does not
+// import package testing, so that the chaos suite and the CLI can drive the
+// same processes without linking the test framework. With
+// QUORUMLOCK_TEST_BACKEND=docker the helpers start containers instead of
+// processes (see BackendEnv).
 //
 // A missing backend binary makes a test helper skip the test, except when
 // CI=true or QUORUMLOCK_REQUIRE_BACKENDS=1, where it fails the test instead:

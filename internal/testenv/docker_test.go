@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -33,7 +34,7 @@ func TestDockerRedisFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := testenv.Redis(t)
-	ctr, ok := node.RedisServer.(*testenv.RedisContainer)
+	ctr, ok := node.RedisServer.(*servers.RedisContainer)
 	require.True(t, ok, "the docker backend must start containers, got %T", node.RedisServer)
 	require.NotEmpty(t, ctr.ContainerID())
 	require.Empty(t, node.Dir(), "a container keeps its data inside Docker")

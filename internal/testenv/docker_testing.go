@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // useDocker reports whether the test layer runs containers; an unknown
@@ -22,7 +24,7 @@ func useDocker(t testing.TB) bool {
 // that none ran.
 func dockerRedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 	t.Helper()
-	return startRedisNodes(t, redisConfigs(n, opts), func(ctx context.Context, cfg RedisConfig) (RedisServer, error) {
-		return StartRedisContainer(ctx, cfg)
+	return startRedisNodes(t, redisConfigs(n, opts), func(ctx context.Context, cfg servers.RedisConfig) (RedisServer, error) {
+		return servers.StartRedisContainer(ctx, cfg)
 	})
 }

@@ -13,9 +13,6 @@ import (
 // TestMain shows the intended use: stop the shared PostgreSQL server after
 // the tests, then check that no helper left a goroutine running.
 func TestMain(m *testing.M) {
-	if os.Getenv(crashHelperEnv) != "" {
-		crashHelper() // never returns
-	}
 	code := m.Run()
 	if err := testenv.Shutdown(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv.Shutdown:", err)

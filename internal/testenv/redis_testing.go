@@ -4,38 +4,40 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // RedisOption configures a node started by Redis or RedisNodes.
-type RedisOption interface{ apply(*RedisConfig) }
+type RedisOption interface{ apply(*servers.RedisConfig) }
 
-type redisOptionFunc func(*RedisConfig)
+type redisOptionFunc func(*servers.RedisConfig)
 
-func (f redisOptionFunc) apply(c *RedisConfig) { f(c) }
+func (f redisOptionFunc) apply(c *servers.RedisConfig) { f(c) }
 
 // WithPersistence sets the node's persistence. Default: PersistenceNone.
 func WithPersistence(p Persistence) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.Persistence = p })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.Persistence = p })
 }
 
 // WithRedisArgs appends redis-server arguments, which override the defaults.
 // Default: none.
 func WithRedisArgs(args ...string) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.ExtraArgs = append(c.ExtraArgs, args...) })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.ExtraArgs = append(c.ExtraArgs, args...) })
 }
 
 // WithRedisEnv appends KEY=VALUE entries to the server's environment.
 // Default: none.
 func WithRedisEnv(env ...string) RedisOption {
-	return redisOptionFunc(func(c *RedisConfig) { c.Env = append(c.Env, env...) })
+	return redisOptionFunc(func(c *servers.RedisConfig) { c.Env = append(c.Env, env...) })
 }
 
 // RedisNode is a redis-server owned by one test: stopped, and its directory
@@ -68,13 +70,13 @@ func RedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 	for i := range cfgs {
 		cfgs[i].Dir = t.TempDir()
 	}
-	return startRedisNodes(t, cfgs, func(ctx context.Context, cfg RedisConfig) (RedisServer, error) {
-		return StartRedisProcess(ctx, cfg)
+	return startRedisNodes(t, cfgs, func(ctx context.Context, cfg servers.RedisConfig) (RedisServer, error) {
+		return servers.StartRedisProcess(ctx, cfg)
 	})
 }
 
-func redisConfigs(n int, opts []RedisOption) []RedisConfig {
-	cfgs := make([]RedisConfig, n)
+func redisConfigs(n int, opts []RedisOption) []servers.RedisConfig {
+	cfgs := make([]servers.RedisConfig, n)
 	for i := range cfgs {
 		for _, o := range opts {
 			o.apply(&cfgs[i])
@@ -84,34 +86,33 @@ func redisConfigs(n int, opts []RedisOption) []RedisConfig {
 }
 
 // startRedisNodes starts one server per config in parallel, whichever the
-// backend, and stops them when the test ends.
-func startRedisNodes(t testing.TB, cfgs []RedisConfig, start func(context.Context, RedisConfig) (RedisServer, error)) []*RedisNode {
+// backend, and stops them all at once when the test ends.
+func startRedisNodes(t testing.TB, cfgs []servers.RedisConfig, start func(context.Context, servers.RedisConfig) (RedisServer, error)) []*RedisNode {
 	t.Helper()
 	nodes := make([]*RedisNode, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
+	// The first failure cancels the other starts: the test fails anyway,
+	// and their timeouts would only delay the report.
+	g, ctx := errgroup.WithContext(context.Background())
 	for i := range cfgs {
-		wg.Go(func() {
-			r, err := start(context.Background(), cfgs[i])
-			if err == nil {
-				nodes[i] = &RedisNode{r}
+		g.Go(func() error {
+			r, err := start(ctx, cfgs[i])
+			if err != nil {
+				return err
 			}
-			errs[i] = err
+			nodes[i] = &RedisNode{r}
+			return nil
 		})
 	}
-	wg.Wait()
-	// Registered before any failure is reported, so nodes that did come up
-	// are stopped even when a sibling did not.
-	for _, node := range nodes {
-		if node != nil {
-			t.Cleanup(func() {
-				if err := node.Stop(); err != nil {
-					t.Errorf("testenv: stop redis %s: %v", node.Addr(), err)
-				}
-			})
+	err := g.Wait()
+	// Registered before the failure is reported, so the nodes that did
+	// come up are stopped even when a sibling did not.
+	t.Cleanup(func() {
+		up := slices.DeleteFunc(slices.Clone(nodes), func(n *RedisNode) bool { return n == nil })
+		if err := servers.StopAll(up); err != nil {
+			t.Errorf("testenv: stop redis nodes: %v", err)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return nodes

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // backendsRequired reports whether a missing backend must fail the test
@@ -20,14 +22,7 @@ func backendsRequired() bool {
 func RequireBinaries(t testing.TB, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		var err error
-		switch name {
-		case "initdb", "postgres":
-			_, err = postgresBinDir()
-		default:
-			_, err = lookBinary(name)
-		}
-		if err != nil {
+		if _, err := servers.FindBinary(name); err != nil {
 			missingBackend(t, err)
 		}
 	}
@@ -37,7 +32,7 @@ func RequireBinaries(t testing.TB, names ...string) {
 // backends are optional, a failure otherwise.
 func missingBackend(t testing.TB, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrBinaryNotFound) {
+	if !errors.Is(err, servers.ErrBinaryNotFound) {
 		t.Fatal(err)
 	}
 	if backendsRequired() {

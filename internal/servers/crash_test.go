@@ -1,4 +1,4 @@
-package testenv_test
+package servers_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -25,14 +26,14 @@ const crashHelperEnv = "QUORUMLOCK_TESTENV_CRASH_HELPER"
 func crashHelper() {
 	dir := os.Getenv(crashHelperEnv)
 	ctx := context.Background()
-	r, err := testenv.StartRedisProcess(ctx, testenv.RedisConfig{Dir: filepath.Join(dir, "redis")})
+	r, err := servers.StartRedisProcess(ctx, servers.RedisConfig{Dir: filepath.Join(dir, "redis")})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
 	}
 	fmt.Println("ADDR", r.Addr())
 	if os.Getenv("QUORUMLOCK_TESTENV_CRASH_PG") == "1" {
-		p, err := testenv.StartPostgresProcess(ctx, testenv.PostgresConfig{Dir: filepath.Join(dir, "pg")})
+		p, err := servers.StartPostgresProcess(ctx, servers.PostgresConfig{Dir: filepath.Join(dir, "pg")})
 		if err != nil {
 			fmt.Println("ERROR", err)
 			os.Exit(1)

@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"errors"
@@ -35,14 +35,14 @@ type childSpec struct {
 func startChild(spec childSpec) (*child, error) {
 	logFile, err := os.OpenFile(spec.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: open log: %w", err)
+		return nil, fmt.Errorf("servers: open log: %w", err)
 	}
 	// The child writes through its own copy of the descriptor, so ours can go
 	// as soon as it has started; no copying goroutine is needed.
 	defer logFile.Close()
 	st, err := logFile.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: stat log: %w", err)
+		return nil, fmt.Errorf("servers: stat log: %w", err)
 	}
 
 	cmd := exec.Command(spec.path, spec.args...)
@@ -52,7 +52,7 @@ func startChild(spec childSpec) (*child, error) {
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr(spec.cred)
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("testenv: start %s: %w", spec.path, err)
+		return nil, fmt.Errorf("servers: start %s: %w", spec.path, err)
 	}
 	c := &child{
 		cmd:       cmd,
@@ -91,7 +91,7 @@ func (c *child) signalGroup(sig syscall.Signal) error {
 	return err
 }
 
-var errExited = errors.New("testenv: process has exited")
+var errExited = errors.New("servers: process has exited")
 
 // wait waits at most timeout for the child to exit and reports whether it did.
 func (c *child) wait(timeout time.Duration) bool {
@@ -119,16 +119,16 @@ func (c *child) kill() error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if err := c.signalGroup(syscall.SIGKILL); err != nil && !errors.Is(err, errExited) {
-		return fmt.Errorf("testenv: kill pid %d: %w", c.pid(), err)
+		return fmt.Errorf("servers: kill pid %d: %w", c.pid(), err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	if !c.wait(time.Until(deadline)) {
-		return fmt.Errorf("testenv: pid %d did not exit 30s after SIGKILL", c.pid())
+		return fmt.Errorf("servers: pid %d did not exit 30s after SIGKILL", c.pid())
 	}
 	for _, pid := range desc {
 		for !gone(pid) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("testenv: pid %d (child of %d) did not exit 30s after SIGKILL", pid, c.pid())
+				return fmt.Errorf("servers: pid %d (child of %d) did not exit 30s after SIGKILL", pid, c.pid())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -144,7 +144,7 @@ func (c *child) stop(sig syscall.Signal, grace time.Duration) error {
 	}
 	_ = c.signalGroup(syscall.SIGCONT)
 	if err := c.signalGroup(sig); err != nil && !errors.Is(err, errExited) {
-		return fmt.Errorf("testenv: signal pid %d: %w", c.pid(), err)
+		return fmt.Errorf("servers: signal pid %d: %w", c.pid(), err)
 	}
 	if c.wait(grace) {
 		return nil
@@ -190,6 +190,6 @@ func (c *child) startupError(what string, cause error) error {
 	if c.exited() {
 		status = fmt.Sprintf("exited: %v", c.waitErr)
 	}
-	return fmt.Errorf("testenv: %s did not come up (%s): %w\n--- log %s ---\n%s",
+	return fmt.Errorf("servers: %s did not come up (%s): %w\n--- log %s ---\n%s",
 		what, status, cause, c.logPath, c.logTail(4096))
 }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package testenv
+package servers
 
 // Without /proc only the process group is signalled.
 func descendants(int) []int { return nil }

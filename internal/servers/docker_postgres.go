@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -36,18 +36,16 @@ func StartPostgresContainer(ctx context.Context, cfg PostgresContainerConfig) (*
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, errInvalidPort("postgres", cfg.Port)
 	}
-	pool, err := dockerPool()
+	if err := dockerReady(); err != nil {
+		return nil, err
+	}
+	image, err := resolveImage(PostgresImageEnv, postgresImages)
 	if err != nil {
 		return nil, err
 	}
-	repo, tag, err := resolveImage(pool, PostgresImageEnv, postgresImages)
-	if err != nil {
-		return nil, err
-	}
-	c, err := runContainer(pool, containerSpec{
-		what: "postgres",
-		repo: repo,
-		tag:  tag,
+	c, err := runContainer(ctx, containerSpec{
+		what:  "postgres",
+		image: image,
 		// See PostgresProcess.startServer for why fsync may be off and
 		// synchronous_commit may not.
 		cmd: []string{
@@ -150,15 +148,15 @@ func (p *PostgresContainer) Stop() error { return p.c.stop() }
 func execPostgres(ctx context.Context, dsn, sql string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("testenv: connect to postgres: %w", err)
+		return fmt.Errorf("servers: connect to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("testenv: %s: %w", sql, err)
+		return fmt.Errorf("servers: %s: %w", sql, err)
 	}
 	return nil
 }
 
 func errInvalidPort(what string, port int) error {
-	return fmt.Errorf("testenv: invalid %s port %d", what, port)
+	return fmt.Errorf("servers: invalid %s port %d", what, port)
 }

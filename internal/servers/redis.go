@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ func (p Persistence) args() ([]string, error) {
 	case PersistenceAOFAlways:
 		return []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}, nil
 	default:
-		return nil, fmt.Errorf("testenv: unknown persistence %d", int(p))
+		return nil, fmt.Errorf("servers: unknown persistence %d", int(p))
 	}
 }
 
@@ -87,7 +87,7 @@ const redisStartTimeout = 15 * time.Second
 // error carries the end of the server's log.
 func StartRedisProcess(ctx context.Context, cfg RedisConfig) (*RedisProcess, error) {
 	if cfg.Port < 0 || cfg.Port > 65535 {
-		return nil, fmt.Errorf("testenv: invalid redis port %d", cfg.Port)
+		return nil, fmt.Errorf("servers: invalid redis port %d", cfg.Port)
 	}
 	if _, err := cfg.Persistence.args(); err != nil {
 		return nil, err
@@ -100,11 +100,11 @@ func StartRedisProcess(ctx context.Context, cfg RedisConfig) (*RedisProcess, err
 	if r.cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "quorumlock-redis-")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: redis dir: %w", err)
+			return nil, fmt.Errorf("servers: redis dir: %w", err)
 		}
 		r.cfg.Dir, r.ownsDir = d, true
 	} else if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("testenv: redis dir: %w", err)
+		return nil, fmt.Errorf("servers: redis dir: %w", err)
 	}
 
 	ctx, cancel := withDefaultTimeout(ctx, redisStartTimeout)
@@ -274,10 +274,10 @@ func (r *RedisProcess) signal(sig syscall.Signal) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.c == nil {
-		return errors.New("testenv: redis process was stopped")
+		return errors.New("servers: redis process was stopped")
 	}
 	if err := r.c.signalGroup(sig); err != nil {
-		return fmt.Errorf("testenv: %v to redis %s: %w", sig, r.Addr(), err)
+		return fmt.Errorf("servers: %v to redis %s: %w", sig, r.Addr(), err)
 	}
 	return nil
 }
@@ -289,7 +289,7 @@ func (r *RedisProcess) Kill() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.c == nil {
-		return errors.New("testenv: redis process was stopped")
+		return errors.New("servers: redis process was stopped")
 	}
 	return r.c.kill()
 }
@@ -303,7 +303,7 @@ func (r *RedisProcess) Restart(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		return errors.New("testenv: redis process was stopped")
+		return errors.New("servers: redis process was stopped")
 	}
 	if err := r.c.kill(); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -63,11 +63,10 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 	if err != nil {
 		return nil, err
 	}
-	pool, err := dockerPool()
-	if err != nil {
+	if err := dockerReady(); err != nil {
 		return nil, err
 	}
-	repo, tag, err := resolveImage(pool, RedisImageEnv, redisImages)
+	image, err := resolveImage(RedisImageEnv, redisImages)
 	if err != nil {
 		return nil, err
 	}
@@ -87,8 +86,7 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 	}
 	spec := containerSpec{
 		what:     "redis",
-		repo:     repo,
-		tag:      tag,
+		image:    image,
 		cmd:      cmdFor(6379, "0.0.0.0"),
 		env:      cfg.Env,
 		binds:    append(preloadBinds(cfg.Env), o.binds...),
@@ -97,15 +95,13 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 		hostNet:  o.hostNet,
 		cmdFor:   func(port int) []string { return cmdFor(port, "127.0.0.1") },
 	}
-	ctx, cancel := withDefaultTimeout(ctx, redisStartTimeout)
-	defer cancel()
 	for attempt := 1; ; attempt++ {
-		c, err := runContainer(pool, spec)
+		c, err := runContainer(ctx, spec)
 		if err != nil {
 			return nil, err
 		}
 		r := &RedisContainer{c: c}
-		err = c.waitReady(ctx, r.ping)
+		err = r.waitReady(ctx)
 		if err == nil {
 			return r, nil
 		}
@@ -119,6 +115,13 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 }
 
 func (r *RedisContainer) ping(ctx context.Context) error { return pingRedis(ctx, r.Addr(), 0) }
+
+// waitReady waits for PING; ctx bounds it (15s when it has no deadline).
+func (r *RedisContainer) waitReady(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx, redisStartTimeout)
+	defer cancel()
+	return r.c.waitReady(ctx, r.ping)
+}
 
 // preloadBinds mounts every absolute host file named in an LD_PRELOAD entry
 // read-only at the same path, so that a shim built on the host (for the
@@ -165,14 +168,14 @@ func (r *RedisContainer) ContainerID() string { return r.c.id }
 // default bridge reach the server at (for --replicaof), or an error when the
 // container is not running. The IP may change across a restart.
 func (r *RedisContainer) NetworkAddr() (string, error) {
-	ctr, err := r.c.inspect()
+	st, err := r.c.inspect()
 	if err != nil {
 		return "", err
 	}
-	if !ctr.State.Running || ctr.NetworkSettings == nil || ctr.NetworkSettings.IPAddress == "" {
-		return "", fmt.Errorf("testenv: redis container %s has no address: not running", r.c.name)
+	if !st.State.Running || st.ip() == "" {
+		return "", fmt.Errorf("servers: redis container %s has no address: not running", r.c.name)
 	}
-	return net.JoinHostPort(ctr.NetworkSettings.IPAddress, "6379"), nil
+	return net.JoinHostPort(st.ip(), "6379"), nil
 }
 
 // PID returns the host pid of the container's main process, or 0 when it is

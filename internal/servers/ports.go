@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("testenv: find a free port: %w", err)
+		return 0, fmt.Errorf("servers: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil

@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"errors"
@@ -13,7 +13,24 @@ import (
 // ErrBinaryNotFound is wrapped by the errors of starters whose server binary
 // is neither on PATH nor in a known install location; test helpers turn it
 // into a skip, or a failure in CI.
-var ErrBinaryNotFound = errors.New("testenv: binary not found")
+var ErrBinaryNotFound = errors.New("servers: binary not found")
+
+// FindBinary returns the path of a program a starter runs, or an error
+// wrapping ErrBinaryNotFound. "initdb" and "postgres" are also looked for
+// where Debian installs them off PATH, and only as a pair from one
+// installation. Safe for concurrent use.
+func FindBinary(name string) (string, error) {
+	switch name {
+	case "initdb", "postgres":
+		dir, err := postgresBinDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, name), nil
+	default:
+		return lookBinary(name)
+	}
+}
 
 func lookBinary(name string) (string, error) {
 	p, err := exec.LookPath(name)

@@ -1,4 +1,4 @@
-package testenv
+package servers
 
 import (
 	"context"
@@ -60,7 +60,7 @@ const (
 // running and the error carries the end of the relevant log.
 func StartPostgresProcess(ctx context.Context, cfg PostgresConfig) (*PostgresProcess, error) {
 	if cfg.Port < 0 || cfg.Port > 65535 {
-		return nil, fmt.Errorf("testenv: invalid postgres port %d", cfg.Port)
+		return nil, fmt.Errorf("servers: invalid postgres port %d", cfg.Port)
 	}
 	binDir, err := postgresBinDir()
 	if err != nil {
@@ -75,11 +75,11 @@ func StartPostgresProcess(ctx context.Context, cfg PostgresConfig) (*PostgresPro
 	if p.cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "quorumlock-pg-")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: postgres dir: %w", err)
+			return nil, fmt.Errorf("servers: postgres dir: %w", err)
 		}
 		p.cfg.Dir, p.ownsDir = d, true
 	} else if err := os.MkdirAll(p.cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("testenv: postgres dir: %w", err)
+		return nil, fmt.Errorf("servers: postgres dir: %w", err)
 	}
 	if err := p.start(ctx, true); err != nil {
 		if p.ownsDir {
@@ -93,12 +93,12 @@ func StartPostgresProcess(ctx context.Context, cfg PostgresConfig) (*PostgresPro
 func postgresCredential() (*syscall.Credential, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("testenv: running as root, and initdb refuses root: need a postgres system user: %w", err)
+		return nil, fmt.Errorf("servers: running as root, and initdb refuses root: need a postgres system user: %w", err)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("testenv: postgres user ids: %w", err)
+		return nil, fmt.Errorf("servers: postgres user ids: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
@@ -118,13 +118,13 @@ func (p *PostgresProcess) start(ctx context.Context, initdb bool) error {
 	ctx, cancel := withDefaultTimeout(ctx, postgresStartTimeout)
 	defer cancel()
 	if sock := filepath.Join(p.dataDir(), ".s.PGSQL.65535"); len(sock) > unixSocketPathMax {
-		return fmt.Errorf("testenv: postgres dir %q is too long for a unix socket path; use a shorter one", p.cfg.Dir)
+		return fmt.Errorf("servers: postgres dir %q is too long for a unix socket path; use a shorter one", p.cfg.Dir)
 	}
 	if p.cred != nil {
 		// Everything we create must belong to the server's user; the logs are
 		// written through descriptors opened here, so they can stay root's.
 		if err := os.Chown(p.cfg.Dir, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
-			return fmt.Errorf("testenv: chown postgres dir: %w", err)
+			return fmt.Errorf("servers: chown postgres dir: %w", err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(p.dataDir(), "PG_VERSION")); initdb && err != nil {
@@ -156,7 +156,7 @@ func (p *PostgresProcess) initdb(ctx context.Context) error {
 	logPath := filepath.Join(p.cfg.Dir, "initdb.log")
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("testenv: initdb log: %w", err)
+		return fmt.Errorf("servers: initdb log: %w", err)
 	}
 	defer log.Close()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, "initdb"),
@@ -173,7 +173,7 @@ func (p *PostgresProcess) initdb(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr(p.cred)
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("testenv: initdb: %w\n--- log %s ---\n%s", err, logPath, readTail(logPath, 0, 4096))
+		return fmt.Errorf("servers: initdb: %w\n--- log %s ---\n%s", err, logPath, readTail(logPath, 0, 4096))
 	}
 	return nil
 }
@@ -279,11 +279,11 @@ func (p *PostgresProcess) DropDatabase(ctx context.Context, name string) error {
 func (p *PostgresProcess) exec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, p.DSN("postgres"))
 	if err != nil {
-		return fmt.Errorf("testenv: connect to postgres: %w", err)
+		return fmt.Errorf("servers: connect to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("testenv: %s: %w", sql, err)
+		return fmt.Errorf("servers: %s: %w", sql, err)
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (p *PostgresProcess) Kill() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.c == nil {
-		return errors.New("testenv: postgres process was stopped")
+		return errors.New("servers: postgres process was stopped")
 	}
 	return p.c.kill()
 }
@@ -307,7 +307,7 @@ func (p *PostgresProcess) Restart(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
-		return errors.New("testenv: postgres process was stopped")
+		return errors.New("servers: postgres process was stopped")
 	}
 	if err := p.c.kill(); err != nil {
 		return err

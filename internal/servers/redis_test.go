@@ -1,0 +1,67 @@
+package servers_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/servers"
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+func TestRedisProcessStopIsFinalAndCleansUp(t *testing.T) {
+	t.Parallel()
+	testenv.RequireBinaries(t, "redis-server")
+	p, err := servers.StartRedisProcess(context.Background(), servers.RedisConfig{})
+	require.NoError(t, err)
+	dir := p.Dir()
+	require.DirExists(t, dir)
+	require.FileExists(t, p.LogPath())
+
+	require.NoError(t, p.Stop())
+	require.NoError(t, p.Stop(), "Stop is idempotent")
+	require.Zero(t, p.PID())
+	require.NoDirExists(t, dir, "Stop removes a directory it created")
+	require.Error(t, p.Kill())
+	require.Error(t, p.Restart(context.Background()))
+}
+
+func TestRedisProcessPortInUse(t *testing.T) {
+	t.Parallel()
+	testenv.RequireBinaries(t, "redis-server")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+
+	start := time.Now()
+	p, err := servers.StartRedisProcess(context.Background(), servers.RedisConfig{Port: port, Dir: t.TempDir()})
+	if p != nil {
+		_ = p.Stop()
+	}
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "did not come up")
+	require.Contains(t, err.Error(), "Address already in use", "the error must carry the log tail")
+	require.Less(t, time.Since(start), 10*time.Second, "a dead server must be noticed before the timeout")
+}
+
+func TestRedisProcessEnvReachesServer(t *testing.T) {
+	t.Parallel()
+	testenv.RequireBinaries(t, "redis-server")
+	// The dynamic loader reports an LD_PRELOAD it cannot load on stderr, so
+	// this shows both that Env reaches the server and that stderr is logged.
+	// (Redis rewrites its process title over /proc/PID/environ, so that file
+	// cannot be used.)
+	p, err := servers.StartRedisProcess(context.Background(), servers.RedisConfig{
+		Env: []string{"LD_PRELOAD=quorumlock-testenv-marker.so"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Stop()) })
+	log, err := os.ReadFile(p.LogPath())
+	require.NoError(t, err)
+	require.Contains(t, string(log), "quorumlock-testenv-marker.so")
+}
