@@ -53,10 +53,17 @@ func workerFreeze(ctx context.Context, e *env) error {
 		}
 	}
 	_ = sleep(ctx, 2*e.sc.TTL)
-	// Let the others get some sections in; with fence-table they wait on
-	// the frozen holder's row lock instead, so do not wait forever.
+	// Let the others get some sections in before the holder wakes: the
+	// stale write must come after a newer holder's, or there is nothing
+	// to refuse. On a loaded machine that can take seconds. With
+	// fence-table they wait on the frozen holder's row lock instead, so
+	// do not wait long there.
 	var others int64
-	deadline := time.Now().Add(3 * time.Second)
+	wait := 10 * time.Second
+	if e.sc.Fencing == "fence-table" {
+		wait = 3 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		others = e.crew.done() - h.done.Load()
 		if others >= 3 {
