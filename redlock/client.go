@@ -30,6 +30,7 @@ type Client struct {
 	set      settings
 	admit    *admission
 	wake     *waker
+	renew    *renewer
 	inst     *instruments
 	gates    gates
 
@@ -183,6 +184,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		inst: inst, closing: make(chan struct{})}
 	c.admit = newAdmission(c)
 	c.wake = newWaker(c)
+	c.renew = newRenewer(c)
 	return c, nil
 }
 

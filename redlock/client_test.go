@@ -1010,3 +1010,54 @@ func TestQuarantineIsMaxTTLPlusItsDrift(t *testing.T) {
 	_, err = Quarantine(time.Second, 1)
 	require.Error(t, err)
 }
+
+// Do's renewals are batched: many leases on one Client cost each node a
+// bounded number of extend calls per renewal period, not one per lease,
+// and no lease is lost.
+func TestDoRenewsManyLeasesInBatches(t *testing.T) {
+	c, fs := newFake(t, 5)
+	ctx := context.Background()
+	const leases, ttl, hold = 200, 300 * time.Millisecond, 1200 * time.Millisecond
+	countExtends := func() int64 {
+		var n int64
+		for _, f := range fs {
+			f.mu.Lock()
+			n += f.extendCalls
+			f.mu.Unlock()
+		}
+		return n
+	}
+	held := make(chan struct{})
+	var wg sync.WaitGroup
+	var ready sync.WaitGroup
+	ready.Add(leases)
+	errs := make(chan error, leases)
+	for i := range leases {
+		wg.Go(func() {
+			errs <- c.Do(ctx, fmt.Sprintf("k%d", i), ttl, func(ctx context.Context, _ *Lease) error {
+				ready.Done()
+				select {
+				case <-held:
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			})
+		})
+	}
+	ready.Wait()
+	before := countExtends()
+	time.Sleep(hold)
+	during := countExtends() - before
+	close(held)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err, "a lease was lost while its fn ran")
+	}
+	periods := float64(hold) / float64(ttl/3)
+	perNodePerPeriod := float64(during) / 5 / periods
+	t.Logf("%d extend calls on 5 nodes in %v for %d leases: %.1f per node per renewal period", during, hold, leases, perNodePerPeriod)
+	require.Positive(t, during, "nothing was renewed")
+	require.LessOrEqual(t, perNodePerPeriod, 6.0, "renewals are not batched")
+}

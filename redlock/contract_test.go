@@ -273,33 +273,44 @@ var contractCases = []contractCase{
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second) },
 		args:  fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
-			require.NoError(t, err)
-			require.Equal(t, int64(1), res)
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/a shorter ttl never shortens our key", script: extendScript, keys: []string{ctKey},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 8*time.Second) },
 		args:  fixed(ctValue, 1000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
-			require.NoError(t, err)
-			require.Equal(t, int64(1), res)
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/another's key is left alone", script: extendScript, keys: []string{ctKey},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", time.Second) },
 		args:  fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
-			require.NoError(t, err)
-			require.Equal(t, int64(0), res)
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, "theirs")
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
 	{name: "extend/a missing key is not brought back", script: extendScript, keys: []string{ctKey},
 		args: fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
-			require.NoError(t, err)
-			require.Equal(t, int64(0), res)
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, "a", "va", time.Second)     // ours: lengthened
+			n.put(t, "b", "vb", 9*time.Second)   // ours: already longer, kept
+			n.put(t, "c", "theirs", time.Second) // not ours
+		},
+		args: fixed("va", 5000, "vb", 2000, "vc", 5000, "vd", 5000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(1), int64(0), int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, "a", 5*time.Second)
+			requireTTLNear(t, n, "b", 9*time.Second)
+			requireTTLNear(t, n, "c", time.Second)
+			requireKey(t, n, "c", "theirs")
+			requireNoKey(t, n, "d")
 		}},
 
 	// commit.lua

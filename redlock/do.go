@@ -27,12 +27,14 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	c.renew.add(l, ttl)
 	stop := make(chan struct{})
-	keeper := make(chan error, 1)
-	go func() { keeper <- c.keep(l, ttl, stop, cancel) }()
+	watch := make(chan error, 1)
+	go func() { watch <- c.watch(l, stop, cancel) }()
 	finish := func() (lostErr, relErr error) {
 		close(stop)
-		lostErr = <-keeper
+		lostErr = <-watch
+		c.renew.remove(l)
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 		defer rcancel()
 		return lostErr, l.Release(rctx)
@@ -59,45 +61,16 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	return ferr
 }
 
-// keep extends l until stop is closed, and cancels fn's context when the
-// lease ends first. It returns a non-nil error wrapping ErrNotHeld when the
-// lease was lost while fn still ran, and wrapping what ended it: ErrMaxHold,
-// or the last Extend error.
-func (c *Client) keep(l *Lease, ttl time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc) error {
-	start := c.cfg.clock.Now()
-	every := ttl / 3
-	var why error // what ended the lease, for the error fn's ctx ends with
-	for {
-		t := time.NewTimer(every)
-		select {
-		case <-stop:
-			t.Stop()
-			return nil
-		case <-l.Done():
-			t.Stop()
-			if why == nil {
-				why = errors.New("validity ended")
-			}
-			err := fmt.Errorf("%w: lease on %q ended while fn was running: %w", ErrNotHeld, l.key, why)
-			cancel(err)
-			return err
-		case <-t.C:
-		}
-		if c.cfg.maxHold > 0 && c.cfg.clock.Now().Sub(start) >= c.cfg.maxHold {
-			why = ErrMaxHold
-			every = time.Hour // stop extending; Done closes at the deadline
-			continue
-		}
-		ctx, ecancel := context.WithTimeout(context.Background(), max(c.nodeTimeout(ttl), every/2))
-		err := l.Extend(ctx, ttl)
-		ecancel()
-		if err != nil {
-			why = err
-			c.cfg.logger.Warn("redlock: extend failed", "key", l.key, "err", err)
-			// A transient failure retries soon; ErrNotHeld closed Done.
-			every = max(ttl/10, time.Millisecond)
-			continue
-		}
-		every = ttl / 3
+// watch cancels fn's context when l ends before stop is closed, with an
+// error wrapping ErrNotHeld and what ended it (ErrMaxHold, or the last
+// renewal error), which it also returns; nil when fn returned first.
+func (c *Client) watch(l *Lease, stop <-chan struct{}, cancel context.CancelCauseFunc) error {
+	select {
+	case <-stop:
+		return nil
+	case <-l.Done():
+		err := fmt.Errorf("%w: lease on %q ended while fn was running: %w", ErrNotHeld, l.key, c.renew.why(l))
+		cancel(err)
+		return err
 	}
 }

@@ -34,6 +34,8 @@ type fakeNode struct {
 
 	node *node // the client's view of this fake
 
+	extendCalls int64 // extend script calls, guarded by mu
+
 	failMu  sync.Mutex
 	failing map[string]error // script name -> error it returns
 }
@@ -224,13 +226,18 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		return int64(0), nil
 	case "extend":
-		if v, ok := f.get(k[0]); !ok || v != a[0] {
-			return int64(0), nil
+		f.extendCalls++
+		out := make([]any, len(k))
+		for i, key := range k {
+			out[i] = int64(0)
+			if v, ok := f.get(key); ok && v == a[2*i] {
+				if ms := atoi(a[2*i+1]); f.pttl(key) < ms {
+					f.exp[key] = f.now().Add(time.Duration(ms) * time.Millisecond)
+				}
+				out[i] = int64(1)
+			}
 		}
-		if ms := atoi(a[1]); f.pttl(k[0]) < ms {
-			f.exp[k[0]] = f.now().Add(time.Duration(ms) * time.Millisecond)
-		}
-		return int64(1), nil
+		return out, nil
 	case "commit":
 		if v, ok := f.get(k[0]); !ok || v != a[0] {
 			return int64(0), nil

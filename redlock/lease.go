@@ -28,6 +28,7 @@ type Lease struct {
 	state    leaseState
 	done     chan struct{}
 	pass     func() // passes this Client's gate for the key on; nil for TryLock
+	lostBy   error  // why an extend found it lost
 }
 
 // holdGate makes the lease hold its key's local gate until it ends.
@@ -132,86 +133,27 @@ func (l *Lease) over() bool {
 	return l.state != live || !l.c.cfg.clock.Now().Before(l.deadline)
 }
 
-// Extend renews the lease for ttl, measured from the start of the extend
-// round, on every node that still holds its value, and succeeds only if a
-// majority did within the new validity. It never re-creates a key that
-// expired or was taken over, and never shortens one: a node keeps the
-// later of its current expiry and ttl from now, and Deadline becomes the
-// later of the current deadline and the one this round earned, so
-// concurrent Extends (Do's renewal and one from fn) cannot leave the lease
-// promising more than the nodes hold. It returns ErrNotHeld (and closes
-// Done) when the lease is over or a majority no longer holds it; any other
-// error (nodes unreachable) leaves the lease valid until its old deadline.
-// The ttl rules of Lock apply; an invalid ttl touches no node. Safe for
-// concurrent use.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
-	c := l.c
-	if err := c.checkTTL(ttl); err != nil {
-		return err
-	}
-	if l.over() {
-		l.markLost()
-		return fmt.Errorf("%w: %q expired or was released before Extend", ErrNotHeld, l.key)
-	}
-	t0 := c.cfg.clock.Now()
-	// The calls are not cancelled with ctx once a majority answered: the
-	// other nodes should be extended too, so the lease keeps surviving as
-	// many node failures as it did.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
-	keys, args := []string{l.key}, []any{l.value, ttl.Milliseconds()}
-	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := extendScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
-		c.observe(i, err)
-		return v == 1, err
-	})
-	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
-	wcancel()
-	c.spawn(func() {
-		defer cancel()
-		round.Wait()
-	})
-	elapsed := c.cfg.clock.Now().Sub(t0)
-
-	yes, gone, errs := c.tally(replies)
-	if yes >= c.quorum {
-		c.inst.extend("ok")
-		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
-			return errors.Join(fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl), ctx.Err())
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.state != live {
-			return fmt.Errorf("%w: %q was released during Extend", ErrNotHeld, l.key)
-		}
-		l.ttl = max(l.ttl, ttl)
-		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {
-			l.deadline = d
-			l.armLocked()
-		}
-		return nil
-	}
-	if len(c.nodes)-gone < c.quorum {
-		c.inst.extend("lost")
-		if l.markLost() {
-			c.inst.lost.Add(context.Background(), 1)
-		}
-		return fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
-	}
-	c.inst.extend("error")
-	if ctx.Err() != nil {
-		errs = append(errs, ctx.Err())
-	}
-	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, yes, len(c.nodes), c.quorum)}, errs...)...)
-}
-
 // markLost ends the lease as lost; it reports whether it was live.
-func (l *Lease) markLost() bool {
+func (l *Lease) markLost() bool { return l.markLostBy(nil) }
+
+// markLostBy ends the lease as lost because of why (kept for Do's error,
+// set before Done closes); it reports whether it was live.
+func (l *Lease) markLostBy(why error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	was := l.state == live
+	if was && why != nil {
+		l.lostBy = why
+	}
 	l.endLocked(lost)
 	return was
+}
+
+// lostCause is what ended the lease when an extend found it lost.
+func (l *Lease) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostBy
 }
 
 // Release gives the lock up: a compare-and-delete on every node, so it can

@@ -1,0 +1,153 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
+)
+
+// Extend renews the lease for ttl, measured from the start of the extend
+// round, on every node that still holds its value, and succeeds only if a
+// majority did within the new validity. It never re-creates a key that
+// expired or was taken over, and never shortens one: a node keeps the
+// later of its current expiry and ttl from now, and Deadline becomes the
+// later of the current deadline and the one this round earned, so
+// concurrent Extends (Do's renewal and one from fn) cannot leave the lease
+// promising more than the nodes hold. It returns ErrNotHeld (and closes
+// Done) when the lease is over or a majority no longer holds it; any other
+// error (nodes unreachable) leaves the lease valid until its old deadline.
+// The ttl rules of Lock apply; an invalid ttl touches no node. Safe for
+// concurrent use.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	c := l.c
+	if err := c.checkTTL(ttl); err != nil {
+		return err
+	}
+	if l.over() {
+		l.markLost()
+		return fmt.Errorf("%w: %q expired or was released before Extend", ErrNotHeld, l.key)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
+	defer cancel()
+	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl})
+	err := l.applyExtend(r.t0, r.elapsed, ttl, r.leases[0])
+	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+// extended is one lease's part of an extend round.
+type extended struct {
+	yes, gone int     // nodes that renewed it; nodes where it is no longer ours
+	errs      []error // per-node errors
+}
+
+// extendRound is one extend round for several leases: one script call per
+// node carrying every lease (so renewing many leases costs one round trip
+// per node, not one per lease).
+type extendResult struct {
+	t0      time.Time     // before the first request
+	elapsed time.Duration // until every lease was decided
+	leases  []extended
+}
+
+// extendRound renews each lease of ls for the matching ttl on every node,
+// and waits until every lease is decided (a majority renewed it, or no
+// longer can), every node answered, or ctx ends. The calls are not
+// cancelled when it returns: the nodes that did not count should be
+// extended too, so a lease keeps surviving as many node failures as it
+// did; they are bounded by the node timeout of the shortest ttl.
+func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Duration) extendResult {
+	n := len(c.nodes)
+	keys := make([]string, len(ls))
+	args := make([]any, 0, 2*len(ls))
+	shortest := ttls[0]
+	for i, l := range ls {
+		keys[i] = l.key
+		args = append(args, l.value, ttls[i].Milliseconds())
+		shortest = min(shortest, ttls[i])
+	}
+	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
+	round := quorum.Start(rctx, n, func(ctx context.Context, i int) ([]int64, error) {
+		v, err := extendScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64Slice()
+		c.observe(i, err)
+		if err == nil && len(v) != len(ls) {
+			err = fmt.Errorf("extend script returned %d results for %d keys", len(v), len(ls))
+		}
+		return v, err
+	})
+	undecided := len(ls)
+	decided := make([]bool, len(ls))
+	replied := 0
+	each := func(quorum.Reply[[]int64]) bool { return true }
+	for undecided > 0 && replied < n {
+		got := round.Await(ctx, 1, each)
+		if len(got) == 0 {
+			break // ctx ended
+		}
+		r := got[0]
+		replied++
+		for k := range ls {
+			e := &res.leases[k]
+			switch {
+			case r.Err != nil:
+				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
+			case r.Val[k] == 1:
+				e.yes++
+			default:
+				e.gone++
+			}
+			if !decided[k] && (e.yes >= c.quorum || e.yes+n-replied < c.quorum) {
+				decided[k] = true
+				undecided--
+			}
+		}
+	}
+	res.elapsed = c.cfg.clock.Now().Sub(res.t0)
+	c.spawn(func() {
+		defer cancel()
+		round.Wait()
+	})
+	return res
+}
+
+// applyExtend turns one lease's part of an extend round that started at
+// t0 into the lease's new deadline, or an error: ErrNotHeld (closing Done)
+// when a majority no longer holds it, another error when too few nodes
+// answered (the lease stays valid until its old deadline).
+func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended) error {
+	c := l.c
+	if e.yes >= c.quorum {
+		c.inst.extend("ok")
+		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
+			return fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state != live {
+			return fmt.Errorf("%w: %q was released during Extend", ErrNotHeld, l.key)
+		}
+		l.ttl = max(l.ttl, ttl)
+		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {
+			l.deadline = d
+			l.armLocked()
+		}
+		return nil
+	}
+	if len(c.nodes)-e.gone < c.quorum {
+		c.inst.extend("lost")
+		err := fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, e.gone, len(c.nodes))
+		if l.markLostBy(err) {
+			c.inst.lost.Add(context.Background(), 1)
+		}
+		return err
+	}
+	c.inst.extend("error")
+	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, e.yes, len(c.nodes), c.quorum)}, e.errs...)...)
+}

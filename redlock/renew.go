@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// renewer keeps every lease that Do holds on this Client renewed, in
+// batches: each renewal round carries all the leases due by then in one
+// script call per node, so a thousand leases cost the nodes a few round
+// trips per renewal period, not a thousand. A lease is renewed every ttl/3
+// and may be taken up to a quarter of that early to join a batch, so a
+// node sees at most about four rounds per period whatever the number of
+// leases. A transient failure (too few nodes answered) retries after
+// ttl/10; a lease a majority no longer holds ends (ErrNotHeld, Done
+// closes), exactly as with Lease.Extend, which each lease's outcome goes
+// through.
+//
+// It is one goroutine per Client, started on first use and stopped by
+// Close; after Close, Do's leases are no longer renewed and their fn's ctx
+// ends with their validity.
+type renewer struct {
+	c       *Client
+	mu      sync.Mutex
+	kept    map[*Lease]*kept
+	wake    chan struct{}
+	running bool
+}
+
+// kept is a lease Do holds, as the renewer sees it.
+type kept struct {
+	ttl   time.Duration
+	every time.Duration
+	next  time.Time // when it is due
+	start time.Time
+	why   error // what ended it, for Do's error; guarded by renewer.mu
+	off   bool  // WithMaxHold reached: no longer renewed
+}
+
+func newRenewer(c *Client) *renewer {
+	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1)}
+}
+
+// add starts renewing l for ttl.
+func (r *renewer) add(l *Lease, ttl time.Duration) {
+	now := r.c.cfg.clock.Now()
+	k := &kept{ttl: ttl, every: ttl / 3, next: now.Add(ttl / 3), start: now}
+	r.mu.Lock()
+	r.kept[l] = k
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		r.c.spawn(r.run)
+	}
+	r.poke()
+}
+
+// remove stops renewing l and returns what ended it, if anything did.
+func (r *renewer) remove(l *Lease) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.kept[l]
+	delete(r.kept, l)
+	if k == nil {
+		return nil
+	}
+	return k.why
+}
+
+// why returns what ended l, for fn's ctx: the extend that found it lost,
+// or what stopped its renewal (ErrMaxHold, the last failed round) before
+// its validity ran out.
+func (r *renewer) why(l *Lease) error {
+	if err := l.lostCause(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k := r.kept[l]; k != nil && k.why != nil {
+		return k.why
+	}
+	return errors.New("validity ended")
+}
+
+func (r *renewer) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// due returns the leases to renew now, and when to look again.
+func (r *renewer) due(now time.Time) ([]*Lease, []time.Duration, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ls []*Lease
+	var ttls []time.Duration
+	next := now.Add(time.Hour)
+	for l, k := range r.kept {
+		if k.off {
+			continue
+		}
+		if maxHold := r.c.cfg.maxHold; maxHold > 0 && now.Sub(k.start) >= maxHold {
+			k.off, k.why = true, ErrMaxHold // Done closes at the deadline
+			continue
+		}
+		if !k.next.After(now.Add(k.every / 4)) {
+			ls = append(ls, l)
+			ttls = append(ttls, k.ttl)
+			continue
+		}
+		if k.next.Before(next) {
+			next = k.next
+		}
+	}
+	return ls, ttls, next
+}
+
+func (r *renewer) run() {
+	c := r.c
+	for {
+		now := c.cfg.clock.Now()
+		ls, ttls, next := r.due(now)
+		if len(ls) == 0 {
+			t := time.NewTimer(next.Sub(now))
+			select {
+			case <-t.C:
+			case <-r.wake:
+				t.Stop()
+			case <-c.closing:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		wait := c.nodeTimeout(ttls[0])
+		for _, ttl := range ttls {
+			wait = max(wait, c.nodeTimeout(ttl), ttl/6)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		res := c.extendRound(ctx, ls, ttls)
+		cancel()
+		for i, l := range ls {
+			err := l.applyExtend(res.t0, res.elapsed, ttls[i], res.leases[i])
+			r.mu.Lock()
+			if k := r.kept[l]; k != nil {
+				if err != nil {
+					k.why = err
+					k.next = c.cfg.clock.Now().Add(max(k.ttl/10, time.Millisecond))
+					c.cfg.logger.Warn("redlock: extend failed", "key", l.key, "err", err)
+				} else {
+					k.next = res.t0.Add(k.every)
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+}
