@@ -68,8 +68,8 @@ type attempt struct {
 	value string
 	ttl   time.Duration
 	t0    time.Time
-	keys  []string
-	args  []any
+	acq   *prepared // the acquire script call, sent to every node
+	rel   *prepared // the release of this attempt's value
 
 	round   *quorum.Round[acqReply]
 	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
@@ -87,15 +87,14 @@ type attempt struct {
 
 func (c *Client) newAttempt(key string, ttl time.Duration) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
-	check, fence, fkey := "", "0", key // KEYS[2] is only read with fencing
-	if c.cfg.quarantine {
-		check = c.settings
-	}
+	// Box what several calls share once (see prepare).
+	k, v, t, tomb := any(key), any(a.value), any(ttl.Milliseconds()), any(tombKey(a.value))
+	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
 	if c.cfg.fencing {
 		fence, fkey = "1", fenceKey(key)
 	}
-	a.keys = []string{key, fkey, markerKey, tombKey(a.value)}
-	a.args = []any{a.value, ttl.Milliseconds(), check, fence}
+	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb}, v, t, check, fence)
+	a.rel = prepare(releaseScript, []any{k, tomb}, v, releaseChannel(key), t)
 	return a
 }
 
@@ -108,7 +107,7 @@ func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
 	a.round = quorum.Start(rctx, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
-		res, err := acquireScript.Run(ctx, a.c.nodes[i].sc, a.keys, a.args...).Slice()
+		res, err := a.c.run(ctx, i, a.acq).Slice()
 		a.c.observe(i, err)
 		if err != nil {
 			return acqReply{}, err
@@ -198,14 +197,14 @@ func (a *attempt) commit(ctx context.Context) {
 		return
 	}
 	token := max(maxFence+1, floor)
-	keys, args := []string{a.key, fenceKey(a.key)}, []any{a.value, strconv.FormatUint(token, 10)}
+	p := prepare(commitScript, []any{a.key, fenceKey(a.key)}, a.value, strconv.FormatUint(token, 10))
 
 	// Like the acquire round, commits to the nodes that did not count
 	// still go out after success: a fence raised on more nodes survives
 	// more restarts.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
 	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := commitScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64()
+		v, err := c.run(ctx, i, p).Int64()
 		c.observe(i, err)
 		return v == 1, err
 	})
@@ -284,7 +283,7 @@ func (a *attempt) abandon() {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	ra := newRelArgs(a.key, a.value, a.ttl)
+	ra := a.rel
 	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		return c.releaseOn(ctx, i, ra)
 	})
@@ -303,7 +302,7 @@ func (a *attempt) abandon() {
 		// gets one more try.
 		for _, r := range round.Wait() {
 			if acquired(r) && !released[r.Node] {
-				c.releaseOne(a.key, a.value, r.Node, a.ttl)
+				c.releaseOne(a.key, r.Node, ra)
 			}
 		}
 	})

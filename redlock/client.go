@@ -27,12 +27,15 @@ type Client struct {
 	nodes    []*node
 	quorum   int
 	settings string // the deployment settings this client runs with (see deployment.go)
-	set      settings
-	admit    *admission
-	wake     *waker
-	renew    *renewer
-	inst     *instruments
-	gates    gates
+	// settingsArg is settings boxed for the acquire script ("" without the
+	// restart quarantine: the script then skips the admission check).
+	settingsArg any
+	set         settings
+	admit       *admission
+	wake        *waker
+	renew       *renewer
+	inst        *instruments
+	gates       gates
 
 	mu      sync.Mutex
 	closed  bool
@@ -45,6 +48,9 @@ type node struct {
 	name string // the address the caller configured, for errors and logs only
 	sc   redis.Scripter
 	uc   redis.UniversalClient // nil for test doubles: no Pub/Sub, no INFO
+	// direct: scripts go to uc with prebuilt arguments (see Client.run);
+	// false when sc is not uc itself (a wrapper or test double).
+	direct bool
 
 	// missed is set when a call to the node ran out of time and cleared by
 	// its next answer. An acquisition that can only succeed if a node that
@@ -106,7 +112,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d both reach %s", j, i, name)
 		}
 		addrs[name] = i
-		ns[i] = &node{idx: i, name: name, sc: uc, uc: uc}
+		ns[i] = &node{idx: i, name: name, sc: uc, uc: uc, direct: true}
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
@@ -182,6 +188,10 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
 		inst: inst, closing: make(chan struct{})}
+	c.settingsArg = ""
+	if cfg.quarantine {
+		c.settingsArg = c.settings
+	}
 	c.admit = newAdmission(c)
 	c.wake = newWaker(c)
 	c.renew = newRenewer(c)

@@ -64,7 +64,7 @@ type extendResult struct {
 // did; they are bounded by the node timeout of the shortest ttl.
 func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Duration) extendResult {
 	n := len(c.nodes)
-	keys := make([]string, len(ls))
+	keys := make([]any, len(ls))
 	args := make([]any, 0, 2*len(ls))
 	shortest := ttls[0]
 	for i, l := range ls {
@@ -72,10 +72,11 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		args = append(args, l.value, ttls[i].Milliseconds())
 		shortest = min(shortest, ttls[i])
 	}
+	p := prepare(extendScript, keys, args...)
 	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
 	round := quorum.Start(rctx, n, func(ctx context.Context, i int) ([]int64, error) {
-		v, err := extendScript.Run(ctx, c.nodes[i].sc, keys, args...).Int64Slice()
+		v, err := c.run(ctx, i, p).Int64Slice()
 		c.observe(i, err)
 		if err == nil && len(v) != len(ls) {
 			err = fmt.Errorf("extend script returned %d results for %d keys", len(v), len(ls))

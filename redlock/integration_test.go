@@ -419,3 +419,27 @@ func TestIntegrationFencingTokens(t *testing.T) {
 	}
 	require.LessOrEqual(t, tokens[len(tokens)-1], uint64(1<<63-1), "token does not fit a bigint")
 }
+
+// Scripts go out as EVALSHA with prebuilt arguments; a node whose script
+// cache was emptied (a restart, SCRIPT FLUSH) answers NOSCRIPT and gets the
+// source instead.
+func TestIntegrationScriptCacheFlushed(t *testing.T) {
+	cl := newCluster(t)
+	c := cl.client(t, redlock.WithFencing())
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	for _, rc := range cl.clients {
+		require.NoError(t, rc.ScriptFlush(ctx).Err())
+	}
+	require.NoError(t, l.Extend(ctx, 2*time.Second))
+	require.NoError(t, l.Release(ctx))
+	for _, rc := range cl.clients {
+		require.NoError(t, rc.ScriptFlush(ctx).Err())
+	}
+	l, err = c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	require.Positive(t, l.FencingToken())
+	require.NoError(t, l.Release(ctx))
+}

@@ -19,7 +19,7 @@ type Lease struct {
 	key   string
 	value string
 	token uint64
-	ttl0  time.Duration // the acquisition's ttl: how long a late SET of ours could hold a node
+	rel   *prepared // the release of our value (with its tombstone ttl: the acquisition's)
 
 	mu       sync.Mutex
 	ttl      time.Duration // the longest ttl the lease was granted or extended with
@@ -66,7 +66,7 @@ func (c *Client) newLease(a *attempt) *Lease {
 	if c.closed {
 		return nil
 	}
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, ttl0: a.ttl, ttl: a.ttl,
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: a.rel, ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
 	l.mu.Lock()
 	l.armLocked()
@@ -180,9 +180,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	ra := newRelArgs(l.key, l.value, l.ttl0)
 	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		return c.releaseOn(ctx, i, ra)
+		return c.releaseOn(ctx, i, l.rel)
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
