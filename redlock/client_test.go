@@ -1061,3 +1061,29 @@ func TestDoRenewsManyLeasesInBatches(t *testing.T) {
 	require.Positive(t, during, "nothing was renewed")
 	require.LessOrEqual(t, perNodePerPeriod, 6.0, "renewals are not batched")
 }
+
+// A shorter Extend after a longer one leaves the longer expiry on the
+// nodes (the script never shortens a key), so the lease keeps the later
+// deadline too instead of reporting less than it holds.
+func TestExtendNeverShortensTheDeadline(t *testing.T) {
+	c, fs := newFake(t, 5, WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "k", time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(ctx, 30*time.Second))
+	long := l.Deadline()
+	require.NoError(t, l.Extend(ctx, time.Second))
+	require.Equal(t, long, l.Deadline(), "a shorter extend moved the deadline back")
+	// What the lease promises must be held by a majority. (A node whose
+	// acquire arrived after the extends holds only the first ttl: it was
+	// not part of the majorities the deadline counts on.)
+	var longer int
+	for _, f := range fs {
+		f.mu.Lock()
+		if f.pttl("k") > 20_000 {
+			longer++
+		}
+		f.mu.Unlock()
+	}
+	require.GreaterOrEqual(t, longer, 3, "the majority lost the longer expiry")
+}
