@@ -38,7 +38,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quorumlock bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "smaller samples: about one minute instead of about four")
+	quick := fs.Bool("quick", false, "smaller samples and shorter windows: about one minute instead of four to five")
 	jsonPath := fs.String("json", "", "write the results as JSON (API.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")

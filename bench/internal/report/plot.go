@@ -40,7 +40,7 @@ type errPoints struct {
 func Plot(path string, rs []suite.Result) error {
 	p := plot.New()
 	p.Title.Text = "quorumlock bench: Lock+Release latency, p50 (marker) to p99 (bar)"
-	p.Y.Label.Text = "ms (log scale); contended: waiters' Lock; renew-many: round trips"
+	p.Y.Label.Text = "ms, log scale (contended: waiters' Lock; renew-many: round trips)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
