@@ -38,7 +38,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quorumlock bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "smaller samples: about one minute instead of about four")
+	quick := fs.Bool("quick", false, "smaller samples and shorter windows: about one minute instead of four to five")
 	jsonPath := fs.String("json", "", "write the results as JSON (API.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
@@ -53,8 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 Starts five redis-server nodes on free loopback ports (no persistence),
 runs the scenarios with quorumlock, redsync, a single-node lock and the
-network floor interleaved, prints a table of latencies and ratios and the
-checks of the performance targets, and stops the nodes (also on Ctrl-C).
+network floor interleaved, prints a table of latencies and ratios, the
+renewal figures and the checks of the performance targets, with the
+machine's load average before and after, and stops the nodes (also on
+Ctrl-C).
 Exit status: 0 done (targets may have been missed: read the table),
 1 error, 2 usage, 130 interrupted.
 
@@ -127,8 +129,8 @@ Flags:
 		NodeTimeout:  float64(nodeTimeout(*ttl)) / float64(time.Millisecond),
 		LoadBefore:   loadAvg(),
 	}
-	fmt.Fprintf(stderr, "quorumlock bench: %s mode, %s, GOMAXPROCS=%d, redis %s, load %v\n",
-		meta.Mode, meta.GoVersion, meta.GOMAXPROCS, meta.RedisVersion, meta.LoadBefore)
+	fmt.Fprintf(stderr, "quorumlock bench: %s mode, %s, GOMAXPROCS=%d, redis %s, load average before %s\n",
+		meta.Mode, meta.GoVersion, meta.GOMAXPROCS, meta.RedisVersion, report.Load(meta.LoadBefore))
 
 	start := time.Now()
 	ns, err := nodes.Start(ctx, *redisBin, 5)
@@ -144,7 +146,8 @@ Flags:
 	ts := report.Targets(results, nodeTimeout(*ttl))
 	fmt.Fprintln(stdout)
 	report.Text(stdout, results, ts)
-	fmt.Fprintf(stdout, "\n%s mode, %.0f s; load average before %v, after %v\n", meta.Mode, meta.Seconds, meta.LoadBefore, meta.LoadAfter)
+	fmt.Fprintf(stdout, "\n%s mode, %.0f s; load average (1, 5, 15 min) before %s, after %s\n",
+		meta.Mode, meta.Seconds, report.Load(meta.LoadBefore), report.Load(meta.LoadAfter))
 
 	status := 0
 	if *jsonPath != "" {
@@ -154,7 +157,7 @@ Flags:
 		}
 	}
 	if *mdPath != "" {
-		if err := writeMarkdown(*mdPath, results, ts); err != nil {
+		if err := writeMarkdown(*mdPath, meta, results, ts); err != nil {
 			fmt.Fprintln(stderr, "quorumlock bench:", err)
 			status = 1
 		}
@@ -205,12 +208,12 @@ func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
 	return func() { signal.Stop(ch); close(done) }
 }
 
-func writeMarkdown(path string, rs []suite.Result, ts []report.Target) error {
+func writeMarkdown(path string, m report.Meta, rs []suite.Result, ts []report.Target) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	report.Markdown(f, rs, ts)
+	report.Markdown(f, m, rs, ts)
 	return f.Close()
 }
 
@@ -232,21 +235,36 @@ func redisVersion(bin string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// loadAvg returns the 1, 5 and 15 minute load averages, or nil where the
+// system does not offer /proc/loadavg.
 func loadAvg() []float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return nil
 	}
-	var out []float64
-	for i, f := range strings.Fields(string(b)) {
-		if i == 3 {
-			break
-		}
-		if v, err := strconv.ParseFloat(f, 64); err == nil {
-			out = append(out, v)
-		}
+	l, err := parseLoadAvg(string(b))
+	if err != nil {
+		return nil
 	}
-	return out
+	return l
+}
+
+// parseLoadAvg reads the first three fields of /proc/loadavg
+// ("0.52 0.58 0.59 1/467 12345").
+func parseLoadAvg(s string) ([]float64, error) {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return nil, fmt.Errorf("loadavg: %q has fewer than 3 fields", s)
+	}
+	out := make([]float64, 3)
+	for i := range out {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return nil, fmt.Errorf("loadavg: field %d: %w", i+1, err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func contains(xs []string, s string) bool {

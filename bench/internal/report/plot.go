@@ -14,7 +14,7 @@ import (
 
 // plotted lists the scenarios on the plot's x axis, in order.
 var plotted = []string{suite.Uncontended, suite.UncontendedFenced, suite.SlowNode, suite.TwoDownHealthy,
-	suite.TwoDown, suite.ThreeDown, suite.Contended, suite.ContendedSeparate}
+	suite.TwoDown, suite.ThreeDown, suite.Contended, suite.ContendedSeparate, suite.ManyKeys, suite.RenewMany}
 
 var impls = []struct {
 	name  string
@@ -34,12 +34,13 @@ type errPoints struct {
 
 // Plot draws, per scenario and implementation, the p50 (marker) and the
 // range up to p99 (bar), in ms on a log axis; for the contended scenarios
-// it is the waiters' Lock latency. The file type follows path's extension
-// (.svg, .png, .pdf).
+// it is the waiters' Lock latency, for renew-many the round trips to the
+// nodes while the leases were held. The file type follows path's
+// extension (.svg, .png, .pdf).
 func Plot(path string, rs []suite.Result) error {
 	p := plot.New()
 	p.Title.Text = "quorumlock bench: Lock+Release latency, p50 (marker) to p99 (bar)"
-	p.Y.Label.Text = "ms (log scale); contended: waiters' Lock latency"
+	p.Y.Label.Text = "ms, log scale (contended: waiters' Lock; renew-many: round trips)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top = true

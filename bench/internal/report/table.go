@@ -55,10 +55,13 @@ type Row []string
 var Header = Row{"scenario", "impl", "variant", "n", "p50 µs", "p99 µs", "ops/s", "allocs/op", "calls/op",
 	"p50/floor", "p50/redsync", "handoff p95 µs", "waiter p99 µs", "lock p99 µs", "waiter share", "errors"}
 
-// Rows formats the results.
+// Rows formats the results, except the renew runs (RenewRows).
 func Rows(rs []suite.Result) []Row {
 	var out []Row
 	for _, r := range rs {
+		if r.Renew != nil {
+			continue
+		}
 		var fl, rv string = "-", "-"
 		if f, ok := floorFor(rs, r.Scenario); ok && r.Impl != "floor" && !strings.HasPrefix(r.Scenario, "contended") {
 			fl = ratio(r.P50us, f.P50us)
@@ -87,6 +90,15 @@ func Text(w io.Writer, rs []suite.Result, ts []Target) {
 		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 	}
 	_ = tw.Flush()
+	if rr := RenewRows(rs); len(rr) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(RenewHeader, "\t")+"\t")
+		for _, r := range rr {
+			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+		}
+		_ = tw.Flush()
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tmeasured\tlimit\tresult\tdetail")
@@ -96,11 +108,15 @@ func Text(w io.Writer, rs []suite.Result, ts []Target) {
 	_ = tw.Flush()
 }
 
-// Markdown writes the same tables in Markdown.
-func Markdown(w io.Writer, rs []suite.Result, ts []Target) {
-	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(Header, " | "), strings.Repeat(" --- |", len(Header)))
-	for _, r := range Rows(rs) {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+// Markdown writes the run's description and the same tables in Markdown.
+func Markdown(w io.Writer, m Meta, rs []suite.Result, ts []Target) {
+	fmt.Fprintf(w, "%s mode, %.0f s, started %s; %s, GOMAXPROCS=%d of %d CPUs, redis %s, ttl %d ms.\n",
+		m.Mode, m.Seconds, m.Started, m.GoVersion, m.GOMAXPROCS, m.CPUs, m.RedisVersion, m.TTLms)
+	fmt.Fprintf(w, "Load average (1, 5, 15 min): before %s, after %s.\n\n", Load(m.LoadBefore), Load(m.LoadAfter))
+	mdTable(w, Header, Rows(rs))
+	if rr := RenewRows(rs); len(rr) > 0 {
+		fmt.Fprintln(w)
+		mdTable(w, RenewHeader, rr)
 	}
 	fmt.Fprintf(w, "\n| target | measured | limit | result | detail |\n| --- | --- | --- | --- | --- |\n")
 	for _, t := range ts {
@@ -108,12 +124,68 @@ func Markdown(w io.Writer, rs []suite.Result, ts []Target) {
 	}
 }
 
+func mdTable(w io.Writer, h Row, rows []Row) {
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat(" --- |", len(h)))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+// Load formats load averages, or says they were not read.
+func Load(l []float64) string {
+	if len(l) == 0 {
+		return "unknown"
+	}
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = fmt.Sprintf("%.2f", v)
+	}
+	return strings.Join(s, " ")
+}
+
+// RenewHeader names the columns of the renew table.
+var RenewHeader = Row{"scenario", "impl", "variant", "leases", "held", "lost", "window s",
+	"sent cmds/s", "sent cmds/s per node", "node cmds/s", "round trips/node/period", "cmds/lease/period",
+	"client CPU s/s", "nodes CPU s/s", "round trip p50 µs", "p99 µs", "lock phase cmds", "release phase cmds", "errors"}
+
+// RenewRows formats the renew runs.
+func RenewRows(rs []suite.Result) []Row {
+	var out []Row
+	for _, r := range rs {
+		x := r.Renew
+		if x == nil {
+			continue
+		}
+		out = append(out, Row{r.Scenario, r.Impl, r.Variant, fmt.Sprint(x.Leases), fmt.Sprint(x.Held), fmt.Sprint(x.Lost),
+			fmt.Sprintf("%.1f", x.WindowS), fmt.Sprintf("%.0f", x.SentCmdsPerSec), floats(x.SentCmdsPerSecNode, "%.0f"),
+			fmt.Sprintf("%.0f", x.NodeCmdsPerSec), floats(x.TripsPerPeriodNode, "%.1f"), fmt.Sprintf("%.2f", x.CmdsPerLeasePeriod),
+			opt(x.ClientCPU, "%.3f"), fmt.Sprintf("%.3f", x.NodesCPU), fmt.Sprintf("%.0f", r.P50us), fmt.Sprintf("%.0f", r.P99us),
+			fmt.Sprint(x.LockPhaseCmds), fmt.Sprint(x.ReleasePhaseCmds), fmt.Sprint(r.Errors)})
+	}
+	return out
+}
+
+func floats(vs []float64, format string) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf(format, v)
+	}
+	return strings.Join(s, " ")
+}
+
 func num(v float64, unit string) string {
 	switch unit {
 	case "ms":
 		return fmt.Sprintf("%.0f ms", v)
 	case "x":
+		if v != 0 && (v < 0.1 || v >= 100) {
+			return fmt.Sprintf("%.2gx", v)
+		}
 		return fmt.Sprintf("%.2fx", v)
+	case "share":
+		return fmt.Sprintf("%.0f%%", 100*v)
+	case "n":
+		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
 }

@@ -4,6 +4,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/suite"
@@ -14,7 +15,7 @@ type Target struct {
 	Name     string  `json:"name"`
 	Measured float64 `json:"measured"`
 	Limit    float64 `json:"limit"`
-	Unit     string  `json:"unit"` // "x" for ratios, "ms"
+	Unit     string  `json:"unit"` // "x" for ratios, "ms", "share" (0..1), "n" (a count), "" (a plain number)
 	// AtMost: met when Measured <= Limit; otherwise when Measured >= Limit.
 	AtMost bool   `json:"at_most"`
 	Met    bool   `json:"met"`
@@ -97,16 +98,71 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 			fmt.Sprintf("%.0f / %.0f acquisitions/s", qc.OpsPerSec, rc.OpsPerSec))
 	}
 	if okQC && qc.WaiterShare != nil {
-		add("contended: share of acquisitions by a waiter", *qc.WaiterShare, 0.5, "", false, "")
+		add("contended: share of acquisitions by a waiter", *qc.WaiterShare, 0.5, "share", false, "")
 	}
-	if qs, ok := get(suite.ContendedSeparate, "quorumlock"); ok && okRC && qs.WaiterP99us != nil && rc.WaiterP99us != nil {
-		add("contended, 8 Clients: redsync waiter p99 / quorumlock's", *rc.WaiterP99us / *qs.WaiterP99us, 10, "x", false,
-			fmt.Sprintf("%.0f / %.0f µs", *rc.WaiterP99us, *qs.WaiterP99us))
+	if qs, ok := get(suite.ContendedSeparate, "quorumlock"); ok && okRC {
+		if qs.WaiterP99us != nil && rc.WaiterP99us != nil {
+			add("contended, 8 Clients: waiter Lock p99 / redsync's", *qs.WaiterP99us / *rc.WaiterP99us, 0.1, "x", true,
+				fmt.Sprintf("%.0f / %.0f µs", *qs.WaiterP99us, *rc.WaiterP99us))
+		}
 		add("contended, 8 Clients: throughput / redsync's", qs.OpsPerSec/rc.OpsPerSec, 0.8, "x", false,
 			fmt.Sprintf("%.0f / %.0f acquisitions/s", qs.OpsPerSec, rc.OpsPerSec))
-		if qs.WaiterShare != nil {
-			add("contended, 8 Clients: share by a waiter", *qs.WaiterShare, 0.5, "", false, "")
+	}
+	if qs, ok := get(suite.ContendedSeparate, "quorumlock"); ok && qs.WaiterShare != nil {
+		add("contended, 8 Clients: share of acquisitions by a waiter", *qs.WaiterShare, 0.5, "share", false, "")
+	}
+	mq, okMQ := get(suite.ManyKeys, "quorumlock")
+	if mr, ok := get(suite.ManyKeys, "redsync"); ok && okMQ {
+		add("many keys: throughput / redsync's", mq.OpsPerSec/mr.OpsPerSec, 1.5, "x", false,
+			fmt.Sprintf("%.0f / %.0f ops/s", mq.OpsPerSec, mr.OpsPerSec))
+	}
+	if mf, ok := get(suite.ManyKeys, "floor"); ok && okMQ {
+		add("many keys: pipelined floor's throughput / quorumlock's", mf.OpsPerSec/mq.OpsPerSec, 1.5, "x", true,
+			fmt.Sprintf("%.0f / %.0f ops/s", mf.OpsPerSec, mq.OpsPerSec))
+	}
+	rm, okRM := findRenew(rs, suite.RenewMany, "quorumlock")
+	rf, okRF := findRenew(rs, suite.RenewFew, "quorumlock")
+	if okRM || okRF {
+		lost, detail := 0, ""
+		for _, r := range []*suite.RenewStats{rf, rm} {
+			if r != nil {
+				lost += r.Lost
+				detail += fmt.Sprintf("%d of %d leases over %.0f s; ", r.Lost, r.Leases, r.WindowS)
+			}
 		}
+		add("renew: leases lost while held under Do", float64(lost), 0, "n", true, strings.TrimSuffix(detail, "; "))
+	}
+	if okRM {
+		add(fmt.Sprintf("renew-many: round trips per node per renewal period (%d leases)", rm.Leases), rm.TripsPerPeriodMax, RenewTripsBound, "", true,
+			fmt.Sprintf("busiest node; period %.0f ms; one round trip per lease would be %d", rm.PeriodMs, rm.Held))
+	}
+	if okRM && okRF && rf.TripsPerPeriodMax > 0 {
+		add(fmt.Sprintf("renew: round trips per period, %d / %d leases", rm.Leases, rf.Leases), rm.TripsPerPeriodMax/rf.TripsPerPeriodMax, RenewGrowthBound, "x", true,
+			fmt.Sprintf("%.1f / %.1f per node per period; %gx the leases", rm.TripsPerPeriodMax, rf.TripsPerPeriodMax, float64(rm.Leases)/float64(rf.Leases)))
 	}
 	return ts
+}
+
+// Bounds for "renewal traffic per node batched into a bounded number of
+// round trips per renewal period, whatever the number of leases" (issue
+// 14). A renewer that extends each lease on its own makes one round trip
+// per lease per node per period (1000 at 1000 leases) and grows tenfold
+// from 100 leases to 1000; one that batches makes a handful whatever the
+// count. RenewTripsBound leaves room for a batcher that flushes on a tick
+// or splits large batches (up to one round trip per 50 ms of a 1 s
+// period); RenewGrowthBound allows noise between the two runs.
+const (
+	RenewTripsBound  = 20
+	RenewGrowthBound = 2.0
+)
+
+// findRenew returns the renew figures of scenario and impl, however few
+// round trips the run made.
+func findRenew(rs []suite.Result, scenario, impl string) (*suite.RenewStats, bool) {
+	for _, r := range rs {
+		if r.Scenario == scenario && r.Impl == impl && r.Renew != nil && r.Renew.Held > 0 {
+			return r.Renew, true
+		}
+	}
+	return nil, false
 }

@@ -30,8 +30,14 @@ type Result struct {
 	WaitersCutOff *int     `json:"waiters_cut_off,omitempty"`
 	LockP50us     *float64 `json:"lock_p50_us,omitempty"` // every successful Lock call
 	LockP99us     *float64 `json:"lock_p99_us,omitempty"`
-	Overlaps      *int     `json:"overlaps,omitempty"`     // mutual-exclusion violations seen
-	CallsPerOp    *float64 `json:"calls_per_op,omitempty"` // Redis commands per operation (--count-calls)
+	Overlaps      *int     `json:"overlaps,omitempty"`           // mutual-exclusion violations seen
+	CallsPerOp    *float64 `json:"calls_per_op,omitempty"`       // Redis commands per operation (--count-calls; always in many-keys)
+	TripsPerOp    *float64 `json:"round_trips_per_op,omitempty"` // many-keys: round trips (lone commands or pipelines) per operation
+
+	// renew-many and renew-few: p50_us and p99_us are the round trips to
+	// the nodes during the window, and ops_per_sec the commands sent per
+	// second then (all nodes); the rest is here.
+	Renew *RenewStats `json:"renew,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,170 @@
+package report
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorumlock/quorumlock/bench/internal/suite"
+)
+
+func f(v float64) *float64 { return &v }
+
+// verdicts maps each target's name to whether it was met.
+func verdicts(ts []Target) map[string]bool {
+	m := map[string]bool{}
+	for _, t := range ts {
+		m[t.Name] = t.Met
+	}
+	return m
+}
+
+func TestTargetsIssue14(t *testing.T) {
+	const (
+		mkThroughput = "many keys: throughput / redsync's"
+		mkFloor      = "many keys: pipelined floor's throughput / quorumlock's"
+		sepWaiter    = "contended, 8 Clients: waiter Lock p99 / redsync's"
+		sepTput      = "contended, 8 Clients: throughput / redsync's"
+		sepShare     = "contended, 8 Clients: share of acquisitions by a waiter"
+		allocs       = "allocs per Lock+Release / redsync's"
+		lost         = "renew: leases lost while held under Do"
+		trips        = "renew-many: round trips per node per renewal period (1000 leases)"
+		growth       = "renew: round trips per period, 1000 / 100 leases"
+	)
+	mk := func(impl string, ops float64) suite.Result {
+		return suite.Result{Scenario: suite.ManyKeys, Impl: impl, Samples: 100, OpsPerSec: ops}
+	}
+	renew := func(scenario string, leases, lost int, trips float64) suite.Result {
+		return suite.Result{Scenario: scenario, Impl: "quorumlock", Samples: 10,
+			Renew: &suite.RenewStats{Leases: leases, Held: leases, Lost: lost, TripsPerPeriodMax: trips, WindowS: 30, PeriodMs: 1000}}
+	}
+	unc := func(impl string, a float64) suite.Result {
+		return suite.Result{Scenario: suite.Uncontended, Impl: impl, Samples: 100, P50us: 250, AllocsPerOp: f(a)}
+	}
+	cont := func(scenario, impl string, ops, waiterP99, share float64) suite.Result {
+		return suite.Result{Scenario: scenario, Impl: impl, Samples: 100, OpsPerSec: ops, WaiterP99us: f(waiterP99), WaiterShare: f(share)}
+	}
+	cases := []struct {
+		name string
+		rs   []suite.Result
+		want map[string]bool // target -> met; absent from the map: must not be judged
+	}{
+		{"many keys met", []suite.Result{mk("floor", 4000), mk("redsync", 1800), mk("quorumlock", 3000)},
+			map[string]bool{mkThroughput: true, mkFloor: true}},
+		{"many keys missed", []suite.Result{mk("floor", 13000), mk("redsync", 1800), mk("quorumlock", 1700)},
+			map[string]bool{mkThroughput: false, mkFloor: false}},
+		{"many keys at the limits", []suite.Result{mk("floor", 4500), mk("redsync", 2000), mk("quorumlock", 3000)},
+			map[string]bool{mkThroughput: true, mkFloor: true}},
+		{"many keys without redsync", []suite.Result{mk("floor", 4000), mk("quorumlock", 3000)},
+			map[string]bool{mkFloor: true}},
+		{"renew batched", []suite.Result{renew(suite.RenewFew, 100, 0, 2), renew(suite.RenewMany, 1000, 0, 3)},
+			map[string]bool{lost: true, trips: true, growth: true}},
+		{"renew per lease", []suite.Result{renew(suite.RenewFew, 100, 0, 100), renew(suite.RenewMany, 1000, 0, 994)},
+			map[string]bool{lost: true, trips: false, growth: false}},
+		{"renew lost a lease", []suite.Result{renew(suite.RenewFew, 100, 1, 2), renew(suite.RenewMany, 1000, 0, 3)},
+			map[string]bool{lost: false, trips: true, growth: true}},
+		{"renew few made no round trip", []suite.Result{renew(suite.RenewFew, 100, 0, 0), renew(suite.RenewMany, 1000, 0, 3)},
+			map[string]bool{lost: true, trips: true}},
+		{"separate Clients met", []suite.Result{
+			cont(suite.Contended, "redsync", 2900, 1_000_000, 0.01),
+			cont(suite.ContendedSeparate, "quorumlock", 2400, 90_000, 0.5)},
+			map[string]bool{sepWaiter: true, sepTput: true, sepShare: true}},
+		{"separate Clients missed", []suite.Result{
+			cont(suite.Contended, "redsync", 2900, 1_000_000, 0.01),
+			cont(suite.ContendedSeparate, "quorumlock", 1300, 120_000, 0.46)},
+			map[string]bool{sepWaiter: false, sepTput: false, sepShare: false}},
+		{"allocations", []suite.Result{unc("redsync", 141), unc("quorumlock", 189)},
+			map[string]bool{allocs: false}},
+		{"allocations met", []suite.Result{unc("redsync", 141), unc("quorumlock", 141)},
+			map[string]bool{allocs: true}},
+	}
+	judged := []string{mkThroughput, mkFloor, sepWaiter, sepTput, sepShare, allocs, lost, trips, growth}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := verdicts(Targets(c.rs, 400*time.Millisecond))
+			for _, name := range judged {
+				want, judge := c.want[name]
+				met, ok := got[name]
+				switch {
+				case judge && !ok:
+					t.Errorf("%q not judged", name)
+				case !judge && ok:
+					t.Errorf("%q judged without its inputs", name)
+				case judge && met != want:
+					t.Errorf("%q met = %v, want %v", name, met, want)
+				}
+			}
+		})
+	}
+}
+
+func TestTargetMeasuredValues(t *testing.T) {
+	rs := []suite.Result{
+		{Scenario: suite.ManyKeys, Impl: "floor", Samples: 1, OpsPerSec: 6000},
+		{Scenario: suite.ManyKeys, Impl: "quorumlock", Samples: 1, OpsPerSec: 2000},
+		{Scenario: suite.RenewMany, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 1000, Held: 1000, TripsPerPeriodMax: 994.5}},
+		{Scenario: suite.RenewFew, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 100, Held: 100, TripsPerPeriodMax: 99.45}},
+	}
+	want := map[string]float64{
+		"many keys: pipelined floor's throughput / quorumlock's":            3,
+		"renew-many: round trips per node per renewal period (1000 leases)": 994.5,
+		"renew: round trips per period, 1000 / 100 leases":                  10,
+	}
+	for _, tg := range Targets(rs, 400*time.Millisecond) {
+		if w, ok := want[tg.Name]; ok {
+			if d := tg.Measured - w; d > 1e-9 || d < -1e-9 {
+				t.Errorf("%s: measured %v, want %v", tg.Name, tg.Measured, w)
+			}
+			delete(want, tg.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("%s: not judged", name)
+	}
+}
+
+func TestNum(t *testing.T) {
+	cases := []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{0.46, "share", "46%"},
+		{1.34, "x", "1.34x"},
+		{0.0281, "x", "0.028x"},
+		{356.04, "x", "3.6e+02x"},
+		{3, "n", "3"},
+		{994.47, "", "994.47"},
+		{401.2, "ms", "401 ms"},
+	}
+	for _, c := range cases {
+		if got := num(c.v, c.unit); got != c.want {
+			t.Errorf("num(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
+		}
+	}
+}
+
+func TestRowsKeepRenewRunsApart(t *testing.T) {
+	rs := []suite.Result{
+		{Scenario: suite.ManyKeys, Impl: "quorumlock", Samples: 1},
+		{Scenario: suite.RenewMany, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 1000, TripsPerPeriodNode: []float64{1, 2}}},
+	}
+	if got := Rows(rs); len(got) != 1 || got[0][0] != suite.ManyKeys {
+		t.Errorf("Rows = %v, want the many-keys row only", got)
+	}
+	rr := RenewRows(rs)
+	if len(rr) != 1 || len(rr[0]) != len(RenewHeader) {
+		t.Fatalf("RenewRows = %v, want one row of %d columns", rr, len(RenewHeader))
+	}
+	if rr[0][10] != "1.0 2.0" {
+		t.Errorf("round trips per node column = %q, want %q", rr[0][10], "1.0 2.0")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	if got := Load([]float64{2.72, 1.7, 2}); got != "2.72 1.70 2.00" {
+		t.Errorf("Load = %q", got)
+	}
+	if got := Load(nil); got != "unknown" {
+		t.Errorf("Load(nil) = %q", got)
+	}
+}

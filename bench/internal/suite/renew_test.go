@@ -1,0 +1,133 @@
+package suite
+
+import (
+	"context"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/bench/internal/impl"
+	"github.com/quorumlock/quorumlock/bench/internal/nodestats"
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+func TestRenewFigures(t *testing.T) {
+	c := renewCounts{
+		leases: 10, held: 10, lost: 1, window: 10 * time.Second, period: time.Second,
+		sent: []impl.TripCount{{Trips: 20, Cmds: 100}, {Trips: 10, Cmds: 100}},
+		node: []nodestats.Stats{
+			{Calls: map[string]int64{"evalsha": 100, "get": 100, "info": 2}, CPU: 0.5},
+			{Calls: map[string]int64{"evalsha": 100}, CPU: 0.5},
+		},
+		clientCPU: 2 * time.Second, cpuOK: true,
+		lockPhase: impl.TripCount{Trips: 50, Cmds: 50}, lockPhaseNode: 200, lockPhaseTime: time.Second,
+		releasePhase: impl.TripCount{Trips: 50, Cmds: 60}, releasePhaseNode: 150,
+	}
+	r := RenewFigures(c)
+	eq := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	eq("SentCmdsPerSec", r.SentCmdsPerSec, 20)
+	eq("TripsPerPeriodMax", r.TripsPerPeriodMax, 2)
+	eq("CmdsPerLeasePeriod", r.CmdsPerLeasePeriod, 1)
+	eq("NodeCmdsPerSec", r.NodeCmdsPerSec, 30)
+	eq("NodesCPU", r.NodesCPU, 0.1)
+	eq("PeriodMs", r.PeriodMs, 1000)
+	if r.ClientCPU == nil {
+		t.Fatal("ClientCPU missing")
+	}
+	eq("ClientCPU", *r.ClientCPU, 0.2)
+	if !slices.Equal(r.TripsPerPeriodNode, []float64{2, 1}) || !slices.Equal(r.SentCmdsPerSecNode, []float64{10, 10}) ||
+		!slices.Equal(r.NodeCmdsPerSecNode, []float64{20, 10}) {
+		t.Errorf("per node: trips %v, sent %v, executed %v", r.TripsPerPeriodNode, r.SentCmdsPerSecNode, r.NodeCmdsPerSecNode)
+	}
+	if want := map[string]int64{"evalsha": 200, "get": 100}; !maps.Equal(r.NodeCmds, want) {
+		t.Errorf("NodeCmds = %v, want %v (the readings' INFO left out)", r.NodeCmds, want)
+	}
+	if r.Lost != 1 || r.Held != 10 || r.LockPhaseCmds != 50 || r.LockPhaseNodeCmds != 200 || r.ReleasePhaseCmds != 60 || r.ReleasePhaseNodeCmds != 150 {
+		t.Errorf("counts copied wrong: %+v", r)
+	}
+
+	c.cpuOK = false
+	if r := RenewFigures(c); r.ClientCPU != nil {
+		t.Errorf("ClientCPU = %v when it could not be measured", *r.ClientCPU)
+	}
+	c.window = 0
+	r = RenewFigures(c)
+	for name, v := range map[string]float64{"SentCmdsPerSec": r.SentCmdsPerSec, "TripsPerPeriodMax": r.TripsPerPeriodMax, "NodeCmdsPerSec": r.NodeCmdsPerSec} {
+		if v != 0 {
+			t.Errorf("zero window: %s = %v, want 0", name, v)
+		}
+	}
+}
+
+// TestRenewWindowSeesALostLease holds three leases with each
+// implementation's holder, deletes one of them on every node mid-window,
+// and checks that exactly that one is reported lost and the others were
+// renewed through the window.
+func TestRenewWindowSeesALostLease(t *testing.T) {
+	ns := testenv.RedisNodes(t, 5)
+	addrs := make([]string, len(ns))
+	probes := make([]*redis.Client, len(ns))
+	for i, n := range ns {
+		addrs[i] = n.Addr()
+		probes[i] = n.Client(t)
+	}
+	ctx := context.Background()
+	if err := bootstrap(ctx, Config{TTL: RenewTTL}, addrs); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]func(*impl.Trips, string) (holdFn, func(), error){
+		"quorumlock": qlHold(addrs),
+		"redsync":    rsHold(addrs),
+	}
+	for name, mk := range holders {
+		t.Run(name, func(t *testing.T) {
+			const leases, window = 3, 4 * time.Second
+			prefix := testenv.Key(t)
+			trips := impl.NewTrips(len(addrs))
+			hold, closeFn, err := mk(trips, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeFn()
+			// The three are taken within the first period; 1.5 s in, all
+			// are held and each has been renewed at most once.
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				time.Sleep(1500 * time.Millisecond)
+				for _, p := range probes {
+					p.Del(ctx, prefix+":1")
+				}
+			})
+			c, err := renewWindow(ctx, leases, window, RenewPeriod(RenewTTL), trips, probes, hold)
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.held != leases || c.lost != 1 || c.errs != 0 {
+				t.Errorf("held %d, lost %d, errors %d (%v); want %d, 1, 0", c.held, c.lost, c.errs, c.first, leases)
+			}
+			// Two leases renewed about once a second on every node for 4 s.
+			for i, s := range c.sent {
+				if s.Cmds < 2*3 || s.Cmds > 3*6 {
+					t.Errorf("node %d: %d commands in the window, want about 8", i, s.Cmds)
+				}
+			}
+			if r := RenewFigures(c); r.NodeCmdsPerSec <= r.SentCmdsPerSec {
+				t.Errorf("nodes executed %v commands/s for %v sent: the scripts' own commands are missing", r.NodeCmdsPerSec, r.SentCmdsPerSec)
+			}
+			if n := int64(len(addrs)); c.lockPhase.Cmds < leases*n || c.releasePhase.Cmds < (leases-1)*n {
+				t.Errorf("lock phase %d commands, release phase %d: want at least one per lease and node", c.lockPhase.Cmds, c.releasePhase.Cmds)
+			}
+		})
+	}
+}
