@@ -217,7 +217,7 @@ func TestQuarantine(t *testing.T) {
 	}
 	// A node restarted empty must stay out at least as long as a lease
 	// granted before its restart can be valid.
-	for _, ttl := range []time.Duration{time.Millisecond, quickTTL, engTTL, time.Minute} {
+	for _, ttl := range []time.Duration{10 * time.Millisecond, quickTTL, engTTL, time.Minute} {
 		if q := quarantineFor(ttl); q <= ttl {
 			t.Errorf("quarantineFor(%v) = %v, want more than the TTL", ttl, q)
 		}
