@@ -19,6 +19,7 @@ const (
 	stUnadmitted = -1 // the node has not served its quarantine
 	stMismatch   = -2 // the node was admitted under other settings
 	stGivenUp    = -3 // this attempt's release reached the node first
+	stQueued     = -4 // free, but Lock calls that waited longer are in line first
 )
 
 // acqReply is one node's answer to the acquire script.
@@ -63,13 +64,14 @@ func parseAcquire(res []any) (acqReply, error) {
 // the fencing commit round when enabled, and either a lease or a cleanup.
 // Its values are computed once and shared read-only by the per-node calls.
 type attempt struct {
-	c     *Client
-	key   string
-	value string
-	ttl   time.Duration
-	t0    time.Time
-	acq   *prepared // the acquire script call, sent to every node
-	rel   *prepared // the release of this attempt's value
+	c      *Client
+	key    string
+	value  string
+	ttl    time.Duration
+	t0     time.Time
+	acq    *prepared // the acquire script call, sent to every node
+	rel    *prepared // the release of this attempt's value, if it fails
+	waiter string    // the Lock call's id in the key's line ("" for TryLock)
 
 	round   *quorum.Round[acqReply]
 	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
@@ -85,16 +87,33 @@ type attempt struct {
 	errs       []error
 }
 
-func (c *Client) newAttempt(key string, ttl time.Duration) *attempt {
+// newAttempt prepares one attempt. waiter is the id of the Lock call it
+// belongs to ("" for TryLock), which puts the call in the key's line on
+// the nodes where it fails, so that a release wakes it by name; first says
+// the call has not waited yet, so it goes behind the calls already in line
+// rather than taking the key past them (see acquire.lua).
+func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, first bool) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
 	// Box what several calls share once (see prepare).
-	k, v, t, tomb := any(key), any(a.value), any(ttl.Milliseconds()), any(tombKey(a.value))
+	k, v, t, w := any(key), any(a.value), any(ttl.Milliseconds()), any(waiter)
+	q, named, tomb := any(queueKey(key)), any(namedKey(key)), any(tombKey(a.value))
 	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
 	if c.cfg.fencing {
 		fence, fkey = "1", fenceKey(key)
 	}
-	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb}, v, t, check, fence)
-	a.rel = prepare(releaseScript, []any{k, tomb}, v, releaseChannel(key), t)
+	behind := "0"
+	if first {
+		behind = "1"
+	}
+	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, behind, c.lineMs, place)
+	// A failed attempt's cleanup puts its Lock call back in line in its
+	// place; the lease's Release takes it out (see newLease).
+	back := any("")
+	if waiter != "" {
+		back = place
+	}
+	a.rel = prepare(releaseScript, []any{k, tomb, q, named}, v, releaseChannel(key), t, w, c.handoffWindow(ttl).Milliseconds(), back, c.lineMs)
+	a.waiter = waiter
 	return a
 }
 
@@ -124,6 +143,7 @@ func (a *attempt) await(ctx context.Context) {
 	defer cancel()
 	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, acquired, a.c.missedLast)
 	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
+	a.c.sawRound(a.elapsed)
 	a.tally(ctx.Err() == nil && wctx.Err() != nil)
 }
 
@@ -141,6 +161,10 @@ func (a *attempt) tally(timedOut bool) {
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
 			a.busy = append(a.busy, r.Val.pttl)
+		case r.Val.status == stQueued:
+			c.admit.saw(r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, errQueued))
+			a.busy = append(a.busy, max(r.Val.pttl, 0))
 		case r.Val.status == stUnadmitted:
 			c.admit.lost(r.Node)
 			a.unadmitted = append(a.unadmitted, r.Node)
@@ -377,11 +401,11 @@ type outcome struct {
 	unadmitted []int
 }
 
-// try runs one acquisition attempt. On any failure it releases the key on
-// every node before returning (nodes that do not answer are released in
-// the background).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration) outcome {
-	a := c.newAttempt(key, ttl)
+// try runs one acquisition attempt (waiter and first: see newAttempt). On
+// any failure it releases the key on every node before returning (nodes
+// that do not answer are released in the background).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, first bool) outcome {
+	a := c.newAttempt(key, ttl, waiter, place, first)
 	a.send(ctx)
 	a.await(ctx)
 	if a.won(ctx) && c.cfg.fencing {

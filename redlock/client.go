@@ -30,12 +30,18 @@ type Client struct {
 	// settingsArg is settings boxed for the acquire script ("" without the
 	// restart quarantine: the script then skips the admission check).
 	settingsArg any
-	set         settings
-	admit       *admission
-	wake        *waker
-	renew       *renewer
-	inst        *instruments
-	gates       gates
+	// lineMs is how long (ms) a Lock call stays in a key's line on a node
+	// without trying again: past it the node forgets the call, so a caller
+	// that gave up or died stops being woken first.
+	lineMs any
+	set    settings
+	admit  *admission
+	wake   *waker
+	renew  *renewer
+	inst   *instruments
+	gates  gates
+
+	roundNs atomic.Int64 // a moving average of acquire rounds, for handoffWindow
 
 	mu      sync.Mutex
 	closed  bool
@@ -66,6 +72,24 @@ func (c *Client) observe(i int, err error) {
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		c.nodes[i].missed.Store(true)
 	}
+}
+
+// sawRound folds an acquire round's duration into the moving average.
+func (c *Client) sawRound(d time.Duration) {
+	old := c.roundNs.Load()
+	if old == 0 {
+		old = int64(d)
+	}
+	c.roundNs.Store((7*old + int64(d)) / 8)
+}
+
+// handoffWindow is how long a release reserves the key for the waiters it
+// names: about ten acquire rounds, at least 20 ms, at most half the ttl.
+// Long enough for a woken waiter to take the key, short enough that a
+// waiter that is gone holds nobody up for long.
+func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
+	w := max(10*time.Duration(c.roundNs.Load()), 20*time.Millisecond)
+	return max(min(w, ttl/2), time.Millisecond)
 }
 
 // missedLast reports whether node i missed the deadline of its last call.
@@ -188,6 +212,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
 		inst: inst, closing: make(chan struct{})}
+	c.lineMs = max(2*cfg.maxTTL, 10*time.Second).Milliseconds()
 	c.settingsArg = ""
 	if cfg.quarantine {
 		c.settingsArg = c.settings

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -27,6 +28,11 @@ type contractNode interface {
 	readHash(t *testing.T, key string) map[string]string
 	ttlOf(t *testing.T, key string) time.Duration // -2: no key, -1: no expiry
 	nowUs(t *testing.T) int64
+	// listen starts collecting the payloads published on channel and
+	// returns a function that waits briefly and reports them.
+	listen(t *testing.T, channel string) func() []string
+	zscore(t *testing.T, key, member string) (int64, bool)
+	zadd(t *testing.T, key, member string, score int64)
 }
 
 type fakeContract struct{ f *fakeNode }
@@ -67,6 +73,27 @@ func (n fakeContract) ttlOf(_ *testing.T, key string) time.Duration {
 	return time.Duration(p) * time.Millisecond
 }
 func (n fakeContract) nowUs(*testing.T) int64 { return n.f.nowUs() }
+func (n fakeContract) listen(*testing.T, string) func() []string {
+	n.f.mu.Lock()
+	from := len(n.f.published)
+	n.f.mu.Unlock()
+	return func() []string {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		return slices.Clone(n.f.published[from:])
+	}
+}
+func (n fakeContract) zscore(_ *testing.T, key, member string) (int64, bool) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	v, ok := n.f.zset(key, false)[member]
+	return v, ok
+}
+func (n fakeContract) zadd(_ *testing.T, key, member string, score int64) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.zadd(key, member, score, time.Minute.Milliseconds())
+}
 
 type realContract struct{ c *redis.Client }
 
@@ -100,6 +127,36 @@ func (n realContract) ttlOf(t *testing.T, key string) time.Duration {
 	require.NoError(t, err)
 	return d // go-redis passes -1 and -2 through unscaled
 }
+func (n realContract) listen(t *testing.T, channel string) func() []string {
+	ps := n.c.Subscribe(context.Background(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(context.Background()) // the subscription is in place
+	require.NoError(t, err)
+	return func() []string {
+		var got []string
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			m, err := ps.ReceiveMessage(ctx)
+			cancel()
+			if err != nil {
+				return got
+			}
+			got = append(got, m.Payload)
+		}
+	}
+}
+func (n realContract) zscore(t *testing.T, key, member string) (int64, bool) {
+	v, err := n.c.ZScore(context.Background(), key, member).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
+	require.NoError(t, err)
+	return int64(v), true
+}
+func (n realContract) zadd(t *testing.T, key, member string, score int64) {
+	require.NoError(t, n.c.ZAdd(context.Background(), key, redis.Z{Score: float64(score), Member: member}).Err())
+	require.NoError(t, n.c.PExpire(context.Background(), key, time.Minute).Err())
+}
 func (n realContract) nowUs(t *testing.T) int64 {
 	tm, err := n.c.Time(context.Background()).Result()
 	require.NoError(t, err)
@@ -107,7 +164,11 @@ func (n realContract) nowUs(t *testing.T) int64 {
 }
 
 type contractCase struct {
-	name   string
+	name string
+	// published, when not nil, is what the script must publish on
+	// releaseChannel(ctKey).
+	published []string
+
 	setup  func(t *testing.T, n contractNode)
 	script *redis.Script
 	keys   []string
@@ -121,14 +182,20 @@ var (
 	ctOther    = settings{nodes: 5, maxTTL: 200 * time.Millisecond, factor: 0.01}.String()
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue)}
-	ctRelKeys  = []string{ctKey, tombKey(ctValue)}
+	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey)}
+	ctRelKeys  = []string{ctKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey)}
+	ctLineMs   = int64(10_000)
 	ctAdmKeys  = []string{markerKey, pendingKey}
 	ctQuarUs   = int64(500_000)
 )
 
 func fixed(args ...any) func(*testing.T, contractNode) []any {
 	return func(*testing.T, contractNode) []any { return args }
+}
+
+// placed is fixed, plus a waiter's place in line: now on the node's clock.
+func placed(args ...any) func(*testing.T, contractNode) []any {
+	return func(t *testing.T, n contractNode) []any { return append(slices.Clone(args), n.nowUs(t)) }
 }
 
 func admitted(t *testing.T, n contractNode) { n.put(t, markerKey, ctSettings, 0) }
@@ -172,7 +239,7 @@ func requireTTLNear(t *testing.T, n contractNode, key string, want time.Duration
 var contractCases = []contractCase{
 	// acquire.lua
 	{name: "acquire/free key on an admitted node is ours", setup: admitted, script: acquireScript, keys: ctAcqKeys,
-		args: fixed(ctValue, 5000, ctSettings, "0"),
+		args: placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
@@ -180,7 +247,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "acquire/held key reports the other's ttl", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		args:  placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(0), s[0])
@@ -188,34 +255,34 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, "theirs")
 		}},
 	{name: "acquire/unadmitted node refuses", script: acquireScript, keys: ctAcqKeys,
-		args: fixed(ctValue, 5000, ctSettings, "0"),
+		args: placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-1), int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/node admitted under other settings refuses and names them", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) },
-		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		args:  placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-2), int64(0), ctOther}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/tombstone of our value refuses", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, tombKey(ctValue), "1", time.Second) },
-		args:  fixed(ctValue, 5000, ctSettings, "0"),
+		args:  placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-3), int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/without the admission check an unadmitted node grants", script: acquireScript, keys: ctAcqKeys,
-		args: fixed(ctValue, 5000, "", "0"),
+		args: placed(ctValue, 5000, "", "0", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 		}},
 	{name: "acquire/fencing reads the fence and the server clock", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, fenceKey(ctKey), "12345678901234567", 0) },
-		args:  fixed(ctValue, 5000, ctSettings, "1"),
+		args:  placed(ctValue, 5000, ctSettings, "1", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
@@ -225,7 +292,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "acquire/fencing on a held key still reads the fence", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args:  fixed(ctValue, 5000, ctSettings, "1"),
+		args:  placed(ctValue, 5000, ctSettings, "1", "", "0", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
@@ -233,19 +300,155 @@ var contractCases = []contractCase{
 			require.Equal(t, "0", s[2])
 		}},
 
+	{name: "acquire/a Lock that fails on a held key joins the line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		args:  placed(ctValue, 5000, ctSettings, "0", "w1", "1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.True(t, in, "the waiter is not in line")
+			requireTTLNear(t, n, queueKey(ctKey), 10*time.Second)
+		}},
+	{name: "acquire/a Lock that has not waited goes behind the line on a free key", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)) },
+		args:  placed(ctValue, 5000, ctSettings, "0", "w1", "1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-4), int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+			s0, _ := n.zscore(t, queueKey(ctKey), "w0")
+			s1, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.True(t, in)
+			require.GreaterOrEqual(t, s1, s0, "the newcomer is not behind")
+		}},
+	{name: "acquire/a waiter already in line takes a free key and leaves the line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)-10)
+			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t))
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", "0", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.False(t, in, "the winner is still in line")
+			_, in = n.zscore(t, queueKey(ctKey), "w0")
+			require.True(t, in)
+		}},
+	{name: "acquire/a TryLock takes a free key past the line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)) },
+		args:  placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+		}},
+	{name: "acquire/waiters that stopped trying leave the line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", "1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err), "a stale waiter kept a newcomer out")
+			_, in := n.zscore(t, queueKey(ctKey), "stale")
+			require.False(t, in)
+		}},
+
 	// release.lua
-	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys,
+	{name: "release/names the first two in line, and the releaser leaves it", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1 w2"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			n.zadd(t, queueKey(ctKey), "me", now-30)
+			n.zadd(t, queueKey(ctKey), "w2", now-10)
+			n.zadd(t, queueKey(ctKey), "w1", now-20)
+			n.zadd(t, queueKey(ctKey), "w3", now)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			_, in := n.zscore(t, queueKey(ctKey), "me")
+			require.False(t, in)
+			requireKey(t, n, namedKey(ctKey), "w1 w2")
+			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
+		}},
+	{name: "acquire/a reservation lets only the named waiters in", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, namedKey(ctKey), "w1 w2", 3*time.Second) },
+		args:  placed(ctValue, 5000, ctSettings, "0", "w3", "0", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, int64(-4), s[0])
+			require.InDelta(t, 3000, s[1], 200, "the reservation's pttl")
+			requireNoKey(t, n, ctKey)
+			_, in := n.zscore(t, queueKey(ctKey), "w3")
+			require.True(t, in, "a refused Lock joins the line")
+		}},
+	{name: "acquire/a reservation keeps a TryLock out too", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, namedKey(ctKey), "w1", 3*time.Second) },
+		args:  placed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(-4), slice(t, res, err)[0])
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "acquire/a named waiter takes the key and ends the reservation", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, namedKey(ctKey), "w1 w2", 3*time.Second)
+			n.zadd(t, queueKey(ctKey), "w2", 5)
+		},
+		args: fixed(ctValue, 5000, ctSettings, "0", "w2", "0", ctLineMs, int64(5)),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireNoKey(t, n, namedKey(ctKey))
+			_, in := n.zscore(t, queueKey(ctKey), "w2")
+			require.False(t, in)
+		}},
+	{name: "acquire/a waiter's place is the one it gives, the same on every node", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		args: func(t *testing.T, n contractNode) []any {
+			return []any{ctValue, 5000, ctSettings, "0", "w1", "1", ctLineMs, n.nowUs(t) - 777}
+		},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			score, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.True(t, in)
+			require.InDelta(t, n.nowUs(t)-777, score, 500_000)
+		}},
+	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place", script: releaseScript, keys: ctRelKeys,
+		published: []string{"me w1"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			n.zadd(t, queueKey(ctKey), "w1", now-20_000)
+			n.zadd(t, queueKey(ctKey), "w2", now-10_000)
+		},
+		args: func(t *testing.T, n contractNode) []any {
+			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
+		},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			score, in := n.zscore(t, queueKey(ctKey), "me")
+			require.True(t, in, "the cleanup took the Lock out of the line")
+			require.InDelta(t, n.nowUs(t)-1_000_000, score, 500_000)
+			requireKey(t, n, namedKey(ctKey), "me w1")
+			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+		}},
+	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys, published: []string{""},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  fixed(ctValue, releaseChannel(ctKey), 5000),
+		args:  fixed(ctValue, releaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, tombKey(ctValue))
 		}},
-	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys,
+	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys, published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
-		args:  fixed(ctValue, releaseChannel(ctKey), 3000),
+		args:  fixed(ctValue, releaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -254,14 +457,14 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, tombKey(ctValue), 3*time.Second)
 		}},
 	{name: "release/a missing key leaves a tombstone", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, releaseChannel(ctKey), 3000),
+		args: fixed(ctValue, releaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, tombKey(ctValue), "1")
 		}},
 	{name: "release/tombstone ttl 0 leaves none", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, releaseChannel(ctKey), 0),
+		args: fixed(ctValue, releaseChannel(ctKey), 0, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -547,8 +750,19 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	if tc.setup != nil {
 		tc.setup(t, n)
 	}
+	var heard func() []string
+	if tc.published != nil {
+		heard = n.listen(t, releaseChannel(ctKey))
+	}
 	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, tc.args(t, n)...).Result()
 	tc.check(t, n, res, err)
+	if heard != nil {
+		got := heard()
+		require.Equal(t, len(tc.published), len(got), "published on the release channel: %q", got)
+		if len(got) > 0 {
+			require.Equal(t, tc.published, got, "published on the release channel")
+		}
+	}
 }
 
 // TestScriptContractCoversEveryScript fails when a script has no case, so

@@ -23,6 +23,11 @@ var (
 	// owner's value.
 	ErrNodeHeld = errors.New("held by another owner")
 
+	// errQueued is the per-node cause when the key is free on a node but
+	// Lock calls that waited longer are in line for it: a Lock that has
+	// not waited yet goes behind them. It matches ErrNodeHeld.
+	errQueued = fmt.Errorf("%w: free, but other Lock calls are waiting in line first", ErrNodeHeld)
+
 	// ErrNodeQuarantined is the per-node cause when a node lost its state
 	// (restarted without persistence, failed over, flushed) or belongs to a
 	// deployment that has not been admitted yet, and may not vote until it

@@ -1,10 +1,13 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +26,7 @@ type fakeNode struct {
 	mu     sync.Mutex
 	vals   map[string]string
 	hashes map[string]map[string]string
+	zsets  map[string]map[string]int64 // member -> score
 	exp    map[string]time.Time
 	now    func() time.Time
 	calls  atomic.Int64
@@ -34,7 +38,8 @@ type fakeNode struct {
 
 	node *node // the client's view of this fake
 
-	extendCalls int64 // extend script calls, guarded by mu
+	extendCalls int64    // extend script calls, guarded by mu
+	published   []string // release messages' payloads, guarded by mu
 
 	failMu  sync.Mutex
 	failing map[string]error // script name -> error it returns
@@ -51,7 +56,8 @@ func (f *fakeNode) failScript(name string, err error) {
 }
 
 func newFakeNode() *fakeNode {
-	return &fakeNode{vals: map[string]string{}, hashes: map[string]map[string]string{}, exp: map[string]time.Time{}, now: time.Now}
+	return &fakeNode{vals: map[string]string{}, hashes: map[string]map[string]string{}, zsets: map[string]map[string]int64{},
+		exp: map[string]time.Time{}, now: time.Now}
 }
 
 func (f *fakeNode) freeze() chan struct{} {
@@ -73,6 +79,7 @@ func (f *fakeNode) expire(key string) {
 	if e, ok := f.exp[key]; ok && !f.now().Before(e) {
 		delete(f.vals, key)
 		delete(f.hashes, key)
+		delete(f.zsets, key)
 		delete(f.exp, key)
 	}
 }
@@ -87,13 +94,51 @@ func (f *fakeNode) exists(key string) bool {
 	f.expire(key)
 	_, s := f.vals[key]
 	_, h := f.hashes[key]
-	return s || h
+	_, z := f.zsets[key]
+	return s || h || z
 }
 
 func (f *fakeNode) del(key string) {
 	delete(f.vals, key)
 	delete(f.hashes, key)
+	delete(f.zsets, key)
 	delete(f.exp, key)
+}
+
+// zset returns key's sorted set, creating it when create is set.
+func (f *fakeNode) zset(key string, create bool) map[string]int64 {
+	f.expire(key)
+	z := f.zsets[key]
+	if z == nil && create {
+		z = map[string]int64{}
+		f.zsets[key] = z
+	}
+	return z
+}
+
+// zrem removes member; an emptied set is removed, as Redis does.
+func (f *fakeNode) zrem(key, member string) {
+	z := f.zset(key, false)
+	delete(z, member)
+	if z != nil && len(z) == 0 {
+		f.del(key)
+	}
+}
+
+// zfirst returns up to n members in score order (then by member).
+func (f *fakeNode) zfirst(key string, n int) []string {
+	z := f.zset(key, false)
+	ms := make([]string, 0, len(z))
+	for m := range z {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b string) int {
+		if c := cmp.Compare(z[a], z[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return ms[:min(n, len(ms))]
 }
 
 // pttl is PTTL: -2 without the key, -1 without an expiry.
@@ -126,6 +171,15 @@ func (f *fakeNode) hmget(key string, fields ...string) []any {
 		}
 	}
 	return out
+}
+
+// zadd is ZADD NX key score member, then PEXPIRE key ms.
+func (f *fakeNode) zadd(key, member string, score, ms int64) {
+	z := f.zset(key, true)
+	if _, ok := z[member]; !ok {
+		z[member] = score
+	}
+	f.exp[key] = f.now().Add(time.Duration(ms) * time.Millisecond)
 }
 
 // nowUs is the node's TIME in microseconds.
@@ -201,11 +255,42 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if f.exists(k[3]) {
 			return []any{int64(-3), int64(0)}, nil
 		}
+		id := a[4]
+		join := func() {
+			if id != "" {
+				f.zadd(k[4], id, atoi(a[7]), atoi(a[6]))
+			}
+		}
+		if named, ok := f.get(k[5]); ok && (id == "" || !slices.Contains(strings.Fields(named), id)) {
+			join()
+			return []any{int64(-4), f.pttl(k[5])}, nil
+		}
+		if id != "" {
+			now := f.nowUs()
+			for m, score := range f.zset(k[4], false) {
+				if score <= now-atoi(a[6])*1000 {
+					f.zrem(k[4], m)
+				}
+			}
+			_, in := f.zset(k[4], false)[id]
+			if a[5] == "1" && !f.exists(k[0]) && len(f.zset(k[4], false)) > 0 && !in {
+				join()
+				return []any{int64(-4), int64(0)}, nil
+			}
+		}
 		st, pttl := int64(1), int64(0)
 		if f.exists(k[0]) {
 			st, pttl = 0, f.pttl(k[0])
 		} else {
 			f.setStr(k[0], a[0], atoi(a[1]))
+		}
+		if st == 1 {
+			f.del(k[5])
+			if id != "" {
+				f.zrem(k[4], id)
+			}
+		} else {
+			join()
 		}
 		if a[3] != "1" {
 			return []any{st, pttl}, nil
@@ -217,8 +302,20 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		us := f.nowUs()
 		return []any{st, pttl, fence, us / 1e6, us % 1e6}, nil
 	case "release":
+		if a[3] != "" {
+			if a[5] != "" {
+				f.zadd(k[2], a[3], atoi(a[5]), atoi(a[6]))
+			} else {
+				f.zrem(k[2], a[3])
+			}
+		}
 		if v, ok := f.get(k[0]); ok && v == a[0] {
 			f.del(k[0])
+			next := strings.Join(f.zfirst(k[2], 2), " ")
+			if next != "" {
+				f.setStr(k[3], next, atoi(a[4]))
+			}
+			f.published = append(f.published, next)
 			return int64(1), nil
 		}
 		if a[2] != "0" {

@@ -443,3 +443,96 @@ func TestIntegrationScriptCacheFlushed(t *testing.T) {
 	require.Positive(t, l.FencingToken())
 	require.NoError(t, l.Release(ctx))
 }
+
+// A Lock that has not waited yet goes behind the Locks already waiting,
+// and a release wakes the first in line by name: a holder that locks again
+// right after releasing does not take the lock back from a waiter of
+// another Client (process). The line is best effort (a waiter's place can
+// reach some nodes after the release does), so this counts: without it the
+// releaser, which needs no wake-up, takes the lock back nearly every time.
+func TestIntegrationReleaseHandsOffToTheWaiter(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.client(t)
+	b := cl.client(t, redlock.WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	lock := func(c *redlock.Client) <-chan *redlock.Lease {
+		ch := make(chan *redlock.Lease, 1)
+		go func() {
+			l, err := c.Lock(ctx, key, 5*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- l
+		}()
+		return ch
+	}
+	const rounds = 20
+	handed := 0
+	for round := range rounds {
+		la, err := a.Lock(ctx, key, 5*time.Second)
+		require.NoError(t, err)
+		got := lock(b)
+		// B is in line once its first attempt failed, on the nodes that
+		// answered before the attempt was decided (a majority at least);
+		// it retries only after 5 s unless a release wakes it.
+		require.Eventually(t, func() bool {
+			in := 0
+			for _, rc := range cl.clients {
+				if n, err := rc.ZCard(ctx, "quorumlock:queue:"+key).Result(); err == nil && n > 0 {
+					in++
+				}
+			}
+			return in > len(cl.clients)/2
+		}, 2*time.Second, time.Millisecond, "round %d: B never joined the line", round)
+		start := time.Now()
+		require.NoError(t, la.Release(ctx))
+		again := lock(a)
+		select {
+		case lb := <-got:
+			handed++
+			require.Less(t, time.Since(start), time.Second, "round %d: the waiter waited for its retry timer, not the release", round)
+			require.NoError(t, lb.Release(ctx))
+			require.NoError(t, (<-again).Release(ctx))
+		case l := <-again:
+			t.Logf("round %d: the releaser took the lock back past the waiter", round)
+			require.NoError(t, l.Release(ctx))
+			select {
+			case lb := <-got:
+				require.NoError(t, lb.Release(ctx))
+			case <-time.After(3 * time.Second):
+				t.Fatalf("round %d: the waiter was not woken by the second release", round)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("round %d: the waiter was not woken by the release", round)
+		}
+	}
+	t.Logf("%d of %d releases handed the lock to the waiter", handed, rounds)
+	require.GreaterOrEqual(t, handed, rounds-3, "the releaser took the lock back past the waiter too often")
+}
+
+// A Lock call that gives up leaves the key's line on every node, so that
+// the next release names a waiter that is still there.
+func TestIntegrationLockThatGivesUpLeavesTheLine(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.client(t)
+	b := cl.client(t, redlock.WithRetry(func(int) time.Duration { return 20 * time.Millisecond }, 0))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	la, err := a.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	defer la.Release(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Lock(wctx, key, 5*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Eventually(t, func() bool {
+		for _, rc := range cl.clients {
+			if n, err := rc.ZCard(ctx, "quorumlock:queue:"+key).Result(); err != nil || n > 0 {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 5*time.Millisecond, "the Lock that gave up is still in the key's line")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -25,15 +26,15 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	at := c.tryAdmitting(ctx, key, ttl)
+	at := c.tryAdmitting(ctx, key, ttl, "", 0, false)
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
 // refused to vote because they were not admitted could be admitted at once
 // (their quarantine was over).
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration) outcome {
-	at := c.try(ctx, key, ttl)
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, first bool) outcome {
+	at := c.try(ctx, key, ttl, waiter, place, first)
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
 		return at
 	}
@@ -54,7 +55,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		return at
 	}
-	return c.try(ctx, key, ttl)
+	return c.try(ctx, key, ttl, waiter, place, first)
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
@@ -74,14 +75,25 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}
 	start := c.cfg.clock.Now()
 	limited := c.cfg.maxAttempts > 0
+	// This call's place in the key's line on the nodes: a release wakes
+	// the first two in line by name instead of every waiter at once. The
+	// place is when the call began, the same on every node, so that every
+	// node orders the line alike and names the same waiters.
+	waiter, place := newValue(), time.Now().UnixMicro()
 	var pass func() // this call's place at the head of the key's local line
 	defer func() {
 		if pass != nil {
 			pass()
 		}
 	}()
-	var wake chan struct{}
+	var wake chan int
 	var last outcome
+	inLine := false // an attempt reached the nodes, so the call may be in line there
+	defer func() {
+		if inLine && last.err != nil {
+			c.leaveLine(key, waiter)
+		}
+	}()
 	for n := 0; ; n++ {
 		if pass == nil {
 			limit := waitForever
@@ -95,7 +107,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			pass = p
 		}
 		if pass != nil {
-			last = c.tryAdmitting(ctx, key, ttl)
+			last = c.tryAdmitting(ctx, key, ttl, waiter, place, n == 0)
+			inLine = true
 			if last.err == nil {
 				last.lease.holdGate(pass)
 				pass = nil
@@ -135,7 +148,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		if wake == nil {
 			// Subscribe, then try again at once: a release between the
 			// failed attempt and the subscription would go unnoticed.
-			ch, unregister := c.wake.register(key)
+			ch, unregister := c.wake.register(key, waiter)
 			defer unregister()
 			wake = ch
 			continue
@@ -147,17 +160,27 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 }
 
 // sleep waits before Lock's next attempt: delay, or until a release wakes
-// it. Every waiter hears the same release, and trying all at once splits
-// the nodes between them so that nobody wins a majority (the more likely
-// the fewer nodes are up), so a woken waiter waits a random part of one
-// round trip (took) first: the first one usually takes every node.
-func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan struct{}, took time.Duration) error {
+// it. A release names the first two waiters in the key's line: the first
+// tries at once, the second after a random part of one round trip (took),
+// in case the first is gone. A release that names nobody (no line, or a
+// release by this Client) wakes every waiter, and trying all at once would
+// split the nodes between them so that nobody wins a majority, so each
+// waits a random part of one round trip first.
+func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int, took time.Duration) error {
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
-	case <-wake:
-		if took > 0 {
-			j := time.NewTimer(rand.N(took))
+	case pos := <-wake:
+		var jitter time.Duration
+		switch {
+		case took <= 0 || pos == wakeFirst:
+		case pos == wakeSecond:
+			jitter = took + rand.N(took) // the first has had its round trip
+		default:
+			jitter = rand.N(took)
+		}
+		if jitter > 0 {
+			j := time.NewTimer(jitter)
 			defer j.Stop()
 			select {
 			case <-j.C:
@@ -197,4 +220,30 @@ func (c *Client) stopped(key string, last, why error) error {
 	}
 	return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
 		Detail: "gave up waiting before any attempt", Errs: []error{why}}
+}
+
+// leaveLine takes a Lock call that gave up out of the key's line on every
+// node, in the background, so that releases stop naming it before the
+// nodes forget it by themselves (lineMs). It is the release script with a
+// value nobody holds and no tombstone: it only leaves the line.
+func (c *Client) leaveLine(key, waiter string) {
+	if c.isClosed() {
+		return
+	}
+	v := newValue()
+	p := prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+		v, releaseChannel(key), "0", waiter, "1", "", c.lineMs)
+	c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range c.nodes {
+			wg.Go(func() {
+				if _, err := c.releaseOn(ctx, i, p); err != nil {
+					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", key, "node", i, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

@@ -51,11 +51,15 @@ const (
 	pendingKey     = reservedPrefix + "pending"  // per node: a quarantine in progress
 	fencePrefix    = reservedPrefix + "fence:"   // + lock key: the key's fence value
 	tombPrefix     = reservedPrefix + "gone:"    // + lock value: an attempt given up on this node
+	queuePrefix    = reservedPrefix + "queue:"   // + lock key: Lock calls waiting for the key, in order
+	namedPrefix    = reservedPrefix + "named:"   // + lock key: the waiters a release named, for a moment
 	channelPrefix  = reservedPrefix + "released:"
 )
 
 func fenceKey(key string) string       { return fencePrefix + key }
 func tombKey(value string) string      { return tombPrefix + value }
+func queueKey(key string) string       { return queuePrefix + key }
+func namedKey(key string) string       { return namedPrefix + key }
 func releaseChannel(key string) string { return channelPrefix + key }
 
 // reserved reports whether key is in quorumlock's own namespace.

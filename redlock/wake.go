@@ -21,8 +21,8 @@ import (
 type waker struct {
 	c       *Client
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
-	subs    []*subscriber // per node, nil until first needed
+	waiters map[string]map[string]chan int // key -> waiter id -> channel
+	subs    []*subscriber                  // per node, nil until first needed
 	closed  bool
 }
 
@@ -38,15 +38,23 @@ type subOp struct {
 	channel string
 }
 
+// Positions a wake-up carries: first and second in the key's line, or
+// anyone (a release that named nobody, or a local one).
+const (
+	wakeFirst  = 0
+	wakeSecond = 1
+	wakeAnyone = 2
+)
+
 func newWaker(c *Client) *waker {
-	return &waker{c: c, waiters: map[string]map[chan struct{}]struct{}{}, subs: make([]*subscriber, len(c.nodes))}
+	return &waker{c: c, waiters: map[string]map[string]chan int{}, subs: make([]*subscriber, len(c.nodes))}
 }
 
-// register adds a waiter for key. The returned channel receives a value
-// when the key may have been released; unregister must be called when the
-// waiter stops waiting.
-func (w *waker) register(key string) (ch chan struct{}, unregister func()) {
-	ch = make(chan struct{}, 1)
+// register adds waiter id for key. The returned channel receives the
+// waiter's position when the key may have been released; unregister must
+// be called when the waiter stops waiting.
+func (w *waker) register(key, id string) (ch chan int, unregister func()) {
+	ch = make(chan int, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -54,15 +62,15 @@ func (w *waker) register(key string) (ch chan struct{}, unregister func()) {
 	}
 	set := w.waiters[key]
 	if set == nil {
-		set = map[chan struct{}]struct{}{}
+		set = map[string]chan int{}
 		w.waiters[key] = set
 		w.sendLocked(subOp{sub: true, channel: releaseChannel(key)})
 	}
-	set[ch] = struct{}{}
+	set[id] = ch
 	return ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		delete(set, ch)
+		delete(set, id)
 		if len(set) == 0 && w.waiters[key] != nil {
 			delete(w.waiters, key)
 			if !w.closed {
@@ -73,14 +81,36 @@ func (w *waker) register(key string) (ch chan struct{}, unregister func()) {
 }
 
 // local wakes this Client's waiters for key.
-func (w *waker) local(key string) {
+func (w *waker) local(key string) { w.notify(key, "") }
+
+// notify delivers a release of key: to the waiters named in names (space
+// separated, first in line first), or to every waiter when it names
+// nobody. Names of other Clients' waiters are ignored.
+func (w *waker) notify(key, names string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for ch := range w.waiters[key] {
+	set := w.waiters[key]
+	if len(set) == 0 {
+		return
+	}
+	send := func(ch chan int, pos int) {
 		select {
-		case ch <- struct{}{}:
+		case ch <- pos:
 		default:
 		}
+	}
+	if names == "" {
+		for _, ch := range set {
+			send(ch, wakeAnyone)
+		}
+		return
+	}
+	pos := wakeFirst
+	for name := range strings.SplitSeq(names, " ") {
+		if ch, ok := set[name]; ok {
+			send(ch, pos)
+		}
+		pos++
 	}
 }
 
@@ -128,7 +158,7 @@ func (w *waker) run(s *subscriber) {
 			msgs := s.ps.Channel()
 			listening.Go(func() {
 				for m := range msgs {
-					w.local(strings.TrimPrefix(m.Channel, channelPrefix))
+					w.notify(strings.TrimPrefix(m.Channel, channelPrefix), m.Payload)
 				}
 			})
 		}

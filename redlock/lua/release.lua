@@ -1,14 +1,41 @@
--- Compare-and-delete: remove the lock only if it still holds our value, and
--- tell waiters subscribed to ARGV[2] that it is free. Where the key is not
--- ours and ARGV[3] is set, leave a tombstone for our value for ARGV[3] ms:
--- our acquire may still be on its way to this node (its reply was lost or
--- never waited for), and the acquire script refuses a value with a
+-- Compare-and-delete: remove the lock only if it still holds our value,
+-- and tell the waiters subscribed to ARGV[2] that it is free, naming the
+-- first two in the key's line (KEYS[3]) so that only they try (the first
+-- at once, the second a moment later, in case the first is gone), or
+-- nobody in particular ('') when the line is empty. For ARGV[5] ms the key
+-- is reserved for the named (KEYS[4]): other attempts, the releaser's own
+-- next Lock included, go behind them instead of splitting the nodes with
+-- them. If both are gone, the reservation simply runs out. Where the key is not
+-- ours and ARGV[3] is not '0', leave a tombstone for our value for ARGV[3]
+-- ms: our acquire may still be on its way to this node (its reply was lost
+-- or never waited for), and the acquire script refuses a value with a
 -- tombstone, so the late SET cannot hold the key after we let go of it.
--- KEYS[1] lock key, KEYS[2] our value's tombstone
--- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or '0'
+-- KEYS[1] lock key, KEYS[2] our value's tombstone, KEYS[3] the key's line,
+-- KEYS[4] the reservation
+-- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
+-- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
+-- reservation's length in ms; ARGV[6] '' when a lease is released: the
+-- call leaves the line; else the call's place, when this cleans up a
+-- failed attempt of a Lock that goes on waiting: the acquire script took
+-- the call out of the line on the nodes that granted, and it goes back in
+-- its old place there, so a split attempt does not send the call to the
+-- back of the line (nor name, below, whoever is behind it in its stead);
+-- ARGV[7] how long (ms) the line is kept
+if ARGV[4] ~= '' then
+  if ARGV[6] ~= '' then
+    redis.call('ZADD', KEYS[3], 'NX', ARGV[6], ARGV[4])
+    redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  else
+    redis.call('ZREM', KEYS[3], ARGV[4])
+  end
+end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '1')
+  local next = table.concat(redis.call('ZRANGE', KEYS[3], 0, 1), ' ')
+  if next ~= '' then
+    redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
+  end
+  redis.call('PUBLISH', ARGV[2], next)
   return 1
 end
 if ARGV[3] ~= '0' then
