@@ -291,8 +291,9 @@ func (a *attempt) leave() {
 }
 
 // abandon cancels what is left of a failed round and releases the key on
-// every node, including those that did not answer: their SET may still
-// land, and the release leaves a tombstone there that makes it fail. It
+// every node that granted or did not answer (an answer other than
+// "granted" settles a node): an unanswered SET may still land, and the
+// release leaves a tombstone there that makes it fail. It
 // waits only for the nodes that granted, so a failed attempt leaves
 // nothing behind on responsive nodes when it returns, without waiting for
 // unresponsive ones; those are handled in the background, detached from
@@ -301,14 +302,25 @@ func (a *attempt) abandon() {
 	c := a.c
 	a.round.Cancel()
 	granted := make(map[int]bool, len(a.replies))
+	// A node that answered anything but "granted" is settled: its script
+	// ran once, atomically, and did not take the key (it answers "granted"
+	// when the key already holds our value, as after a retried call), so
+	// no late SET can follow there and it needs neither a release nor a
+	// tombstone. The others (granted, an error, no answer yet) get both.
+	settled := make([]bool, len(c.nodes))
 	for _, r := range a.replies {
 		if acquired(r) {
 			granted[r.Node] = true
+		} else if r.Err == nil {
+			settled[r.Node] = true
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	ra := a.rel
 	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		if settled[i] {
+			return false, nil
+		}
 		return c.releaseOn(ctx, i, ra)
 	})
 	if len(granted) > 0 {

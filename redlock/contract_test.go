@@ -373,6 +373,14 @@ var contractCases = []contractCase{
 			requireKey(t, n, namedKey(ctKey), "w1 w2")
 			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
 		}},
+	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, 3*time.Second) },
+		args:  fixed(ctValue, 5000, ctSettings, "0", "", "0", ctLineMs, int64(0)),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireTTLNear(t, n, ctKey, 3*time.Second) // the first run's expiry: the lease counts from before it
+		}},
 	{name: "acquire/a reservation lets only the named waiters in", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, namedKey(ctKey), "w1 w2", 3*time.Second) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "w3", "0", ctLineMs),

@@ -279,8 +279,10 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			}
 		}
 		st, pttl := int64(1), int64(0)
-		if f.exists(k[0]) {
-			st, pttl = 0, f.pttl(k[0])
+		if v, ok := f.get(k[0]); ok {
+			if v != a[0] {
+				st, pttl = 0, f.pttl(k[0])
+			}
 		} else {
 			f.setStr(k[0], a[0], atoi(a[1]))
 		}

@@ -14,7 +14,8 @@
 -- ARGV[8] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order
 -- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
---   status 1 taken by us, 0 held by another value (pttl: its remaining ms),
+--   status 1 taken by us (or already ours), 0 held by another value
+--   (pttl: its remaining ms),
 --   -1 not admitted (the node lost its state and has not served a
 --   quarantine), -2 admitted under other settings (the marker is returned),
 --   -3 this attempt was already given up here (a release came first),
@@ -59,8 +60,13 @@ if id ~= '' then
 end
 local status, pttl = 1, 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  status = 0
-  pttl = redis.call('PTTL', KEYS[1])
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    status = 0
+    pttl = redis.call('PTTL', KEYS[1])
+  end
+  -- else a retried call whose first run took the key: it is ours, and 0
+  -- must mean that this value does not hold the key here (the failed
+  -- attempt's cleanup skips the nodes that answered 0)
 end
 if status == 1 then
   redis.call('DEL', KEYS[6])
