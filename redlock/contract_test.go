@@ -445,6 +445,31 @@ var contractCases = []contractCase{
 			requireKey(t, n, namedKey(ctKey), "me w1")
 			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
+	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			n.put(t, namedKey(ctKey), "w1 me w2", 3*time.Second)
+			n.zadd(t, queueKey(ctKey), "me", 5)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireKey(t, n, namedKey(ctKey), "w1 w2")
+			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
+			_, in := n.zscore(t, queueKey(ctKey), "me")
+			require.False(t, in)
+		}},
+	{name: "release/a reservation for the leaving call alone ends", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup:     func(t *testing.T, n contractNode) { n.put(t, namedKey(ctKey), "me", 3*time.Second) },
+		args:      fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireNoKey(t, n, namedKey(ctKey))
+		}},
 	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys, published: []string{""},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
 		args:  fixed(ctValue, releaseChannel(ctKey), 5000, "", 50, "", ctLineMs),

@@ -309,6 +309,17 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 				f.zadd(k[2], a[3], atoi(a[5]), atoi(a[6]))
 			} else {
 				f.zrem(k[2], a[3])
+				if named, ok := f.get(k[3]); ok {
+					names := strings.Fields(named)
+					if slices.Contains(names, a[3]) {
+						rest := slices.DeleteFunc(names, func(w string) bool { return w == a[3] })
+						if pttl := f.pttl(k[3]); len(rest) == 0 || pttl <= 0 {
+							f.del(k[3])
+						} else {
+							f.setStr(k[3], strings.Join(rest, " "), pttl)
+						}
+					}
+				}
 			}
 		}
 		if v, ok := f.get(k[0]); ok && v == a[0] {

@@ -14,8 +14,9 @@
 -- KEYS[4] the reservation
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
--- reservation's length in ms; ARGV[6] '' when a lease is released: the
--- call leaves the line; else the call's place, when this cleans up a
+-- reservation's length in ms; ARGV[6] '' when a lease is released (or
+-- a Lock call gives up): the call leaves the line and any reservation
+-- that names it; else the call's place, when this cleans up a
 -- failed attempt of a Lock that goes on waiting: the acquire script took
 -- the call out of the line on the nodes that granted, and it goes back in
 -- its old place there, so a split attempt does not send the call to the
@@ -27,6 +28,22 @@ if ARGV[4] ~= '' then
     redis.call('PEXPIRE', KEYS[3], ARGV[7])
   else
     redis.call('ZREM', KEYS[3], ARGV[4])
+    -- nor does a reservation keep the key for a call that has left
+    local named = redis.call('GET', KEYS[4])
+    if named and string.find(' ' .. named .. ' ', ' ' .. ARGV[4] .. ' ', 1, true) then
+      local rest = {}
+      for w in string.gmatch(named, '%S+') do
+        if w ~= ARGV[4] then
+          rest[#rest + 1] = w
+        end
+      end
+      local pttl = redis.call('PTTL', KEYS[4])
+      if #rest == 0 or pttl <= 0 then
+        redis.call('DEL', KEYS[4])
+      else
+        redis.call('SET', KEYS[4], table.concat(rest, ' '), 'PX', pttl)
+      end
+    end
   end
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
