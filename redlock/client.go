@@ -57,6 +57,7 @@ type node struct {
 	// direct: scripts go to uc with prebuilt arguments (see Client.run);
 	// false when sc is not uc itself (a wrapper or test double).
 	direct bool
+	batch  *batcher // with direct: sends the script calls, batching them under load
 
 	// missed is set when a call to the node ran out of time and cleared by
 	// its next answer. An acquisition that can only succeed if a node that
@@ -204,6 +205,11 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	}
 	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
 		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
+	}
+	for _, nd := range ns {
+		if nd.direct {
+			nd.batch = newBatcher(nd.uc, cfg.cleanup)
+		}
 	}
 	inst, err := newInstruments(cfg.meters)
 	if err != nil {

@@ -103,7 +103,7 @@ func (p *prepared) split() ([]string, []any) {
 func (c *Client) run(ctx context.Context, i int, p *prepared) *redis.Cmd {
 	nd := c.nodes[i]
 	if nd.direct {
-		cmd := nd.uc.Do(ctx, p.cmd...)
+		cmd := nd.batch.do(ctx, p.cmd)
 		if err := cmd.Err(); err == nil || !isNoScript(err) {
 			return cmd
 		}

@@ -1,0 +1,132 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher sends one node's script calls: directly while the node has
+// few calls in flight (the uncontended path pays nothing), else queued
+// and sent together as one pipeline when the calls ahead return. With many
+// keys locked at once this turns a round trip per call into one per batch,
+// on the client and on the single-threaded server alike.
+//
+// Batching changes how calls travel, not what they do: each call is the
+// same script with the same arguments, calls of one caller to one node are
+// never in flight together, and a caller whose ctx ends stops waiting (the
+// call may still run, exactly as a direct call whose reply is abandoned).
+type batcher struct {
+	uc redis.UniversalClient
+
+	mu      sync.Mutex
+	direct  int           // direct calls in flight
+	pipes   int           // pipelines in flight
+	queue   []*queued     // calls waiting for the next pipeline
+	timeout time.Duration // bound of a pipeline whose calls carry no deadline
+
+	batched atomic.Int64 // calls sent in pipelines, for tests
+}
+
+// queued is one call waiting in a batcher's queue.
+type queued struct {
+	ctx  context.Context
+	cmd  *redis.Cmd
+	done chan struct{} // closed when cmd holds the reply
+}
+
+const (
+	// Direct calls in flight per node before calls queue: a few rounds
+	// overlapping (a Release while the acquire's stragglers are out) stay
+	// direct; only real load is batched.
+	maxDirect = 4
+	maxPipes  = 2   // pipelines in flight per node, so one slow batch does not hold up the next
+	maxBatch  = 256 // calls per pipeline
+)
+
+func newBatcher(uc redis.UniversalClient, timeout time.Duration) *batcher {
+	return &batcher{uc: uc, timeout: timeout}
+}
+
+// do sends one call (EVALSHA and its arguments) and returns its reply.
+func (b *batcher) do(ctx context.Context, args []any) *redis.Cmd {
+	b.mu.Lock()
+	if b.direct < maxDirect && len(b.queue) == 0 {
+		b.direct++
+		b.mu.Unlock()
+		cmd := b.uc.Do(ctx, args...)
+		b.mu.Lock()
+		b.direct--
+		b.flushLocked()
+		b.mu.Unlock()
+		return cmd
+	}
+	q := &queued{ctx: ctx, cmd: redis.NewCmd(ctx, args...), done: make(chan struct{})}
+	b.queue = append(b.queue, q)
+	b.flushLocked()
+	b.mu.Unlock()
+	select {
+	case <-q.done:
+		return q.cmd
+	case <-ctx.Done():
+		// The pipeline still owns q.cmd: answer with a fresh one.
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// flushLocked starts a pipeline for the queued calls if fewer than
+// maxPipes are in flight. b.mu must be held.
+func (b *batcher) flushLocked() {
+	for b.pipes < maxPipes && len(b.queue) > 0 {
+		n := min(len(b.queue), maxBatch)
+		batch := make([]*queued, n)
+		copy(batch, b.queue)
+		b.queue = append(b.queue[:0], b.queue[n:]...)
+		b.pipes++
+		go b.send(batch)
+	}
+}
+
+// send runs one pipeline. Calls whose caller already gave up are left
+// out; the pipeline is bounded by the latest deadline of its calls.
+func (b *batcher) send(batch []*queued) {
+	live := batch[:0]
+	var deadline time.Time
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.cmd.SetErr(err)
+			close(q.done)
+			continue
+		}
+		live = append(live, q)
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(b.timeout)
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	if len(live) > 0 {
+		b.batched.Add(int64(len(live)))
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		pipe := b.uc.Pipeline()
+		for _, q := range live {
+			_ = pipe.Process(ctx, q.cmd)
+		}
+		_, _ = pipe.Exec(ctx) // each call's error is in its cmd
+		cancel()
+		for _, q := range live {
+			close(q.done)
+		}
+	}
+	b.mu.Lock()
+	b.pipes--
+	b.flushLocked()
+	b.mu.Unlock()
+}

@@ -1,0 +1,115 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// Under load the batcher pipelines calls; every caller still gets its own
+// call's reply, and a script that is not cached (NOSCRIPT) fails only the
+// calls that used it.
+func TestBatcherRepliesUnderLoad(t *testing.T) {
+	rc := testenv.Redis(t).Client(t)
+	b := newBatcher(rc, time.Second)
+	ctx := context.Background()
+	const callers, calls = 64, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				want := fmt.Sprintf("%d-%d", g, i)
+				got, err := b.do(ctx, []any{"echo", want}).Text()
+				if err != nil || got != want {
+					errs <- fmt.Errorf("caller %d call %d: got %q, %v; want %q", g, i, got, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.Positive(t, b.batched.Load(), "64 callers and no call went in a pipeline")
+	// A NOSCRIPT in a pipeline stays with its own call.
+	var nos sync.WaitGroup
+	for i := range 20 {
+		nos.Go(func() {
+			if i%2 == 0 {
+				err := b.do(ctx, []any{"evalsha", "0000000000000000000000000000000000000000", 0}).Err()
+				if err == nil || !isNoScript(err) {
+					t.Errorf("evalsha of an unknown script: %v, want NOSCRIPT", err)
+				}
+				return
+			}
+			if got, err := b.do(ctx, []any{"echo", "x"}).Text(); err != nil || got != "x" {
+				t.Errorf("echo among NOSCRIPTs: %q, %v", got, err)
+			}
+		})
+	}
+	nos.Wait()
+}
+
+// A frozen node: callers are bounded by their own ctx whether their call
+// went out directly or waits in the queue, and the node works again once
+// it thaws.
+func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
+	n := testenv.Redis(t)
+	// go-redis bounds a direct call by the ctx only with this option (and
+	// a new connection's handshake never); redlock does not wait for its
+	// calls, but this test does, so it opens the connections first and
+	// lets the ctx bound them.
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	b := newBatcher(rc, time.Second)
+	var warm sync.WaitGroup
+	for range 3 * maxDirect {
+		warm.Go(func() {
+			if err := rc.Do(context.Background(), "blpop", "warm-up", "0.05").Err(); !errors.Is(err, redis.Nil) {
+				t.Errorf("warm-up: %v", err)
+			}
+		})
+	}
+	warm.Wait()
+	require.NoError(t, n.Pause())
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = n.Resume()
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 3 * maxDirect {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := b.do(ctx, []any{"ping"}).Err()
+			if err == nil {
+				t.Error("a call to a frozen node succeeded")
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("a call with a 100ms deadline took %v on a frozen node", took)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, n.Resume())
+	thawed = true
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return b.do(ctx, []any{"ping"}).Err() == nil
+	}, 5*time.Second, 10*time.Millisecond, "the node did not answer after it thawed")
+}
