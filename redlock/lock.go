@@ -88,7 +88,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}()
 	var wake chan int
 	var last outcome
-	inLine := false // an attempt reached the nodes, so the call may be in line there
+	var since time.Time // when the last attempt started
+	inLine := false     // an attempt reached the nodes, so the call may be in line there
 	defer func() {
 		if inLine && last.err != nil {
 			c.leaveLine(key, waiter)
@@ -107,6 +108,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			pass = p
 		}
 		if pass != nil {
+			since = time.Now()
 			last = c.tryAdmitting(ctx, key, ttl, waiter, place, n == 0)
 			inLine = true
 			if last.err == nil {
@@ -146,12 +148,15 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			continue
 		}
 		if wake == nil {
-			// Subscribe, then try again at once: a release between the
-			// failed attempt and the subscription would go unnoticed.
-			ch, unregister := c.wake.register(key, waiter)
+			// Subscribe, then try again at once unless the key's
+			// subscription was live before the failed attempt began: a
+			// release in between would go unnoticed.
+			ch, unregister, live := c.wake.register(key, waiter, since)
 			defer unregister()
 			wake = ch
-			continue
+			if !live {
+				continue
+			}
 		}
 		if err := c.sleep(ctx, delay, wake, last.took); err != nil {
 			return nil, c.stopped(key, last.err, err)

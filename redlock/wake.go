@@ -4,8 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/quorum"
 )
 
 // waker wakes Lock's waiters when a holder releases, so a hand-off costs
@@ -21,10 +24,28 @@ import (
 type waker struct {
 	c       *Client
 	mu      sync.Mutex
-	waiters map[string]map[string]chan int // key -> waiter id -> channel
-	subs    []*subscriber                  // per node, nil until first needed
+	waiters map[string]*keyWaiters
+	subs    []*subscriber // per node, nil until first needed
+	idle    int           // keys subscribed with no waiter, kept for a while
 	closed  bool
 }
+
+// keyWaiters is one key's subscription and its waiters. A key whose last
+// waiter left stays subscribed for linger, so that a key contended again
+// and again costs no SUBSCRIBE and UNSUBSCRIBE per Lock call.
+type keyWaiters struct {
+	set       map[string]chan int // waiter id -> channel
+	acked     int                 // nodes that confirmed the SUBSCRIBE
+	liveSince time.Time           // when a majority had confirmed it
+	lastAt    time.Time           // when the last release notice arrived
+	lastNames string              // and whom it named
+	linger    *time.Timer         // set while the key has no waiter
+}
+
+const (
+	linger  = 2 * time.Second // how long a key with no waiter stays subscribed
+	maxIdle = 1024            // keys kept subscribed with no waiter, at most
+)
 
 // subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
 // of its own, so their order matches the order of waiter changes.
@@ -36,6 +57,7 @@ type subscriber struct {
 type subOp struct {
 	sub     bool
 	channel string
+	kw      *keyWaiters // with sub: counts the confirmation
 }
 
 // Positions a wake-up carries: first and second in the key's line, or
@@ -47,37 +69,86 @@ const (
 )
 
 func newWaker(c *Client) *waker {
-	return &waker{c: c, waiters: map[string]map[string]chan int{}, subs: make([]*subscriber, len(c.nodes))}
+	return &waker{c: c, waiters: map[string]*keyWaiters{}, subs: make([]*subscriber, len(c.nodes))}
 }
 
-// register adds waiter id for key. The returned channel receives the
-// waiter's position when the key may have been released; unregister must
-// be called when the waiter stops waiting.
-func (w *waker) register(key, id string) (ch chan int, unregister func()) {
+// register adds waiter id for key, whose last attempt started at since.
+// The returned channel receives the waiter's position when the key may
+// have been released; unregister must be called when the waiter stops
+// waiting. live reports that the key's subscription was confirmed by a
+// majority of nodes before since: then no release after since can go
+// unheard (one that arrived before the waiter registered is delivered
+// now), and the waiter need not try again before it sleeps.
+func (w *waker) register(key, id string, since time.Time) (ch chan int, unregister func(), live bool) {
 	ch = make(chan int, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return ch, func() {}
+		return ch, func() {}, false
 	}
-	set := w.waiters[key]
-	if set == nil {
-		set = map[string]chan int{}
-		w.waiters[key] = set
-		w.sendLocked(subOp{sub: true, channel: releaseChannel(key)})
+	kw := w.waiters[key]
+	if kw == nil {
+		kw = &keyWaiters{set: map[string]chan int{}}
+		w.waiters[key] = kw
+		w.sendLocked(subOp{sub: true, channel: releaseChannel(key), kw: kw})
 	}
-	set[id] = ch
+	if kw.linger != nil {
+		kw.linger.Stop()
+		kw.linger = nil
+		w.idle--
+	}
+	kw.set[id] = ch
+	live = !kw.liveSince.IsZero() && kw.liveSince.Before(since)
+	if live && kw.lastAt.After(since) {
+		if pos, ok := position(kw.lastNames, id); ok {
+			ch <- pos
+		}
+	}
 	return ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		delete(set, id)
-		if len(set) == 0 && w.waiters[key] != nil {
-			delete(w.waiters, key)
-			if !w.closed {
-				w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
-			}
+		delete(kw.set, id)
+		if len(kw.set) > 0 || w.waiters[key] != kw || w.closed {
+			return
 		}
+		if w.idle < maxIdle {
+			w.idle++
+			kw.linger = time.AfterFunc(linger, func() { w.forget(key, kw) })
+			return
+		}
+		delete(w.waiters, key)
+		w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+	}, live
+}
+
+// forget unsubscribes a key that had no waiter for linger.
+func (w *waker) forget(key string, kw *keyWaiters) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.waiters[key] != kw || len(kw.set) > 0 || kw.linger == nil {
+		return
 	}
+	kw.linger = nil
+	w.idle--
+	delete(w.waiters, key)
+	w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+}
+
+// position is where a release notice that named names puts waiter id:
+// first or second in line, anyone when it named nobody, and ok false when
+// it named others only.
+func position(names, id string) (pos int, ok bool) {
+	if names == "" {
+		return wakeAnyone, true
+	}
+	pos = wakeFirst
+	for name := range strings.SplitSeq(names, " ") {
+		if name == id {
+			return pos, true
+		}
+		pos++
+	}
+	return 0, false
 }
 
 // local wakes this Client's waiters for key.
@@ -89,7 +160,12 @@ func (w *waker) local(key string) { w.notify(key, "") }
 func (w *waker) notify(key, names string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	set := w.waiters[key]
+	kw := w.waiters[key]
+	if kw == nil {
+		return
+	}
+	kw.lastAt, kw.lastNames = time.Now(), names
+	set := kw.set
 	if len(set) == 0 {
 		return
 	}
@@ -153,6 +229,9 @@ func (w *waker) run(s *subscriber) {
 			w.c.cfg.logger.Debug("redlock: release subscription failed", "channel", op.channel, "err", err)
 			continue
 		}
+		if op.sub {
+			w.confirmed(op.kw)
+		}
 		if !started && op.sub {
 			started = true
 			msgs := s.ps.Channel()
@@ -174,10 +253,25 @@ func (w *waker) close() {
 		return
 	}
 	w.closed = true
+	for _, kw := range w.waiters {
+		if kw.linger != nil {
+			kw.linger.Stop()
+		}
+	}
 	for _, s := range w.subs {
 		if s != nil {
 			close(s.ops)
 			_ = s.ps.Close()
 		}
+	}
+}
+
+// confirmed counts one node's confirmation of kw's subscription.
+func (w *waker) confirmed(kw *keyWaiters) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw.acked++
+	if kw.liveSince.IsZero() && kw.acked >= quorum.Majority(len(w.c.nodes)) {
+		kw.liveSince = time.Now()
 	}
 }

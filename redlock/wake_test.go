@@ -1,0 +1,88 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// A release notice that arrives after a waiter's failed attempt began but
+// before the waiter registered is delivered at registration, with the
+// waiter's place in it; the waiter may skip its extra attempt only when
+// the subscription was live before the attempt began.
+func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
+	c, _ := newFake(t, 5)
+	w := c.wake
+	_, unregister, live := w.register("k", "early", time.Now())
+	require.False(t, live, "a subscription nobody confirmed counted as live")
+	w.mu.Lock()
+	w.waiters["k"].liveSince = time.Now().Add(-time.Second) // as if a majority confirmed it
+	w.mu.Unlock()
+	unregister() // the key lingers, still subscribed
+
+	since := time.Now()
+	w.notify("k", "other second")
+	ch, unregister2, live := w.register("k", "second", since)
+	defer unregister2()
+	require.True(t, live)
+	select {
+	case pos := <-ch:
+		require.Equal(t, wakeSecond, pos)
+	default:
+		t.Fatal("a notice that named the waiter after its attempt began was lost")
+	}
+
+	ch3, unregister3, _ := w.register("k", "third", since)
+	defer unregister3()
+	select {
+	case pos := <-ch3:
+		t.Fatalf("a notice naming others woke a third waiter (position %d)", pos)
+	default:
+	}
+	ch4, unregister4, _ := w.register("k", "fourth", time.Now())
+	defer unregister4()
+	select {
+	case <-ch4:
+		t.Fatal("a notice from before the attempt began was delivered")
+	default:
+	}
+}
+
+// A key whose last waiter left stays subscribed for linger, then is
+// unsubscribed: a key contended again and again costs no SUBSCRIBE per
+// Lock call, and an idle one costs nothing for long.
+func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	c, err := New(ucs, WithRetry(func(int) time.Duration { return 20 * time.Millisecond }, 0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.Bootstrap(context.Background()))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	other, err := New(ucs)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = l.Release(ctx)
+	}()
+	l2, err := other.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(ctx))
+	subscribed := func() bool {
+		chans, err := ucs[0].PubSubChannels(ctx, "*").Result()
+		require.NoError(t, err)
+		return slices.Contains(chans, releaseChannel(key))
+	}
+	require.True(t, subscribed(), "the key was unsubscribed as soon as its waiter left")
+	require.Eventually(t, func() bool { return !subscribed() }, linger+3*time.Second, 50*time.Millisecond,
+		"the key stayed subscribed past linger")
+}
