@@ -70,8 +70,12 @@ type attempt struct {
 	ttl    time.Duration
 	t0     time.Time
 	acq    *prepared // the acquire script call, sent to every node
-	rel    *prepared // the release of this attempt's value, if it fails
 	waiter string    // the Lock call's id in the key's line ("" for TryLock)
+	// The release script's keys and arguments, boxed once and shared with
+	// acq; the call itself is built when needed (see release).
+	relKeys       [4]any
+	relV, relT    any
+	relW, relBack any
 
 	round   *quorum.Round[acqReply]
 	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
@@ -95,7 +99,7 @@ type attempt struct {
 func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, first bool) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
 	// Box what several calls share once (see prepare).
-	k, v, t, w := any(key), any(a.value), any(ttl.Milliseconds()), any(waiter)
+	k, v, t, w, at := any(key), any(a.value), any(ttl.Milliseconds()), any(waiter), any(place)
 	q, named, tomb := any(queueKey(key)), any(namedKey(key)), any(tombKey(a.value))
 	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
 	if c.cfg.fencing {
@@ -105,16 +109,22 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 	if first {
 		behind = "1"
 	}
-	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, behind, c.lineMs, place)
-	// A failed attempt's cleanup puts its Lock call back in line in its
-	// place; the lease's Release takes it out (see newLease).
-	back := any("")
+	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, behind, c.lineMs, at)
+	a.relKeys, a.relV, a.relT, a.relW, a.relBack = [4]any{k, tomb, q, named}, v, t, w, ""
 	if waiter != "" {
-		back = place
+		a.relBack = at
 	}
-	a.rel = prepare(releaseScript, []any{k, tomb, q, named}, v, releaseChannel(key), t, w, c.handoffWindow(ttl).Milliseconds(), back, c.lineMs)
 	a.waiter = waiter
 	return a
+}
+
+// release builds the release script call for this attempt's value. A
+// failed attempt's cleanup passes a.relBack, which puts its Lock call back
+// in line in its place; the lease's Release passes "", which takes the
+// call out of the line (see release.lua).
+func (a *attempt) release(back any) *prepared {
+	return prepare(releaseScript, a.relKeys[:], a.relV, releaseChannel(a.key), a.relT, a.relW,
+		a.c.handoffWindow(a.ttl).Milliseconds(), back, a.c.lineMs)
 }
 
 // send starts the round. Its calls are bounded by the node timeout but not
@@ -316,7 +326,7 @@ func (a *attempt) abandon() {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	ra := a.rel
+	ra := a.release(a.relBack)
 	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		if settled[i] {
 			return false, nil

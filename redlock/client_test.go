@@ -521,13 +521,15 @@ func TestDoCancelsWhenLeaseLost(t *testing.T) {
 }
 
 func TestDoKeepsLeaseAlive(t *testing.T) {
-	c, fs := newFake(t, 5)
+	// Node timeouts with room for a loaded machine (the default, 5% of
+	// the ttl, would be 12 ms); the section spans several renewals.
+	c, fs := newFake(t, 5, WithNodeTimeout(60*time.Millisecond))
 	ctx := context.Background()
-	err := c.Do(ctx, "k", 60*time.Millisecond, func(ctx context.Context, l *Lease) error {
+	err := c.Do(ctx, "k", 240*time.Millisecond, func(ctx context.Context, l *Lease) error {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lease ended during a 300ms section with a 60ms ttl: %w", context.Cause(ctx))
-		case <-time.After(300 * time.Millisecond):
+			return fmt.Errorf("lease ended during a 900ms section with a 240ms ttl: %w", context.Cause(ctx))
+		case <-time.After(900 * time.Millisecond):
 		}
 		return nil
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -67,14 +66,9 @@ func (c *Client) newLease(a *attempt) *Lease {
 	if c.closed {
 		return nil
 	}
-	rel := a.rel
-	if a.waiter != "" {
-		// The holder leaves the key's line on every node when it releases
-		// (granting nodes already dropped it): no place to go back to.
-		rel = &prepared{script: rel.script, nkeys: rel.nkeys, cmd: slices.Clone(rel.cmd)}
-		rel.cmd[len(rel.cmd)-2] = ""
-	}
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: rel, ttl: a.ttl,
+	// The holder leaves the key's line on every node when it releases
+	// (granting nodes already dropped it): no place to go back to.
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: a.release(""), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
 	l.mu.Lock()
 	l.armLocked()
