@@ -569,6 +569,64 @@ func TestRegressionFailedAttemptLeavesNoKeyWhereTheOutcomeWasUnknown(t *testing.
 	require.Empty(t, rc.value(t, 4, key), "the late acquire kept the key on node 4 after the attempt was given up")
 }
 
+// 11, second half: a node whose reply was an error (here a connection
+// reset after the request went out) did not settle anything: the request
+// may still run there, so the failed attempt's cleanup must release it
+// too, as it does a node that did not answer at all.
+func TestRegressionFailedAttemptCleansUpANodeThatAnsweredWithAnError(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	released, landed := make(chan struct{}), make(chan struct{})
+	var relOnce, landOnce sync.Once
+	hooks := func(i int, sc redis.Scripter) redis.Scripter {
+		switch i {
+		case 3: // answers late, so that node 4's error is counted first
+			return hookScripter{Scripter: sc,
+				before: func(ctx context.Context, script string, keys []string, _ []any) *redis.Cmd {
+					if script == "acquire" && isTestKey(keys[0]) {
+						time.Sleep(50 * time.Millisecond)
+					}
+					return nil
+				}}
+		case 4:
+			return hookScripter{Scripter: sc,
+				before: func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd {
+					if script != "acquire" || !isTestKey(keys[0]) {
+						return nil
+					}
+					go func() {
+						select {
+						case <-released:
+						case <-time.After(500 * time.Millisecond):
+						}
+						_ = acquireScript.Run(context.Background(), sc, keys, args...).Err()
+						landOnce.Do(func() { close(landed) })
+					}()
+					return redis.NewCmdResult(nil, errors.New("read tcp: connection reset by peer"))
+				},
+				after: func(_ context.Context, script string, keys []string, _ []any, _ *redis.Cmd) {
+					if script == "release" && isTestKey(keys[0]) {
+						relOnce.Do(func() { close(released) })
+					}
+				}}
+		}
+		return sc
+	}
+	c := rc.client(t, hooks, nil, WithNodeTimeout(300*time.Millisecond))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	rc.hold(t, key, 10*time.Second, 1, 2, 3)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained, "%v", l)
+	require.ErrorContains(t, err, "connection reset", "node 4's error was not among the attempt's replies: the test proves nothing")
+	select {
+	case <-landed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late acquire never reached node 4")
+	}
+	require.Empty(t, rc.value(t, 4, key), "a node that answered with an error kept the key after the attempt was given up")
+}
+
 func isTestKey(k string) bool { return len(k) > 7 && k[:7] == "qltest:" }
 
 // 12. A Lock waiting in this Client's line when Close is called must not
