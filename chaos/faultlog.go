@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -17,6 +18,17 @@ type faultLog struct {
 	errLat   time.Duration
 	blocked  time.Duration
 	schedule []string
+	counts   map[string]int
+}
+
+// count adds one to the faults of kind injected so far.
+func (l *faultLog) count(kind string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[kind]++
 }
 
 // mark starts (on) or ends the window in which the fault is active.
@@ -78,10 +90,12 @@ type faultRecord struct {
 	errLat   time.Duration
 	blocked  time.Duration
 	schedule []string
+	counts   map[string]int
 }
 
 func (l *faultLog) record() faultRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return faultRecord{from: l.from, to: l.to, errText: l.errText, errLat: l.errLat, blocked: l.blocked, schedule: l.schedule}
+	return faultRecord{from: l.from, to: l.to, errText: l.errText, errLat: l.errLat, blocked: l.blocked, schedule: l.schedule,
+		counts: maps.Clone(l.counts)}
 }
