@@ -98,12 +98,12 @@ func TestLasting(t *testing.T) {
 	if _, err := p.Lasting(time.Second); err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Errorf("Lasting(1s): %v, want too short", err)
 	}
-	quick, err := LookupProfile("quick")
+	smoke, err := LookupProfile("smoke")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := quick.Lasting(time.Hour); err == nil || !strings.Contains(err.Error(), "no timed runs") {
-		t.Errorf("quick.Lasting: %v, want no timed runs", err)
+	if _, err := smoke.Lasting(time.Hour); err == nil || !strings.Contains(err.Error(), "no timed runs") {
+		t.Errorf("smoke.Lasting: %v, want no timed runs", err)
 	}
 }
 
