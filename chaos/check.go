@@ -9,8 +9,9 @@ import (
 )
 
 // Section is one critical section as a worker recorded it. Times are
-// nanoseconds on the machine's wall clock, which every worker shares (they
-// run on one host; only the Redis nodes' clocks are ever moved).
+// nanoseconds on the machine's monotonic clock (stampNs), which every
+// worker shares (they run on one host) and which no wall-clock step
+// moves; only the Redis nodes' wall clocks are ever moved on purpose.
 type Section struct {
 	Worker   int
 	Token    uint64

@@ -34,7 +34,7 @@ func workerConfig(e *env, dsn string, w int) WorkerConfig {
 	if sc.Duration > 0 {
 		// A timed run: the workers go on until the time is up.
 		cfg.Sections = math.MaxInt32
-		cfg.UntilNs = time.Now().Add(sc.Duration).UnixNano()
+		cfg.UntilNs = stampNs() + int64(sc.Duration)
 		cfg.BudgetMs = int((sc.Duration + 90*time.Second).Milliseconds())
 	}
 	if e.fault.worker != nil {

@@ -197,11 +197,10 @@ var nemesisKinds = []struct {
 	{"pause", 2}, {"partition", 2}, {"slow", 2}, {"worker-freeze", 1},
 }
 
-// note logs one step with its time since the schedule began and its wall
-// time in Unix ms, to line it up with the history's times.
+// note logs one step with its time since the schedule began and its
+// stamp in ms (stampNs), to line it up with the history's times.
 func (n *nemesisState) note(format string, args ...any) {
-	now := time.Now()
-	n.e.log.note("t=%.2fs @%d "+format, append([]any{now.Sub(n.start).Seconds(), now.UnixMilli()}, args...)...)
+	n.e.log.note("t=%.2fs @%d "+format, append([]any{time.Since(n.start).Seconds(), stampNs() / 1e6}, args...)...)
 }
 
 // free returns the nodes not impaired now.

@@ -13,7 +13,7 @@ import (
 // concurrent use.
 type faultLog struct {
 	mu       sync.Mutex
-	from, to int64 // Unix ns; from == 0: never marked, the whole run counts
+	from, to int64 // stampNs; from == 0: never marked, the whole run counts
 	errText  string
 	errLat   time.Duration
 	blocked  time.Duration
@@ -36,9 +36,9 @@ func (l *faultLog) mark(on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if on {
-		l.from = time.Now().UnixNano()
+		l.from = stampNs()
 	} else {
-		l.to = time.Now().UnixNano()
+		l.to = stampNs()
 	}
 }
 
@@ -48,7 +48,7 @@ func (l *faultLog) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.from != 0 && l.to == 0 {
-		l.to = time.Now().UnixNano()
+		l.to = stampNs()
 	}
 }
 

@@ -25,7 +25,7 @@ type Options struct {
 	// Log receives one line per finished run; nil: none.
 	Log io.Writer
 	// History, when set, is a directory that receives each run's section
-	// history as CSV (one row per critical section, times in Unix ns), for
+	// history as CSV (one row per critical section, times in ns of the machine's monotonic clock), for
 	// checking the verdicts by hand.
 	History string
 }

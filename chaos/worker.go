@@ -69,7 +69,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		if err := w.gate(ctx, GateStart, attempt, 0); err != nil {
 			break
 		}
-		s := section{attempt: attempt, callNs: wallNs()}
+		s := section{attempt: attempt, callNs: stampNs()}
 		outcome, err := w.attempt(ctx, lc, &s)
 		if s.panicked {
 			st.Panics++
@@ -140,7 +140,7 @@ type worker struct {
 }
 
 // over reports whether the worker's time (UntilNs) is up.
-func (w *worker) over() bool { return w.cfg.UntilNs > 0 && wallNs() >= w.cfg.UntilNs }
+func (w *worker) over() bool { return w.cfg.UntilNs > 0 && stampNs() >= w.cfg.UntilNs }
 
 // refused reports whether a lock call was refused because the client's
 // settings disagree with the deployment's: a *redlock.ConfigError, which

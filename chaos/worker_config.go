@@ -29,7 +29,7 @@ type WorkerConfig struct {
 	Gates     []Gate   `json:"gates"`      // wait for the coordinator there
 	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
 	BudgetMs  int      `json:"budget_ms"`  // stop after this long (0: no limit)
-	UntilNs   int64    `json:"until_ns"`   // > 0: start no attempt after this wall-clock time (Unix ns)
+	UntilNs   int64    `json:"until_ns"`   // > 0: start no attempt after this time (stampNs)
 
 	// How the worker's lock client differs from its peers', as clients
 	// of one deployment do in real fleets (the nemesis fault sets them).

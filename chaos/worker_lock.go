@@ -77,7 +77,7 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (O
 	lockWait := time.Duration(w.cfg.LockMs) * time.Millisecond
 	if w.cfg.UntilNs > 0 {
 		// A timed worker does not wait for the lock past its time.
-		lockWait = min(lockWait, time.Duration(w.cfg.UntilNs-wallNs()))
+		lockWait = min(lockWait, time.Duration(w.cfg.UntilNs-stampNs()))
 	}
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
@@ -89,9 +89,9 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (O
 		return outcomeNotLocked, err
 	}
 	outcome, err := w.section(ctx, lease, s)
-	s.heldNs = wallNs()
+	s.heldNs = stampNs()
 	_ = lease.Release(context.WithoutCancel(ctx))
-	s.releaseNs = wallNs()
+	s.releaseNs = stampNs()
 	return outcome, err
 }
 
@@ -106,7 +106,7 @@ func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl ti
 				panic(p)
 			}
 			s.panicked = true
-			s.releaseNs = wallNs()
+			s.releaseNs = stampNs()
 			outcome, err = s.outcome, serr
 		}
 	}()
@@ -114,14 +114,14 @@ func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl ti
 	// hung worker does not look at it either.
 	err = lc.Do(lctx, w.cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
 		outcome, serr = w.section(ctx, lease, s)
-		s.heldNs = wallNs()
+		s.heldNs = stampNs()
 		if w.cfg.Style == StyleDoPanic && w.rng.IntN(4) == 0 {
 			s.outcome = outcome
 			panic(errPanic)
 		}
 		return serr
 	})
-	s.releaseNs = wallNs()
+	s.releaseNs = stampNs()
 	if outcome != outcomeNotLocked {
 		err = serr // a lost lease is what the scenario is about, not an error
 	}

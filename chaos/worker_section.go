@@ -22,18 +22,16 @@ type section struct {
 	panicked                         bool // fn panicked after the section (do-panic)
 }
 
-func wallNs() int64 { return time.Now().UnixNano() }
-
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
 func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
-	s.gotNs = wallNs()
+	s.gotNs = stampNs()
 	s.token = lease.FencingToken()
 	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
 		return outcomeStopped, err
 	}
 	outcome, err := w.body(ctx, lease, s)
-	s.endNs = wallNs()
+	s.endNs = stampNs()
 	s.deadlineNs = s.endNs + int64(time.Until(lease.Deadline()))
 	return outcome, err
 }
@@ -86,7 +84,7 @@ func (w *worker) work(ctx context.Context, lease *redlock.Lease) error {
 func readCounter(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, row int, s *section) error {
-	s.readNs = wallNs()
+	s.readNs = stampNs()
 	return q.QueryRow(ctx, `SELECT value FROM counter WHERE id = $1`, row).Scan(&s.read)
 }
 
