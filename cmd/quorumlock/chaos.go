@@ -150,14 +150,16 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil {
 		prof, err = prof.Filter(splitList(cc.topo), splitList(cc.faults), splitList(cc.fencing))
 	}
+	if err == nil && cc.duration != 0 {
+		// Before --run, which may pick one of the runs a long soak is
+		// split into (#3).
+		prof, err = prof.Lasting(cc.duration)
+	}
 	if err == nil {
 		prof, err = prof.Named(cc.run)
 	}
 	if err == nil {
 		prof, err = prof.Polling(cc.poll)
-	}
-	if err == nil && cc.duration != 0 {
-		prof, err = prof.Lasting(cc.duration)
 	}
 	if err != nil {
 		return usageError(stderr, "chaos", errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))

@@ -32,6 +32,7 @@ func TestChaosCLIBadInput(t *testing.T) {
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
 		{"duration without timed runs", []string{"--profile", "smoke", "--duration", "1h"}, "profile smoke has no timed runs"},
 		{"duration too short", []string{"--profile", "soak", "--duration", "5s"}, "duration 5s is too short"},
+		{"soak run beyond the duration", []string{"--profile", "soak", "--duration", "25m", "--run", "#4"}, `no run whose name contains "#4"`},
 		{"duration not a duration", []string{"--profile", "soak", "--duration", "long"}, `invalid value "long" for flag -duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
