@@ -103,6 +103,16 @@ chaos-full: deps bin/quorumlock ## Run the full chaos profile (8 workers, 10,000
 chaos-smoke: deps bin/quorumlock ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
 	./bin/quorumlock chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
 
+# The randomized multi-client nemesis (docs/chaos.md, "The nemesis"), for
+# SOAK_DURATION in all; SOAK_SEED=N reproduces a soak (default: random,
+# printed). The table is printed and written to soak-report.{json,md}.
+SOAK_DURATION ?= 1h
+SOAK_SEED ?=
+.PHONY: soak
+
+soak: deps bin/quorumlock ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
+	./bin/quorumlock chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
+
 .PHONY: chaos-compose
 chaos-compose: bin/quorumlock ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
 	./bin/quorumlock chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)

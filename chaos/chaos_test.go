@@ -214,3 +214,82 @@ func TestChaosPolling(t *testing.T) {
 		t.Errorf("the polling run reports no TryLock refusals: the workers did not poll")
 	}
 }
+
+// TestChaosNemesis runs a seeded minute of the randomized multi-client
+// nemesis (issue 11) and checks its verdicts one by one: no two valid
+// leases at once, tokens in grant order and at the resource, nothing lost
+// under claim-first, every misconfigured client refused with a
+// *redlock.ConfigError and never granted, the others granted, and the
+// faults of every kind injected. QUORUMLOCK_NEMESIS_SEED picks another
+// seed (to reproduce a soak's run: its suite seed and --run #N).
+func TestChaosNemesis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a minute of faults on five redis-server processes and PostgreSQL")
+	}
+	seed := uint64(11)
+	if s := os.Getenv("QUORUMLOCK_NEMESIS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("QUORUMLOCK_NEMESIS_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
+	p, err := chaos.LookupProfile("soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Runs) != 1 || p.Runs[0].Fault != "nemesis" || p.Runs[0].Duration != time.Minute {
+		t.Fatalf("the soak profile is %+v, want one minute of the nemesis", p.Runs)
+	}
+	t.Logf("nemesis seed %d", seed)
+	rep := runProfile(t, p, seed, "")
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	var table strings.Builder
+	chaos.WriteSoak(&table, rep)
+	t.Log(table.String())
+	if !r.Pass {
+		t.Errorf("nemesis (seed %d): %s", r.Seed, strings.Join(r.Failure, "; "))
+	}
+	// The verdicts, spelled out, so that a change to the fault's judge
+	// cannot quietly weaken them.
+	if r.ValidOverlaps != 0 || r.Overlaps != 0 {
+		t.Errorf("overlaps of valid windows %d (to the section's end %d), want 0", r.ValidOverlaps, r.Overlaps)
+	}
+	if r.GrantInversions != 0 || r.TokenInversions != 0 {
+		t.Errorf("token inversions: %d in grant order, %d at the resource; want 0", r.GrantInversions, r.TokenInversions)
+	}
+	if r.LostUpdates != 0 || r.Accepted == 0 {
+		t.Errorf("claim-first: %d lost of %d committed, want 0 of > 0", r.LostUpdates, r.Accepted)
+	}
+	if r.Unfenced == nil || r.Unfenced.Accepted == 0 {
+		t.Errorf("the unfenced client committed nothing: %+v", r.Unfenced)
+	}
+	if len(r.Nemesis) != p.Runs[0].Workers {
+		t.Fatalf("%d clients reported, want %d", len(r.Nemesis), p.Runs[0].Workers)
+	}
+	refused := 0
+	for _, w := range r.Nemesis {
+		switch {
+		case w.Refused && (w.Granted != 0 || w.Refusals == 0):
+			t.Errorf("misconfigured client %q: %d leases, %d refusals; want 0 and > 0", w.Client, w.Granted, w.Refusals)
+		case w.Refused && !strings.Contains(w.RefusalError, "every client of a deployment must use the same"):
+			t.Errorf("misconfigured client %q: refusal %q does not say what to fix", w.Client, w.RefusalError)
+		case !w.Refused && w.Refusals != 0, !w.Refused && !w.Polling && w.Granted == 0:
+			t.Errorf("client %q: %d leases, %d refusals; want > 0 and 0", w.Client, w.Granted, w.Refusals)
+		}
+		if w.Refused {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Error("no misconfigured client in the nemesis")
+	}
+	for _, kind := range []string{"restart-empty", "pause", "partition", "slow"} {
+		if r.FaultCounts[kind] == 0 {
+			t.Errorf("no %s fault in a minute (faults: %v)", kind, r.FaultCounts)
+		}
+	}
+}

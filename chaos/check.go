@@ -9,8 +9,9 @@ import (
 )
 
 // Section is one critical section as a worker recorded it. Times are
-// nanoseconds on the machine's wall clock, which every worker shares (they
-// run on one host; only the Redis nodes' clocks are ever moved).
+// nanoseconds on the machine's monotonic clock (stampNs), which every
+// worker shares (they run on one host) and which no wall-clock step
+// moves; only the Redis nodes' wall clocks are ever moved on purpose.
 type Section struct {
 	Worker   int
 	Token    uint64
@@ -22,11 +23,62 @@ type Section struct {
 	ReadAt   int64 // the read of the counter was sent (0: no read)
 	Read     int64 // the counter value the section read
 	Outcome  Outcome
+	Row      int   // the counter row it incremented
+	Held     int64 // the holder let go of the lease: Release called, or Do's fn returned (0: not recorded)
 }
 
 // valid is the part of the section during which its lease was valid: the
 // window in which no other holder may exist.
 func (s Section) valid() (int64, int64) { return s.Got, min(s.End, s.Deadline) }
+
+// held is the whole time the section's lease was valid: from the grant
+// until the holder let go of it (called Release, or returned from Do's
+// fn) or its deadline passed, whichever came first. The holder can act
+// anywhere in it, also after its write, so no other lease of the key may
+// be valid in it. The start is Lock's return: the library does not show
+// when its acquire round began, and a holder cannot act before it has
+// the lease.
+func (s Section) held() (int64, int64) {
+	return s.Got, min(max(s.Held, s.End), s.Deadline)
+}
+
+// ValidOverlaps counts pairs of sections of different workers whose held
+// windows intersect: two leases of the key that were valid at once. It
+// is Overlaps with the window stretched to the release; a worker that
+// did not record its release counts up to the end of its section.
+func ValidOverlaps(ss []Section) int {
+	return overlapPairs(ss, Section.held)
+}
+
+// GrantInversions counts grants whose fencing token is not larger than
+// the token of a grant before it, in the order the leases were granted.
+// Only leases that were valid when Lock returned count (a lease whose
+// holder got it back after its deadline never was the holder), and
+// grants without a token are skipped. Two valid leases granted in this
+// order never coexist (ValidOverlaps), so the later one must have the
+// larger token: that is what fencing promises.
+func GrantInversions(ss []Section) int {
+	type grant struct {
+		got int64
+		tok uint64
+	}
+	var gs []grant
+	for _, s := range ss {
+		if s.Token != 0 && s.Got < s.Deadline {
+			gs = append(gs, grant{s.Got, s.Token})
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b grant) int { return cmp.Compare(a.got, b.got) })
+	var hi uint64
+	n := 0
+	for _, g := range gs {
+		if g.tok <= hi {
+			n++
+		}
+		hi = max(hi, g.tok)
+	}
+	return n
+}
 
 // Overlaps counts pairs of sections of different workers whose valid
 // windows intersect: two leases the lock service let coexist. A holder

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"time"
 )
@@ -30,6 +31,12 @@ func workerConfig(e *env, dsn string, w int) WorkerConfig {
 	// A budget far above what the run needs: a worker that hangs ends.
 	per := sc.Work + 25*time.Millisecond + time.Duration(sc.StallRate*float64(sc.StallMax))
 	cfg.BudgetMs = int(max(90*time.Second, 3*time.Duration(sc.Sections*sc.Workers)*per).Milliseconds())
+	if sc.Duration > 0 {
+		// A timed run: the workers go on until the time is up.
+		cfg.Sections = math.MaxInt32
+		cfg.UntilNs = stampNs() + int64(sc.Duration)
+		cfg.BudgetMs = int((sc.Duration + 90*time.Second).Milliseconds())
+	}
 	if e.fault.worker != nil {
 		e.fault.worker(w, &cfg)
 	}

@@ -42,6 +42,9 @@ type fault struct {
 	// script performs the fault while the workers run. Its context ends
 	// when the last worker is done.
 	script func(ctx context.Context, e *env) error
+	// judge checks what the expectations cannot express, once the run is
+	// scored: each string it returns fails the run.
+	judge func(e *env, r *Result, h *history, stats []*WorkerStats) []string
 }
 
 // registry holds the faults by name and in rank order.

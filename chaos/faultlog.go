@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -12,11 +13,22 @@ import (
 // concurrent use.
 type faultLog struct {
 	mu       sync.Mutex
-	from, to int64 // Unix ns; from == 0: never marked, the whole run counts
+	from, to int64 // stampNs; from == 0: never marked, the whole run counts
 	errText  string
 	errLat   time.Duration
 	blocked  time.Duration
 	schedule []string
+	counts   map[string]int
+}
+
+// count adds one to the faults of kind injected so far.
+func (l *faultLog) count(kind string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[kind]++
 }
 
 // mark starts (on) or ends the window in which the fault is active.
@@ -24,9 +36,9 @@ func (l *faultLog) mark(on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if on {
-		l.from = time.Now().UnixNano()
+		l.from = stampNs()
 	} else {
-		l.to = time.Now().UnixNano()
+		l.to = stampNs()
 	}
 }
 
@@ -36,7 +48,7 @@ func (l *faultLog) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.from != 0 && l.to == 0 {
-		l.to = time.Now().UnixNano()
+		l.to = stampNs()
 	}
 }
 
@@ -78,10 +90,12 @@ type faultRecord struct {
 	errLat   time.Duration
 	blocked  time.Duration
 	schedule []string
+	counts   map[string]int
 }
 
 func (l *faultLog) record() faultRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return faultRecord{from: l.from, to: l.to, errText: l.errText, errLat: l.errLat, blocked: l.blocked, schedule: l.schedule}
+	return faultRecord{from: l.from, to: l.to, errText: l.errText, errLat: l.errLat, blocked: l.blocked, schedule: l.schedule,
+		counts: maps.Clone(l.counts)}
 }

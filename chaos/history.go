@@ -12,8 +12,9 @@ import (
 // writes the counter accepted, in commit order.
 type history struct {
 	sections []Section // by the time the lock was granted
-	final    int64
-	tokens   []uint64
+	final    int64     // row 1, the counter of the run's fencing mode
+	tokens   []uint64  // of the writes to row 1
+	final2   int64     // row 2, written without fencing (nemesis)
 }
 
 // readHistory reads a finished run's history from the database at dsn.
@@ -24,7 +25,7 @@ func readHistory(ctx context.Context, dsn string) (*history, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	h := &history{}
-	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome FROM sections ORDER BY got_ns`)
+	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns FROM sections ORDER BY got_ns`)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func readHistory(ctx context.Context, dsn string) (*history, error) {
 		var s Section
 		var tok int64
 		var outcome string
-		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome); err != nil {
+		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome, &s.Row, &s.Held); err != nil {
 			return nil, err
 		}
 		s.Token = uint64(tok)
@@ -47,7 +48,10 @@ func readHistory(ctx context.Context, dsn string) (*history, error) {
 	if err := conn.QueryRow(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&h.final); err != nil {
 		return nil, err
 	}
-	trows, err := conn.Query(ctx, `SELECT token FROM writes ORDER BY seq`)
+	if err := conn.QueryRow(ctx, `SELECT value FROM counter WHERE id = 2`).Scan(&h.final2); err != nil {
+		return nil, err
+	}
+	trows, err := conn.Query(ctx, `SELECT token FROM writes WHERE row_id = 1 ORDER BY seq`)
 	if err != nil {
 		return nil, err
 	}

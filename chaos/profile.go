@@ -14,8 +14,15 @@ type Profile struct {
 }
 
 // Profiles lists the profile names. A profile's runs are those its name
-// gets in each registered fault, in the faults' rank order.
-var Profiles = []string{"smoke", "quick", "full"}
+// gets in each registered fault, in the faults' rank order. The soak
+// profile is the randomized nemesis, one minute of it unless Lasting
+// sets another length.
+var Profiles = []string{"smoke", "quick", "full", "soak"}
+
+// SoakSegment is the longest timed run Lasting makes: a longer soak is
+// several runs one after another, each on fresh servers and with a seed
+// of its own, so that one run's history stays small enough to check.
+const SoakSegment = 10 * time.Minute
 
 // LookupProfile returns a profile by name.
 func LookupProfile(name string) (Profile, error) {
@@ -109,6 +116,38 @@ func (p Profile) Polling(every time.Duration) (Profile, error) {
 	}
 	if len(out.Runs) == 0 {
 		return out, fmt.Errorf("chaos: polling applies to the stall runs, and the selected runs of profile %s have none", p.Name)
+	}
+	return out, nil
+}
+
+// Lasting makes the timed runs of p (the soak profile's) last d in all:
+// each becomes runs of at most SoakSegment, numbered as repeats, whose
+// durations add up to d. d must be at least 10 s; p must have timed runs.
+func (p Profile) Lasting(d time.Duration) (Profile, error) {
+	if d < 10*time.Second {
+		return p, fmt.Errorf("chaos: duration %v is too short (at least 10s)", d)
+	}
+	out := Profile{Name: p.Name}
+	timed := false
+	for _, s := range p.Runs {
+		if s.Duration <= 0 {
+			out.Runs = append(out.Runs, s)
+			continue
+		}
+		timed = true
+		if d <= SoakSegment {
+			s.Duration = d
+			out.Runs = append(out.Runs, s)
+			continue
+		}
+		for i, left := 1, d; left > 0; i++ {
+			s.Repeat, s.Duration = i, min(left, SoakSegment)
+			left -= s.Duration
+			out.Runs = append(out.Runs, s)
+		}
+	}
+	if !timed {
+		return out, fmt.Errorf("chaos: profile %s has no timed runs to last %v (the soak profile has)", p.Name, d)
 	}
 	return out, nil
 }

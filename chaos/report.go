@@ -35,6 +35,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		return err
 	}
 	writeComparisons(w, rep.Comparisons)
+	WriteSoak(w, rep)
 	for _, r := range rep.Failed() {
 		fmt.Fprintf(w, "FAIL %s/%s/%s (seed %d): %s\n", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
 	}
@@ -81,6 +82,10 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
 			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, r.Expect, verdict)
 	}
+	if Soak(rep) != nil {
+		fmt.Fprint(w, "\n## Nemesis\n")
+		WriteSoak(w, rep)
+	}
 	if sum := stallSummary(rep); len(sum) > 0 {
 		fmt.Fprint(w, "\n## Stalled sections\n\n")
 		fmt.Fprintln(w, "| stall rate | work | fencing | waiters | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs | lost per late write between sections | counter between read and write (median share) |")
@@ -114,7 +119,12 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	var notes []string
 	for _, r := range rep.Runs {
 		if len(r.Schedule) > 0 || r.Error != "" {
-			n := fmt.Sprintf("- %s/%s/%s: %s", r.Topology, r.Fault, r.Fencing, strings.Join(r.Schedule, "; "))
+			sched := r.Schedule
+			if len(sched) > 12 {
+				// A nemesis run's schedule is thousands of steps: the JSON report has them all.
+				sched = append(slices.Clone(sched[:10]), fmt.Sprintf("and %d more (see the JSON report)", len(sched)-10))
+			}
+			n := fmt.Sprintf("- %s/%s/%s: %s", r.Topology, r.Fault, r.Fencing, strings.Join(sched, "; "))
 			if r.Error != "" {
 				n += fmt.Sprintf(" Error (%d ms): `%s`", r.ErrorLatencyMs, truncate(r.Error, 200))
 			}

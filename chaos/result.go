@@ -20,33 +20,50 @@ type Result struct {
 	PollMs     int64   `json:"poll_ms,omitempty"` // waiters polled TryLock this often (0: Lock)
 	Quarantine bool    `json:"quarantine"`
 
-	Sections        int      `json:"sections"` // critical sections entered (lock granted)
-	Accepted        int      `json:"accepted"` // increments committed
-	Expected        int64    `json:"expected"` // what the counter should read
-	Final           int64    `json:"final"`    // what it reads
-	LostUpdates     int64    `json:"lost_updates"`
-	Overlaps        int      `json:"overlaps"`       // valid leases that coexisted
-	StaleOverlaps   int      `json:"stale_overlaps"` // sections that overlapped at the resource, valid or not
-	Rejected        int      `json:"rejected"`       // stale writes refused by fencing (then redone)
-	LateSections    int      `json:"late_sections"`  // sections that ended after their lease deadline
-	Late            []string `json:"late,omitempty"`
-	LateWrites      int      `json:"late_writes"`             // late sections whose write was accepted
-	LateOverwritten int      `json:"late_writes_overwritten"` // of those, writes no later section read
-	ReadWriteShare  float64  `json:"read_write_share"`        // share of the run the counter sat between a read and its write
-	TokenInversions int      `json:"token_inversions"`
-	Linearizable    string   `json:"linearizable"` // porcupine on the lock history: ok, violation, unknown
-	LockFailures    int      `json:"lock_failures"`
-	Polls           int      `json:"polls,omitempty"` // TryLock refusals the polling waiters slept after
-	DuringFault     int      `json:"granted_during_fault"`
-	BlockedMs       int64    `json:"blocked_ms,omitempty"`
-	Error           string   `json:"error,omitempty"` // the lock error the fault produced, if any
-	ErrorLatencyMs  int64    `json:"error_latency_ms,omitempty"`
-	DurationMs      int64    `json:"duration_ms"`
-	Schedule        []string `json:"schedule,omitempty"`
+	Sections        int            `json:"sections"` // critical sections entered (lock granted)
+	Accepted        int            `json:"accepted"` // increments committed
+	Expected        int64          `json:"expected"` // what the counter should read
+	Final           int64          `json:"final"`    // what it reads
+	LostUpdates     int64          `json:"lost_updates"`
+	Overlaps        int            `json:"overlaps"`       // valid leases that coexisted
+	ValidOverlaps   int            `json:"valid_overlaps"` // the same, each lease's window taken up to its release
+	StaleOverlaps   int            `json:"stale_overlaps"` // sections that overlapped at the resource, valid or not
+	Rejected        int            `json:"rejected"`       // stale writes refused by fencing (then redone)
+	LateSections    int            `json:"late_sections"`  // sections that ended after their lease deadline
+	Late            []string       `json:"late,omitempty"`
+	LateWrites      int            `json:"late_writes"`             // late sections whose write was accepted
+	LateOverwritten int            `json:"late_writes_overwritten"` // of those, writes no later section read
+	ReadWriteShare  float64        `json:"read_write_share"`        // share of the run the counter sat between a read and its write
+	TokenInversions int            `json:"token_inversions"`        // writes the resource accepted with a token not above an earlier one
+	GrantInversions int            `json:"grant_token_inversions"`  // grants with a token not above an earlier grant's
+	Linearizable    string         `json:"linearizable"`            // porcupine on the lock history: ok, violation, unknown
+	LockFailures    int            `json:"lock_failures"`
+	Polls           int            `json:"polls,omitempty"` // TryLock refusals the polling waiters slept after
+	DuringFault     int            `json:"granted_during_fault"`
+	BlockedMs       int64          `json:"blocked_ms,omitempty"`
+	Error           string         `json:"error,omitempty"` // the lock error the fault produced, if any
+	ErrorLatencyMs  int64          `json:"error_latency_ms,omitempty"`
+	DurationMs      int64          `json:"duration_ms"`
+	Schedule        []string       `json:"schedule,omitempty"`
+	FaultCounts     map[string]int `json:"fault_counts,omitempty"` // faults injected, by kind (nemesis)
+	// Unfenced is the counter row the nemesis's unfenced clients write
+	// (lost updates there are not fencing's to prevent).
+	Unfenced *UnfencedRow `json:"unfenced_row,omitempty"`
+	// Nemesis is what the nemesis's mixed clients did, per worker.
+	Nemesis []NemesisWorker `json:"nemesis_workers,omitempty"`
 
 	Expect  string   `json:"expect"`
 	Pass    bool     `json:"pass"`
 	Failure []string `json:"failures,omitempty"`
+
+	judged []string // what the fault's own judge found wrong
+}
+
+// UnfencedRow is the counter row written without fencing.
+type UnfencedRow struct {
+	Accepted    int64 `json:"accepted"`
+	Final       int64 `json:"final"`
+	LostUpdates int64 `json:"lost_updates"`
 }
 
 // evaluate checks the run against what its scenario must show.
@@ -87,6 +104,7 @@ func (r *Result) evaluate(e Expect, runErr error) {
 		// A fenced resource must never accept an older token.
 		f = append(f, fmt.Sprintf("%d writes accepted with an older token", r.TokenInversions))
 	}
+	f = append(f, r.judged...)
 	r.Failure, r.Pass = f, len(f) == 0
 }
 

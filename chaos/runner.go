@@ -25,7 +25,7 @@ type Options struct {
 	// Log receives one line per finished run; nil: none.
 	Log io.Writer
 	// History, when set, is a directory that receives each run's section
-	// history as CSV (one row per critical section, times in Unix ns), for
+	// history as CSV (one row per critical section, times in ns of the machine's monotonic clock), for
 	// checking the verdicts by hand.
 	History string
 }
@@ -89,8 +89,9 @@ type env struct {
 	rng     *rand.Rand
 	topo    *topology
 	fault   *fault
-	cluster *cluster  // the lock servers and the links to them
-	crew    *crew     // the worker processes
+	cluster *cluster // the lock servers and the links to them
+	crew    *crew    // the worker processes
+	cfgs    []WorkerConfig
 	log     *faultLog // what the fault did, for the report
 }
 
@@ -161,10 +162,11 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 			return err
 		}
 	}
-	cfgs := make([]WorkerConfig, sc.Workers)
-	for w := range cfgs {
-		cfgs[w] = workerConfig(e, dsn, w)
+	e.cfgs = make([]WorkerConfig, sc.Workers)
+	for w := range e.cfgs {
+		e.cfgs[w] = workerConfig(e, dsn, w)
 	}
+	cfgs := e.cfgs
 	if err := e.crew.start(opts.WorkerCommand, cfgs); err != nil {
 		return err
 	}
@@ -198,5 +200,8 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 		}
 	}
 	r.score(h, e.log.record(), e.crew.stats())
+	if f.judge != nil {
+		r.judged = f.judge(e, r, h, e.crew.stats())
+	}
 	return nil
 }

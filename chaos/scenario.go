@@ -23,7 +23,10 @@ type Scenario struct {
 	StallMax  time.Duration
 	Repeat    int           // which of several identical runs (full profile)
 	Poll      time.Duration // > 0: waiters poll TryLock this often instead of waiting in Lock
-	Expect    Expect
+	// Duration > 0 makes a timed run: the workers go on until it is up,
+	// and Sections is no limit.
+	Duration time.Duration
+	Expect   Expect
 }
 
 // Name identifies the scenario in seeds and messages.

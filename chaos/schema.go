@@ -34,19 +34,22 @@ CREATE TABLE counter (
 	value bigint NOT NULL,
 	last_token bigint NOT NULL DEFAULT 0,
 	fence bigint NOT NULL DEFAULT 0);
-INSERT INTO counter (id, value) VALUES (1, 0);
+-- Row 1 is the counter of the run's fencing mode; row 2 is written
+-- without fencing by the nemesis's unfenced clients.
+INSERT INTO counter (id, value) VALUES (1, 0), (2, 0);
 CREATE TABLE sections (
 	worker int NOT NULL, attempt int NOT NULL, token bigint NOT NULL,
 	call_ns bigint NOT NULL, got_ns bigint NOT NULL, deadline_ns bigint NOT NULL,
 	end_ns bigint NOT NULL, release_ns bigint NOT NULL,
-	read_ns bigint NOT NULL, read_val bigint NOT NULL, outcome text NOT NULL);
+	read_ns bigint NOT NULL, read_val bigint NOT NULL, outcome text NOT NULL,
+	row_id int NOT NULL DEFAULT 1, held_ns bigint NOT NULL DEFAULT 0);
 -- Every change of the counter, in commit order of the row (the row lock
 -- orders them), with the token of the writer.
-CREATE TABLE writes (seq bigserial PRIMARY KEY, token bigint NOT NULL, value bigint NOT NULL);
+CREATE TABLE writes (seq bigserial PRIMARY KEY, row_id int NOT NULL, token bigint NOT NULL, value bigint NOT NULL);
 CREATE FUNCTION log_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF NEW.value IS DISTINCT FROM OLD.value THEN
-		INSERT INTO writes (token, value) VALUES (NEW.last_token, NEW.value);
+		INSERT INTO writes (row_id, token, value) VALUES (NEW.id, NEW.last_token, NEW.value);
 	END IF;
 	RETURN NEW;
 END $$;

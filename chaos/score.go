@@ -16,11 +16,14 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 	r.Error, r.ErrorLatencyMs, r.Schedule = f.errText, f.errLat.Milliseconds(), f.schedule
 	r.BlockedMs = f.blocked.Milliseconds()
 	var late []string
+	var accepted2 int64
 	for _, s := range ss {
-		switch s.Outcome {
-		case OutcomeOK:
+		switch {
+		case s.Outcome == OutcomeOK && s.Row == 2:
+			accepted2++
+		case s.Outcome == OutcomeOK:
 			r.Accepted++
-		case OutcomeRejected:
+		case s.Outcome == OutcomeRejected:
 			r.Rejected++
 		}
 		if s.End > s.Deadline {
@@ -38,7 +41,13 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 	r.Late = late
 	r.Expected = int64(r.Accepted)
 	r.LostUpdates = r.Expected - r.Final
+	if accepted2 > 0 || h.final2 != 0 {
+		r.Unfenced = &UnfencedRow{Accepted: accepted2, Final: h.final2, LostUpdates: accepted2 - h.final2}
+	}
 	r.Overlaps = Overlaps(ss)
+	r.ValidOverlaps = ValidOverlaps(ss)
+	r.GrantInversions = GrantInversions(ss)
+	r.FaultCounts = f.counts
 	r.StaleOverlaps = StaleOverlaps(ss)
 	r.LateWrites, r.LateOverwritten = LateWrites(ss)
 	r.ReadWriteShare = math.Round(ReadWriteShare(ss)*1000) / 1000

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quorumlock/quorumlock/fencing"
+	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // A worker talks to the coordinator in the protocol of protocol.go, and
@@ -64,18 +65,28 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 
 	var st WorkerStats
 	consecutive := 0
-	for attempt := 0; st.Accepted < cfg.Sections && ctx.Err() == nil; attempt++ {
+	for attempt := 0; st.Accepted < cfg.Sections && ctx.Err() == nil && !w.over(); attempt++ {
 		if err := w.gate(ctx, GateStart, attempt, 0); err != nil {
 			break
 		}
-		s := section{attempt: attempt, callNs: wallNs()}
+		s := section{attempt: attempt, callNs: stampNs()}
 		outcome, err := w.attempt(ctx, lc, &s)
+		if s.panicked {
+			st.Panics++
+		}
 		if outcome == outcomeNotLocked {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || w.over() {
 				break
 			}
 			st.Failures++
 			st.LastError = oneLine(err)
+			if refused(err) {
+				st.Refused++
+				if st.RefusedError == "" {
+					st.RefusedError = oneLine(err)
+				}
+				_ = sleep(ctx, time.Duration(cfg.PauseMs)*time.Millisecond)
+			}
 			consecutive++
 			if cfg.MaxFail > 0 && consecutive >= cfg.MaxFail {
 				break
@@ -85,6 +96,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		consecutive = 0
 		if outcome == outcomeStopped {
 			break
+		}
+		if st.Panics > 0 && !s.panicked {
+			st.AfterPanic++
 		}
 		s.outcome = outcome
 		switch outcome {
@@ -105,6 +119,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		writeDone(w.out, st.Accepted)
 	}
 	st.Polls = w.polls
+	st.Extends, st.ExtendErrors = w.extends, w.extendErrs
 	writeStats(w.out, st)
 	return nil
 }
@@ -120,6 +135,19 @@ type worker struct {
 	guard *fencing.Guard
 	ft    *fencing.FenceTable
 	polls int // TryLock refusals slept after (polling workers)
+
+	extends, extendErrs int // Extend calls from inside fn, and failed ones
+}
+
+// over reports whether the worker's time (UntilNs) is up.
+func (w *worker) over() bool { return w.cfg.UntilNs > 0 && stampNs() >= w.cfg.UntilNs }
+
+// refused reports whether a lock call was refused because the client's
+// settings disagree with the deployment's: a *redlock.ConfigError, which
+// matches redlock.ErrConfigMismatch.
+func refused(err error) bool {
+	var ce *redlock.ConfigError
+	return errors.As(err, &ce) && errors.Is(err, redlock.ErrConfigMismatch)
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -29,7 +29,30 @@ type WorkerConfig struct {
 	Gates     []Gate   `json:"gates"`      // wait for the coordinator there
 	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
 	BudgetMs  int      `json:"budget_ms"`  // stop after this long (0: no limit)
+	UntilNs   int64    `json:"until_ns"`   // > 0: start no attempt after this time (stampNs)
+
+	// How the worker's lock client differs from its peers', as clients
+	// of one deployment do in real fleets (the nemesis fault sets them).
+	Network  string  `json:"network,omitempty"`      // go-redis Network of the node clients ("": tcp)
+	MaxTTLms int     `json:"max_ttl_ms,omitempty"`   // WithMaxTTL (0: TTLms, the deployment's)
+	Drift    float64 `json:"drift_factor,omitempty"` // WithDriftFactor (0: the default, the deployment's)
+	Style    string  `json:"style,omitempty"`        // sections under Lock ("") or Do: "do-extend", "do-panic"
+	Row      int     `json:"row,omitempty"`          // the counter row the sections increment (0: row 1)
+	PauseMs  int     `json:"pause_ms,omitempty"`     // wait this long after a refused configuration
 }
+
+// Styles of taking the lock (WorkerConfig.Style).
+const (
+	// StyleDoExtend: sections run under Do, and call Extend themselves
+	// between read and write, while Do's renewal runs beside them.
+	StyleDoExtend = "do-extend"
+	// StyleDoPanic: sections run under Do, and fn panics now and then
+	// after its write; the worker recovers and goes on.
+	StyleDoPanic = "do-panic"
+)
+
+// row is the counter row the worker's sections increment.
+func (c WorkerConfig) row() int { return max(c.Row, 1) }
 
 // WorkerStats is the worker's last line on stdout.
 type WorkerStats struct {
@@ -39,4 +62,11 @@ type WorkerStats struct {
 	Polls     int    `json:"polls,omitempty"` // TryLock refusals a polling worker slept after
 	Errors    int    `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
+
+	Refused      int    `json:"refused,omitempty"`       // lock calls refused with a *redlock.ConfigError
+	RefusedError string `json:"refused_error,omitempty"` // the first such error
+	Panics       int    `json:"panics,omitempty"`        // fn panics recovered (do-panic)
+	AfterPanic   int    `json:"after_panic,omitempty"`   // sections granted after the first panic
+	Extends      int    `json:"extends,omitempty"`       // Extend calls from inside fn (do-extend)
+	ExtendErrors int    `json:"extend_errors,omitempty"` // of those, failed ones
 }

@@ -21,7 +21,8 @@ func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err er
 	for i := range cfg.Nodes {
 		dial := cfg.Dial[i]
 		clients[i] = redis.NewClient(&redis.Options{
-			Addr: cfg.Nodes[i],
+			Network: cfg.Network,
+			Addr:    cfg.Nodes[i],
 			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, network, dial)
@@ -40,7 +41,14 @@ func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err er
 			_ = c.Close()
 		}
 	}
-	opts := []redlock.Option{redlock.WithMaxTTL(ttl)}
+	maxTTL := ttl
+	if cfg.MaxTTLms > 0 {
+		maxTTL = time.Duration(cfg.MaxTTLms) * time.Millisecond
+	}
+	opts := []redlock.Option{redlock.WithMaxTTL(maxTTL)}
+	if cfg.Drift > 0 {
+		opts = append(opts, redlock.WithDriftFactor(cfg.Drift))
+	}
 	if cfg.Fencing != "none" {
 		opts = append(opts, redlock.WithFencing())
 	}
@@ -66,31 +74,79 @@ func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err er
 // cap; otherwise under a plain lease released afterwards.
 func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (Outcome, error) {
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
-	lctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.LockMs)*time.Millisecond)
+	lockWait := time.Duration(w.cfg.LockMs) * time.Millisecond
+	if w.cfg.UntilNs > 0 {
+		// A timed worker does not wait for the lock past its time.
+		lockWait = min(lockWait, time.Duration(w.cfg.UntilNs-stampNs()))
+	}
+	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	if w.cfg.HoldMs > 0 {
-		// The section ignores the context Do cancels when the lease
-		// ends: a hung worker does not look at it either.
-		var outcome Outcome
-		var serr error
-		err := lc.Do(lctx, w.cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
-			outcome, serr = w.section(ctx, lease, s)
-			return serr
-		})
-		s.releaseNs = wallNs()
-		if outcome != outcomeNotLocked {
-			err = serr // a lost lease is what the scenario is about, not an error
-		}
-		return outcome, err
+	if w.cfg.HoldMs > 0 || w.cfg.Style != "" {
+		return w.attemptDo(ctx, lctx, lc, ttl, s)
 	}
 	lease, err := w.lock(lctx, lc, ttl)
 	if err != nil {
 		return outcomeNotLocked, err
 	}
 	outcome, err := w.section(ctx, lease, s)
+	s.heldNs = stampNs()
 	_ = lease.Release(context.WithoutCancel(ctx))
-	s.releaseNs = wallNs()
+	s.releaseNs = stampNs()
 	return outcome, err
+}
+
+// attemptDo runs the section under Do. In the do-panic style fn panics
+// now and then after the section; the worker recovers, as a server's
+// request handler would, and the next section must still get the lock.
+func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl time.Duration, s *section) (outcome Outcome, err error) {
+	var serr error
+	defer func() {
+		if p := recover(); p != nil {
+			if p != errPanic {
+				panic(p)
+			}
+			s.panicked = true
+			s.releaseNs = stampNs()
+			outcome, err = s.outcome, serr
+		}
+	}()
+	// The section ignores the context Do cancels when the lease ends: a
+	// hung worker does not look at it either.
+	err = lc.Do(lctx, w.cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
+		outcome, serr = w.section(ctx, lease, s)
+		s.heldNs = stampNs()
+		if w.cfg.Style == StyleDoPanic && w.rng.IntN(4) == 0 {
+			s.outcome = outcome
+			panic(errPanic)
+		}
+		return serr
+	})
+	s.releaseNs = stampNs()
+	if outcome != outcomeNotLocked {
+		err = serr // a lost lease is what the scenario is about, not an error
+	}
+	return outcome, err
+}
+
+// errPanic is what fn panics with in the do-panic style.
+var errPanic = errors.New("chaos worker: panic in fn (on purpose)")
+
+// extend is the do-extend style's Extend from inside fn, between read and
+// write, with a ttl of its own while Do's renewal extends beside it. A
+// lease that cannot be extended is not acted on any more.
+func (w *worker) extend(ctx context.Context, lease *redlock.Lease) error {
+	if w.cfg.Style != StyleDoExtend {
+		return nil
+	}
+	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
+	ttl = ttl/2 + time.Duration(w.rng.Int64N(int64(ttl/2)+1))
+	ttl = ttl.Truncate(time.Millisecond)
+	w.extends++
+	if err := lease.Extend(ctx, ttl); err != nil {
+		w.extendErrs++
+		return err
+	}
+	return nil
 }
 
 // lock takes the lock with Lock, or, when the worker polls, with TryLock

@@ -16,22 +16,22 @@ type section struct {
 	token                            uint64
 	callNs, gotNs, deadlineNs, endNs int64
 	releaseNs                        int64
+	heldNs                           int64 // the holder let go: Release called, or fn returned
 	readNs, read                     int64
 	outcome                          Outcome
+	panicked                         bool // fn panicked after the section (do-panic)
 }
-
-func wallNs() int64 { return time.Now().UnixNano() }
 
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
 func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
-	s.gotNs = wallNs()
+	s.gotNs = stampNs()
 	s.token = lease.FencingToken()
 	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
 		return outcomeStopped, err
 	}
 	outcome, err := w.body(ctx, lease, s)
-	s.endNs = wallNs()
+	s.endNs = stampNs()
 	s.deadlineNs = s.endNs + int64(time.Until(lease.Deadline()))
 	return outcome, err
 }
@@ -53,9 +53,13 @@ func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) er
 	return nil
 }
 
-// work is the time spent between read and write: the configured work,
-// and now and then a stall.
-func (w *worker) work(ctx context.Context) {
+// work is the time spent between read and write: an Extend from inside
+// fn in the do-extend style, then the configured work, and now and then a
+// stall. An error means the lease could not be extended.
+func (w *worker) work(ctx context.Context, lease *redlock.Lease) error {
+	if err := w.extend(ctx, lease); err != nil {
+		return err
+	}
 	d := time.Duration(w.cfg.WorkMs) * time.Millisecond
 	if w.cfg.StallRate > 0 && w.rng.Float64() < w.cfg.StallRate {
 		lo, hi := w.cfg.StallMin, w.cfg.StallMax
@@ -73,14 +77,15 @@ func (w *worker) work(ctx context.Context) {
 			t.Stop()
 		}
 	}
+	return nil
 }
 
 // readCounter reads the counter into s, noting when the read was sent.
 func readCounter(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, s *section) error {
-	s.readNs = wallNs()
-	return q.QueryRow(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&s.read)
+}, row int, s *section) error {
+	s.readNs = stampNs()
+	return q.QueryRow(ctx, `SELECT value FROM counter WHERE id = $1`, row).Scan(&s.read)
 }
 
 // body is one critical section in the worker's fencing mode. The database
@@ -88,50 +93,59 @@ func readCounter(ctx context.Context, q interface {
 // what a holder that outlived its lease does to the data.
 func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
 	tok := int64(lease.FencingToken())
+	row := w.cfg.row()
 	switch w.cfg.Fencing {
 	case "none":
-		if err := readCounter(ctx, w.pool, s); err != nil {
+		if err := readCounter(ctx, w.pool, row, s); err != nil {
 			return OutcomeError, err
 		}
 		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
 			return OutcomeError, err
 		}
-		w.work(ctx)
-		if _, err := w.pool.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = 1`, s.read+1, tok); err != nil {
+		if err := w.work(ctx, lease); err != nil {
+			return OutcomeError, err
+		}
+		if _, err := w.pool.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = $3`, s.read+1, tok, row); err != nil {
 			return OutcomeError, err
 		}
 		return OutcomeOK, nil
 	case "write-only":
-		if err := readCounter(ctx, w.pool, s); err != nil {
+		if err := readCounter(ctx, w.pool, row, s); err != nil {
 			return OutcomeError, err
 		}
 		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
 			return OutcomeError, err
 		}
-		w.work(ctx)
-		return verdictOf(w.guard.Write(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
+		if err := w.work(ctx, lease); err != nil {
+			return OutcomeError, err
+		}
+		return verdictOf(w.guard.Write(ctx, w.pool, row, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
 	case "claim-first":
-		if err := w.guard.Claim(ctx, w.pool, 1, lease); err != nil {
+		if err := w.guard.Claim(ctx, w.pool, row, lease); err != nil {
 			return verdictOf(err)
 		}
-		if err := readCounter(ctx, w.pool, s); err != nil {
+		if err := readCounter(ctx, w.pool, row, s); err != nil {
 			return OutcomeError, err
 		}
 		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
 			return OutcomeError, err
 		}
-		w.work(ctx)
-		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, 1, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
+		if err := w.work(ctx, lease); err != nil {
+			return OutcomeError, err
+		}
+		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, row, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
 	default: // fence-table
 		return verdictOf(w.ft.InTx(ctx, w.pool, "counter", lease, func(ctx context.Context, tx pgx.Tx) error {
-			if err := readCounter(ctx, tx, s); err != nil {
+			if err := readCounter(ctx, tx, row, s); err != nil {
 				return err
 			}
 			if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
 				return err
 			}
-			w.work(ctx)
-			_, err := tx.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = 1`, s.read+1, tok)
+			if err := w.work(ctx, lease); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = $3`, s.read+1, tok, row)
 			return err
 		}))
 	}
@@ -150,8 +164,9 @@ func verdictOf(err error) (Outcome, error) {
 
 func (w *worker) record(ctx context.Context, s *section) error {
 	_, err := w.pool.Exec(ctx, `INSERT INTO sections
-		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String())
+		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String(),
+		w.cfg.row(), s.heldNs)
 	return err
 }

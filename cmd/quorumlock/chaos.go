@@ -40,6 +40,7 @@ type chaosConfig struct {
 	markdown string
 	history  string
 	poll     time.Duration
+	duration time.Duration
 	run      string
 	seed     uint64
 	seedSet  bool
@@ -51,7 +52,7 @@ type chaosConfig struct {
 }
 
 func chaosUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `Usage: quorumlock chaos [--profile quick|full|smoke] [--backend local|compose] [--json FILE] [--seed N] [flags]
+	fmt.Fprint(w, `Usage: quorumlock chaos [--profile quick|full|smoke|soak] [--duration D] [--backend local|compose] [--json FILE] [--seed N] [flags]
 
 Starts its own redis-server and PostgreSQL processes on loopback ports,
 runs worker processes that increment a PostgreSQL counter under the lock,
@@ -64,7 +65,9 @@ afterwards, also after Ctrl-C.
 
 Profiles: smoke (about 1-2 minutes, what CI runs), quick (one scenario per
 row of the failure table, a few minutes), full (8 workers, 10,000 sections
-per run, stalls at 0.1%, 1% and 5%, 5 runs each: hours).
+per run, stalls at 0.1%, 1% and 5%, 5 runs each: hours), soak (the
+randomized multi-client nemesis for --duration, one minute by default:
+make soak).
 
 Flags:
 `)
@@ -87,6 +90,7 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.backend, "backend", "local", "where the servers run: local (child processes on loopback) or compose (containers from the locally built or official images)")
 	fs.StringVar(&cc.json, "json", "", "write the JSON report to `file`")
 	fs.StringVar(&cc.run, "run", "", "only runs whose name contains `text` (names as the table prints them, e.g. stall=0.1%)")
+	fs.DurationVar(&cc.duration, "duration", 0, "how long the soak profile's nemesis runs, in all (e.g. 1h; default 1m); longer than 10m is split into runs of 10m")
 	fs.DurationVar(&cc.poll, "poll", 0, "keep only the stall runs, and have their waiters poll TryLock every `interval` (e.g. 100ms) instead of waiting in Lock")
 	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
@@ -145,6 +149,11 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	prof, err := chaos.LookupProfile(cc.profile)
 	if err == nil {
 		prof, err = prof.Filter(splitList(cc.topo), splitList(cc.faults), splitList(cc.fencing))
+	}
+	if err == nil && cc.duration != 0 {
+		// Before --run, which may pick one of the runs a long soak is
+		// split into (#3).
+		prof, err = prof.Lasting(cc.duration)
 	}
 	if err == nil {
 		prof, err = prof.Named(cc.run)

@@ -1,0 +1,224 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidOverlaps: a lease's window runs from the grant to the holder's
+// release or its deadline, whichever is first; the section's end does not
+// close it.
+func TestValidOverlaps(t *testing.T) {
+	sec := func(w int, got, end, held, deadline int64) Section {
+		return Section{Worker: w, Got: got, End: end, Held: held, Deadline: deadline, Outcome: OutcomeOK}
+	}
+	for _, tc := range []struct {
+		name            string
+		ss              []Section
+		valid, overlaps int
+	}{
+		{"one after the other", []Section{sec(0, 10, 20, 25, 100), sec(1, 30, 40, 45, 120)}, 0, 0},
+		// Worker 1 was granted after worker 0's write but before its
+		// release, while worker 0's lease was still valid.
+		{"granted before the release", []Section{sec(0, 10, 20, 50, 100), sec(1, 30, 40, 45, 120)}, 1, 0},
+		// The same, but worker 0's lease had ended by then.
+		{"granted after the deadline", []Section{sec(0, 10, 20, 50, 25), sec(1, 30, 40, 45, 120)}, 0, 0},
+		{"no release recorded", []Section{sec(0, 10, 35, 0, 100), sec(1, 30, 40, 45, 120)}, 1, 1},
+		{"same worker", []Section{sec(0, 10, 20, 50, 100), sec(0, 30, 40, 45, 120)}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ValidOverlaps(tc.ss); got != tc.valid {
+				t.Errorf("ValidOverlaps = %d, want %d", got, tc.valid)
+			}
+			if got := Overlaps(tc.ss); got != tc.overlaps {
+				t.Errorf("Overlaps = %d, want %d", got, tc.overlaps)
+			}
+		})
+	}
+}
+
+// TestGrantInversions: in grant order, each token must be above every
+// earlier one; unfenced grants and leases that were over when Lock
+// returned do not count.
+func TestGrantInversions(t *testing.T) {
+	sec := func(got int64, tok uint64) Section { return Section{Got: got, Deadline: got + 100, Token: tok} }
+	for _, tc := range []struct {
+		name string
+		ss   []Section
+		want int
+	}{
+		{"increasing", []Section{sec(30, 7), sec(10, 3), sec(20, 5)}, 0},
+		{"smaller", []Section{sec(10, 5), sec(20, 4)}, 1},
+		{"equal", []Section{sec(10, 5), sec(20, 5)}, 1},
+		{"below an older one", []Section{sec(10, 5), sec(20, 9), sec(30, 6)}, 1},
+		{"unfenced", []Section{sec(10, 5), sec(20, 0), sec(30, 6)}, 0},
+		{"over at once", []Section{sec(10, 5), {Got: 20, Deadline: 15, Token: 4}, sec(30, 6)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := GrantInversions(tc.ss); got != tc.want {
+				t.Errorf("GrantInversions = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLasting: a soak of d is timed runs adding up to d, none longer than
+// SoakSegment, each with a name (and so a seed) of its own.
+func TestLasting(t *testing.T) {
+	p, err := LookupProfile("soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		d    time.Duration
+		runs int
+	}{
+		{time.Minute, 1}, {SoakSegment, 1}, {time.Hour, 6}, {time.Hour + time.Minute, 7},
+	} {
+		q, err := p.Lasting(tc.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum time.Duration
+		names := map[string]bool{}
+		for _, s := range q.Runs {
+			if s.Duration <= 0 || s.Duration > SoakSegment {
+				t.Errorf("Lasting(%v): a run of %v", tc.d, s.Duration)
+			}
+			sum += s.Duration
+			names[s.Name()] = true
+		}
+		if len(q.Runs) != tc.runs || sum != tc.d || len(names) != tc.runs {
+			t.Errorf("Lasting(%v): %d runs (%d names) of %v in all, want %d of %v", tc.d, len(q.Runs), len(names), sum, tc.runs, tc.d)
+		}
+	}
+	if _, err := p.Lasting(time.Second); err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("Lasting(1s): %v, want too short", err)
+	}
+	smoke, err := LookupProfile("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := smoke.Lasting(time.Hour); err == nil || !strings.Contains(err.Error(), "no timed runs") {
+		t.Errorf("smoke.Lasting: %v, want no timed runs", err)
+	}
+}
+
+// TestJudgeNemesis: the nemesis's judge fails a run in which a
+// misconfigured client got a lease or was never refused, a configured one
+// was refused or starved, a panic stopped the panicking client, or the
+// tokens went backwards; and passes a clean one.
+func TestJudgeNemesis(t *testing.T) {
+	cfgs := make([]WorkerConfig, len(nemesisClients))
+	for w := range cfgs {
+		cfgs[w] = WorkerConfig{ID: w, TTLms: 200, Nodes: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, Dial: []string{"a", "b", "c"}}
+		nemesisWorker(w, &cfgs[w])
+	}
+	clean := func() (*history, []*WorkerStats) {
+		h := &history{}
+		stats := make([]*WorkerStats, len(nemesisClients))
+		for w, c := range nemesisClients {
+			st := &WorkerStats{}
+			if c.refused {
+				st.Refused, st.Failures, st.RefusedError = 3, 3, "redlock: node 0 ... every client of a deployment must use the same nodes"
+			} else {
+				h.sections = append(h.sections, Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
+				st.Accepted, st.Panics, st.AfterPanic, st.Extends = 1, 1, 1, 1
+			}
+			stats[w] = st
+		}
+		return h, stats
+	}
+	refusedW, grantedW, panicW := -1, -1, -1
+	for w, c := range nemesisClients {
+		switch {
+		case c.refused && refusedW < 0:
+			refusedW = w
+		case !c.refused && grantedW < 0:
+			grantedW = w
+		}
+		if cfgs[w].Style == StyleDoPanic {
+			panicW = w
+		}
+	}
+	if refusedW < 0 || grantedW < 0 || panicW < 0 {
+		t.Fatalf("the nemesis lacks a refused (%d), a granted (%d) or a panicking client (%d)", refusedW, grantedW, panicW)
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(r *Result, h *history, st []*WorkerStats)
+		want  string
+	}{
+		{"clean", func(*Result, *history, []*WorkerStats) {}, ""},
+		{"misconfigured granted", func(_ *Result, h *history, _ []*WorkerStats) {
+			h.sections = append(h.sections, Section{Worker: refusedW})
+		}, "yet got 1 leases"},
+		{"misconfigured not refused", func(_ *Result, _ *history, st []*WorkerStats) { st[refusedW].Refused = 0 }, "never refused"},
+		{"configured refused", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
+		{"configured starved", func(_ *Result, h *history, _ []*WorkerStats) {
+			h.sections = h.sections[1:]
+		}, "never got the lock"},
+		{"stuck after a panic", func(_ *Result, _ *history, st []*WorkerStats) { st[panicW].AfterPanic = 0 }, "leases after the first"},
+		{"no statistics", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW] = nil }, "left no statistics"},
+		{"valid overlap", func(r *Result, _ *history, _ []*WorkerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
+		{"grant inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.GrantInversions = 2 }, "2 grants with a fencing token"},
+		{"resource inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.TokenInversions = 1 }, "older token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, st := clean()
+			r := &Result{}
+			tc.spoil(r, h, st)
+			bad := judgeNemesis(&env{cfgs: cfgs}, r, h, st)
+			got := strings.Join(bad, "; ")
+			switch {
+			case tc.want == "" && len(bad) > 0:
+				t.Errorf("a clean run failed: %s", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("got %q, want a failure containing %q", got, tc.want)
+			}
+			if len(r.Nemesis) != len(nemesisClients) {
+				t.Errorf("%d clients reported, want %d", len(r.Nemesis), len(nemesisClients))
+			}
+		})
+	}
+}
+
+// TestNemesisClients: however a client names and orders the nodes, each
+// name still goes with its own node's link, the well-configured clients
+// differ from the first in names, order or network, and the misconfigured
+// ones in max ttl or drift.
+func TestNemesisClients(t *testing.T) {
+	base := WorkerConfig{TTLms: 200}
+	for i := range 5 {
+		base.Nodes = append(base.Nodes, fmt.Sprintf("127.0.0.1:%d", 7000+i))
+		base.Dial = append(base.Dial, fmt.Sprintf("proxy-of-%d", 7000+i))
+	}
+	looks := map[string]bool{}
+	for w, c := range nemesisClients {
+		cfg := base
+		cfg.Nodes, cfg.Dial = slices.Clone(base.Nodes), slices.Clone(base.Dial)
+		nemesisWorker(w, &cfg)
+		if len(cfg.Nodes) != 5 || len(cfg.Dial) != 5 {
+			t.Fatalf("%s: %d names, %d links", c.name, len(cfg.Nodes), len(cfg.Dial))
+		}
+		for i := range cfg.Nodes {
+			_, port, _ := strings.Cut(cfg.Nodes[i], ":")
+			if cfg.Dial[i] != "proxy-of-"+port {
+				t.Errorf("%s: node %q dials %q", c.name, cfg.Nodes[i], cfg.Dial[i])
+			}
+		}
+		mismatch := cfg.MaxTTLms > 0 && cfg.MaxTTLms != base.TTLms || cfg.Drift > 0
+		if mismatch != c.refused {
+			t.Errorf("%s: settings %d ms / drift %v, expected refused %v", c.name, cfg.MaxTTLms, cfg.Drift, c.refused)
+		}
+		if !c.refused {
+			looks[fmt.Sprint(cfg.Network, cfg.Nodes)] = true
+		}
+	}
+	if len(looks) < 4 {
+		t.Errorf("only %d ways of naming the nodes among the well-configured clients", len(looks))
+	}
+}
