@@ -12,9 +12,9 @@ func init() {
 		name:       "kill-1",
 		rank:       20,
 		doc:        "kill -9 of one primary, which stays down",
-		topologies: []string{Redlock5},
+		topologies: []string{Redlock5, Etcd3},
 		runs: map[string][]Scenario{
-			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe)},
+			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe), newRun(Etcd3, "none", 4, 40, expectSafe)},
 		},
 		script: killNodes(1),
 	})
@@ -40,7 +40,20 @@ func init() {
 		},
 		// Workers give up soon: every lock call must fail.
 		worker:  func(_ int, cfg *WorkerConfig) { cfg.LockMs, cfg.MaxFail = 400, 2 },
-		prepare: killThree,
+		prepare: killMajority(3),
+	})
+	register(&fault{
+		name:       "kill-majority",
+		rank:       75,
+		doc:        "kill -9 of two of three etcd members before the workers start: no quorum",
+		topologies: []string{Etcd3},
+		runs: map[string][]Scenario{
+			"quick": {newRun(Etcd3, "none", 2, 3, Expect{NoQuorum: true})},
+		},
+		// A member without a leader refuses at once (the workers ask for
+		// a leader); the wait only bounds a call that hangs.
+		worker:  func(_ int, cfg *WorkerConfig) { cfg.LockMs, cfg.MaxFail = 2000, 2 },
+		prepare: killMajority(2),
 	})
 }
 
@@ -62,28 +75,37 @@ func killNodes(k int) func(ctx context.Context, e *env) error {
 	}
 }
 
-// killThree kills three of five primaries before the workers start, and
-// times one TryLock against the rest.
-func killThree(ctx context.Context, e *env) error {
-	for n := range 3 {
-		if err := e.cluster.nodes[n].Kill(); err != nil {
-			return err
+// killMajority returns a prepare hook that kills lock nodes 0..k-1, a
+// majority, before the workers start, and times one lock attempt against
+// the rest.
+func killMajority(k int) func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *env) error {
+		for n := range k {
+			if err := e.cluster.nodes[n].Kill(); err != nil {
+				return err
+			}
 		}
+		e.log.mark(true)
+		t0 := time.Now()
+		err := e.topo.probe(ctx, e.cluster, e.sc.TTL)
+		e.log.lockError(time.Since(t0), err)
+		e.log.note("nodes 0..%d of %d killed before the workers started", k-1, e.cluster.lockN)
+		return nil
 	}
-	e.log.mark(true)
-	cs := e.cluster.directClients()
+}
+
+// probeRedlock tries one TryLock on the lock nodes.
+func probeRedlock(ctx context.Context, c *cluster, ttl time.Duration) error {
+	cs := c.directClients()
 	defer closeAll(cs)
-	lc, err := redlock.New(cs, redlock.WithMaxTTL(e.sc.TTL))
+	lc, err := redlock.New(cs, redlock.WithMaxTTL(ttl))
 	if err != nil {
 		return err
 	}
 	defer lc.Close()
-	t0 := time.Now()
-	l, err := lc.TryLock(ctx, "chaos:probe", e.sc.TTL)
-	e.log.lockError(time.Since(t0), err)
+	l, err := lc.TryLock(ctx, "chaos:probe", ttl)
 	if l != nil {
 		_ = l.Release(ctx)
 	}
-	e.log.note("nodes 0,1,2 killed before the workers started")
-	return nil
+	return err
 }

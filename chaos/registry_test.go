@@ -228,12 +228,17 @@ func TestQuarantine(t *testing.T) {
 func TestTopologies(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tp := range topologies {
-		if seen[tp.name] || tp.doc == "" || tp.lockNodes < 1 || tp.start == nil || tp.nodeTimeout == nil {
+		// Only the advisory lock lives on no server of its own (it is on
+		// the suite's PostgreSQL) and has no TTL.
+		own := tp.lock != lockAdvisory
+		if seen[tp.name] || tp.doc == "" || (tp.lockNodes >= 1) != own || (tp.ttl > 0) != own || tp.start == nil ||
+			tp.nodeTimeout == nil || (tp.warm != nil) != own || (tp.probe != nil) != own ||
+			!slices.Contains([]string{lockRedlock, lockAdvisory, lockEtcd}, tp.lock) {
 			t.Errorf("topology %+v: duplicate or incomplete", tp)
 		}
 		seen[tp.name] = true
 	}
-	if !slices.Equal(Topologies, []string{Single, SingleReplica, Redlock5}) {
+	if !slices.Equal(Topologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3}) {
 		t.Errorf("Topologies = %v", Topologies)
 	}
 	r5 := lookupTopology(Redlock5)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -25,9 +24,6 @@ import (
 // has Sections accepted increments, its budget ends, or ctx ends. It
 // returns an error only when it could not start.
 func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io.Writer) error {
-	if len(cfg.Nodes) == 0 || len(cfg.Nodes) != len(cfg.Dial) {
-		return errors.New("chaos worker: nodes and dial addresses do not match")
-	}
 	if _, ok := fencingModes[cfg.Fencing]; !ok {
 		return fmt.Errorf("chaos worker: unknown fencing mode %q", cfg.Fencing)
 	}
@@ -38,11 +34,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	}
 	w := &worker{cfg: cfg, in: bufio.NewScanner(stdin), out: stdout,
 		rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)))}
-	lc, closeLock, err := newLockClient(cfg)
+	svc, err := newLockService(cfg)
 	if err != nil {
 		return err
 	}
-	defer closeLock()
+	defer svc.close()
 
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -69,7 +65,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			break
 		}
 		s := section{attempt: attempt, callNs: wallNs()}
-		outcome, err := w.attempt(ctx, lc, &s)
+		outcome, err := svc.attempt(ctx, w, &s)
 		if outcome == outcomeNotLocked {
 			if ctx.Err() != nil {
 				break
@@ -98,7 +94,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 				st.LastError = oneLine(err)
 			}
 		}
-		if err := w.record(context.WithoutCancel(ctx), &s); err != nil {
+		if svc.recordsItself() {
+			// The section's row went in with its write, or not at all.
+		} else if err := w.record(context.WithoutCancel(ctx), w.pool, &s); err != nil {
 			st.Errors++
 			st.LastError = oneLine(err)
 		}
@@ -107,6 +105,32 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	st.Polls = w.polls
 	writeStats(w.out, st)
 	return nil
+}
+
+// lockService is the lock a worker takes, of its topology's kind: it
+// takes the lock, runs one section under it (w.section, or its own where
+// the lock lives in the section's transaction) and lets it go.
+type lockService interface {
+	// attempt returns outcomeNotLocked, with the reason, when it did not
+	// get the lock.
+	attempt(ctx context.Context, w *worker, s *section) (Outcome, error)
+	// recordsItself reports whether attempt writes the section's row
+	// itself, in the section's own transaction.
+	recordsItself() bool
+	close()
+}
+
+// newLockService builds the worker's lock client for cfg.Lock.
+func newLockService(cfg WorkerConfig) (lockService, error) {
+	switch cfg.Lock {
+	case "", lockRedlock:
+		return newRedlockService(cfg)
+	case lockAdvisory:
+		return newAdvisoryService(cfg)
+	case lockEtcd:
+		return newEtcdService(cfg)
+	}
+	return nil, fmt.Errorf("chaos worker: unknown lock %q", cfg.Lock)
 }
 
 var fencingModes = map[string]bool{"none": true, "write-only": true, "claim-first": true, "fence-table": true}

@@ -12,6 +12,30 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
+// redlockService is a redlock client over the worker's proxies to the
+// nodes.
+type redlockService struct {
+	lc      *redlock.Client
+	release func()
+}
+
+func newRedlockService(cfg WorkerConfig) (*redlockService, error) {
+	if len(cfg.Nodes) == 0 || len(cfg.Nodes) != len(cfg.Dial) {
+		return nil, errors.New("chaos worker: nodes and dial addresses do not match")
+	}
+	lc, release, err := newLockClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &redlockService{lc: lc, release: release}, nil
+}
+
+func (r *redlockService) close()              { r.release() }
+func (r *redlockService) recordsItself() bool { return false }
+func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+	return w.attempt(ctx, r.lc, s)
+}
+
 // newLockClient is the worker's redlock client over its proxies to the
 // nodes (each node keeps its own address as its identity), with the
 // options the run asks for. release closes it and its connections.
