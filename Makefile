@@ -23,7 +23,7 @@ endef
 
 # Modules that must stay out of the root module's graph (STYLE.md: the
 # importable library stays lean).
-HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog
+HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build test test-short vet lint lean-check tidy-check

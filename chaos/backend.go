@@ -270,6 +270,9 @@ func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() err
 		return nil, nil, err
 	}
 	c, err := srv.StartEtcdCluster(ctx, srv.EtcdConfig{Members: n})
+	if errors.Is(err, srv.ErrBinaryNotFound) {
+		return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: start etcd: %w", err)
 	}

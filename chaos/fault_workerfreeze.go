@@ -87,8 +87,12 @@ func workerFreeze(ctx context.Context, e *env) error {
 		_ = sleep(ctx, 5*time.Millisecond)
 	}
 	frozen := time.Since(t0)
-	e.log.note("holder frozen (SIGSTOP) after its read for %v (lease %v); others did %d sections meanwhile",
-		frozen.Round(time.Millisecond), e.sc.TTL, others)
+	lease := "no lease"
+	if e.sc.TTL > 0 {
+		lease = "lease " + e.sc.TTL.String()
+	}
+	e.log.note("holder frozen (SIGSTOP) after its read for %v (%s); others did %d sections meanwhile",
+		frozen.Round(time.Millisecond), lease, others)
 	e.log.mark(false)
 	if err := h.thaw(); err != nil {
 		return err

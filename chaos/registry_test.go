@@ -132,6 +132,16 @@ func TestRegistryRejects(t *testing.T) {
 		{"run elsewhere", func(f *fault) { f.runs["quick"] = []Scenario{newRun(Single, "none", 2, 3, Expect{})} }, "a topology it does not apply to"},
 		{"unknown fencing", func(f *fault) { f.runs["quick"][0].Fencing = "paper" }, `unknown fencing mode "paper"`},
 		{"no workers", func(f *fault) { f.runs["quick"][0].Workers = 0 }, "0 workers"},
+		{"no ttl", func(f *fault) { f.runs["quick"][0].TTL = 0 }, "TTL 0s"},
+		{"ttl on advisory", func(f *fault) {
+			f.topologies = []string{PgAdvisory}
+			f.runs["quick"] = []Scenario{newRun(PgAdvisory, "none", 2, 3, Expect{})}
+			f.runs["quick"][0].TTL = time.Second
+		}, "TTL 1s"},
+		{"token on advisory", func(f *fault) {
+			f.topologies = []string{PgAdvisory}
+			f.runs["quick"] = []Scenario{newRun(PgAdvisory, "claim-first", 2, 3, Expect{})}
+		}, "an advisory lock has no token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r registry
