@@ -67,3 +67,30 @@ func TestWorkerLockKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestKillTwoByQuorum: kill-2 leaves redlock-5 a majority, so its workers
+// keep their usual settings; on etcd-3 it does not, so they give up soon.
+func TestKillTwoByQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		topo             string
+		lockMs, maxFails int
+	}{
+		{Redlock5, 10_000, 0},
+		{Etcd3, 2000, 2},
+	} {
+		tp := lookupTopology(tc.topo)
+		sc := Scenario{Topology: tc.topo, Fault: "kill-2", Fencing: "none", Workers: 2, Sections: 3, TTL: tp.ttl, Work: quickWork}
+		_, f, err := resolve(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := fakeCluster(t, tp.lockNodes, 2)
+		cfg := workerConfig(&env{sc: sc, seed: 1, topo: tp, fault: f, cluster: c}, "dsn", 0)
+		if cfg.LockMs != tc.lockMs || cfg.MaxFail != tc.maxFails {
+			t.Errorf("%s kill-2: lock wait %d ms, max failures %d; want %d, %d", tc.topo, cfg.LockMs, cfg.MaxFail, tc.lockMs, tc.maxFails)
+		}
+	}
+	if leavesNoQuorum(2, 5) || !leavesNoQuorum(3, 5) || leavesNoQuorum(1, 3) || !leavesNoQuorum(2, 3) {
+		t.Error("leavesNoQuorum disagrees with a majority of 3 of 5 and 2 of 3")
+	}
+}
