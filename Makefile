@@ -13,7 +13,7 @@ MODULES := . chaos cmd/quorumlock bench
 # What the tests and the chaos suite start or build with: the servers, a C
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
 # the certificates Go needs to fetch modules.
-DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql faketime
+DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql etcd-server faketime
 
 # $(call each-module,COMMAND) runs COMMAND in every module, stopping at the
 # first failure.
@@ -23,7 +23,7 @@ endef
 
 # Modules that must stay out of the root module's graph (STYLE.md: the
 # importable library stays lean).
-HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog
+HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build test test-short vet lint lean-check tidy-check

@@ -25,6 +25,10 @@ type Backend interface {
 	// Postgres returns the PostgreSQL server of the suite, starting it on
 	// first use. It is stopped by Close.
 	Postgres(ctx context.Context) (Postgres, error)
+	// StartEtcd starts a static etcd cluster of n members and returns
+	// them in order, with a function that stops them all and removes
+	// what they wrote. Close stops it at the latest.
+	StartEtcd(ctx context.Context, n int) ([]Node, func() error, error)
 	// Close stops everything the backend started and waits until it is
 	// gone. It is idempotent.
 	Close() error
@@ -41,24 +45,31 @@ type RedisSpec struct {
 	Clock bool
 }
 
-// RedisNode is one running Redis server and the faults it supports.
-type RedisNode interface {
+// Node is one server of a topology's lock service (a Redis node, an etcd
+// member) and the faults every such server supports.
+type Node interface {
 	// Addr is the node's address; it stays the same across restarts.
 	Addr() string
 	// Kill ends the node with SIGKILL.
 	Kill() error
 	// Restart starts a killed (or running) node again on the same address;
-	// without AOF it comes back empty.
+	// a Redis node without AOF comes back empty, an etcd member with its
+	// data.
 	Restart(ctx context.Context) error
 	// Pause freezes the node (SIGSTOP); Resume undoes it.
 	Pause() error
 	Resume() error
+	// Stop shuts the node down for good.
+	Stop() error
+}
+
+// RedisNode is one running Redis server and the faults it supports.
+type RedisNode interface {
+	Node
 	// JumpClock sets the node's wall clock to run offset ahead of the
 	// real time (negative: behind). It fails for nodes started without
 	// RedisSpec.Clock.
 	JumpClock(offset time.Duration) error
-	// Stop shuts the node down for good.
-	Stop() error
 }
 
 // Postgres is the database server the workers' counter lives on.
@@ -91,6 +102,7 @@ type LocalBackend struct {
 type servers struct {
 	mu     sync.Mutex
 	nodes  []*node
+	etcd   []func() error // stops an etcd cluster
 	pg     pgServer
 	clock  lazyShim
 	closed bool
@@ -152,10 +164,14 @@ func (s *servers) postgres(start func() (pgServer, error)) (Postgres, error) {
 // PostgreSQL server stays up for the next run.
 func (s *servers) stopRedis() error {
 	s.mu.Lock()
-	nodes := s.nodes
-	s.nodes = nil
+	nodes, etcd := s.nodes, s.etcd
+	s.nodes, s.etcd = nil, nil
 	s.mu.Unlock()
-	return srv.StopAll(nodes)
+	err := srv.StopAll(nodes)
+	for _, stop := range etcd {
+		err = errors.Join(err, stop())
+	}
+	return err
 }
 
 // close stops everything; stop is the backend's StopRedis.
@@ -246,6 +262,28 @@ func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
 		}
 		return pg, nil
 	})
+}
+
+// StartEtcd implements Backend: etcd processes on free loopback ports.
+func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() error, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	c, err := srv.StartEtcdCluster(ctx, srv.EtcdConfig{Members: n})
+	if errors.Is(err, srv.ErrBinaryNotFound) {
+		return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: start etcd: %w", err)
+	}
+	b.mu.Lock()
+	b.etcd = append(b.etcd, c.Stop)
+	b.mu.Unlock()
+	nodes := make([]Node, 0, n)
+	for _, m := range c.Members() {
+		nodes = append(nodes, m)
+	}
+	return nodes, c.Stop, nil
 }
 
 // StopRedis stops the nodes started so far (a run's topology); the

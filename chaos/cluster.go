@@ -11,10 +11,11 @@ import (
 
 // cluster is a run's lock servers and every worker's links to them.
 type cluster struct {
-	nodes []RedisNode // the lock nodes first, then any others (a replica)
-	lockN int         // how many of nodes a client locks on
-	prox  [][]*Proxy  // [worker][lock node]: what each worker dials
-	repl  *Proxy      // the replication link, where the topology has one
+	nodes []Node         // the lock nodes first, then any others (a replica)
+	lockN int            // how many of nodes a client locks on
+	prox  [][]*Proxy     // [worker][lock node]: what each worker dials (Redis topologies)
+	repl  *Proxy         // the replication link, where the topology has one
+	stops []func() error // stop what the nodes' own Stop leaves (an etcd cluster's directory)
 }
 
 // start starts t's servers, with the lock nodes' settings as f wants
@@ -28,6 +29,9 @@ func (c *cluster) start(ctx context.Context, b Backend, t *topology, f *fault, w
 	c.lockN = t.lockNodes
 	if err := t.start(ctx, c, b, specs); err != nil {
 		return err
+	}
+	if t.lock != lockRedlock {
+		return nil // the other clients dial the servers themselves
 	}
 	c.prox = make([][]*Proxy, workers)
 	for w := range c.prox {
@@ -57,6 +61,9 @@ func (c *cluster) stop() {
 			_ = n.Stop()
 		}
 	}
+	for _, stop := range c.stops {
+		_ = stop()
+	}
 }
 
 // directClients connects to the lock nodes without proxies.
@@ -75,14 +82,33 @@ func closeAll(cs []redis.UniversalClient) {
 	}
 }
 
-// warmup admits the new topology at once (Bootstrap: it is new, and
+// warmup waits until the topology grants a lock, with the topology's own
+// warm-up where it has one (nil: nothing to wait for), then until it is
+// ready.
+func (c *cluster) warmup(ctx context.Context, t *topology, sc Scenario) error {
+	warm := t.warm
+	if warm == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := warm(wctx, c, sc.TTL, sc.Quarantine()); err != nil {
+		return err
+	}
+	if t.ready != nil {
+		return t.ready(wctx, c)
+	}
+	return nil
+}
+
+// warmRedlock admits the new topology at once (Bootstrap: it is new, and
 // otherwise its nodes would serve one quarantine from first use), takes
 // and releases a lock once, then waits until t is ready.
-func (c *cluster) warmup(ctx context.Context, t *topology, sc Scenario) error {
+func warmRedlock(wctx context.Context, c *cluster, ttl time.Duration, quarantine bool) error {
 	cs := c.directClients()
 	defer closeAll(cs)
-	opts := []redlock.Option{redlock.WithMaxTTL(sc.TTL), redlock.WithNodeTimeout(time.Second)}
-	if !sc.Quarantine() {
+	opts := []redlock.Option{redlock.WithMaxTTL(ttl), redlock.WithNodeTimeout(time.Second)}
+	if !quarantine {
 		opts = append(opts, redlock.WithoutRestartQuarantine())
 	}
 	lc, err := redlock.New(cs, opts...)
@@ -90,18 +116,13 @@ func (c *cluster) warmup(ctx context.Context, t *topology, sc Scenario) error {
 		return err
 	}
 	defer lc.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	if err := lc.Bootstrap(wctx); err != nil {
 		return err
 	}
-	l, err := lc.Lock(wctx, "chaos:warmup", sc.TTL)
+	l, err := lc.Lock(wctx, "chaos:warmup", ttl)
 	if err != nil {
 		return err
 	}
 	_ = l.Release(wctx)
-	if t.ready != nil {
-		return t.ready(wctx, c)
-	}
 	return nil
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -93,6 +94,12 @@ func (b *ComposeBackend) Postgres(ctx context.Context) (Postgres, error) {
 		}
 		return pg, nil
 	})
+}
+
+// StartEtcd implements Backend. The compose backend has no etcd image
+// yet: the etcd-3 topology runs on the local backend.
+func (b *ComposeBackend) StartEtcd(context.Context, int) ([]Node, func() error, error) {
+	return nil, nil, errors.New("chaos: the compose backend cannot start etcd yet; run the etcd-3 topology with the local backend")
 }
 
 // StopRedis removes the node containers started so far; the PostgreSQL

@@ -17,7 +17,7 @@ const counterKey = "chaos:counter"
 func workerConfig(e *env, dsn string, w int) WorkerConfig {
 	sc := e.sc
 	cfg := WorkerConfig{
-		ID: w, DSN: dsn, Key: counterKey, Fencing: sc.Fencing,
+		ID: w, Lock: e.topo.lock, DSN: dsn, Key: counterKey, Fencing: sc.Fencing,
 		TTLms: int(sc.TTL.Milliseconds()), WorkMs: int(sc.Work.Milliseconds()),
 		NodeMs: int(e.topo.nodeTimeout(sc.TTL).Milliseconds()), LockMs: 10_000,
 		Sections: sc.Sections, NoQuar: !sc.Quarantine(),
@@ -26,7 +26,9 @@ func workerConfig(e *env, dsn string, w int) WorkerConfig {
 	}
 	for n := range e.cluster.lockN {
 		cfg.Nodes = append(cfg.Nodes, e.cluster.nodes[n].Addr())
-		cfg.Dial = append(cfg.Dial, e.cluster.prox[w][n].Addr())
+		if e.cluster.prox != nil {
+			cfg.Dial = append(cfg.Dial, e.cluster.prox[w][n].Addr())
+		}
 	}
 	// A budget far above what the run needs: a worker that hangs ends.
 	per := sc.Work + 25*time.Millisecond + time.Duration(sc.StallRate*float64(sc.StallMax))

@@ -121,10 +121,13 @@ func (f *fault) check() error {
 			if !slices.Contains(f.topologies, s.Topology) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %q, a topology it does not apply to", f.name, p, s.Topology))
 			}
+			if t := lookupTopology(s.Topology); t != nil && t.lock == lockAdvisory && s.Fencing != "none" {
+				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %s with fencing %q: an advisory lock has no token", f.name, p, s.Topology, s.Fencing))
+			}
 			if !slices.Contains(FencingModes, s.Fencing) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run with unknown fencing mode %q", f.name, p, s.Fencing))
 			}
-			if s.Workers < 1 || s.Sections < 1 || s.TTL <= 0 {
+			if t := lookupTopology(s.Topology); s.Workers < 1 || s.Sections < 1 || s.TTL < 0 || (s.TTL == 0) != (t != nil && t.ttl == 0) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run with %d workers, %d sections, TTL %v", f.name, p, s.Workers, s.Sections, s.TTL))
 			}
 		}

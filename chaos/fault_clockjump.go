@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -31,7 +32,11 @@ func init() {
 // jumpNode2 moves node 2's wall clock past the holder's key expiry.
 func jumpNode2(_ context.Context, e *env) (func(), error) {
 	jump := 2*e.sc.TTL + time.Second
-	if err := e.cluster.nodes[2].JumpClock(jump); err != nil {
+	n, ok := e.cluster.nodes[2].(RedisNode)
+	if !ok {
+		return nil, fmt.Errorf("chaos: node %s has no clock to move", e.cluster.nodes[2].Addr())
+	}
+	if err := n.JumpClock(jump); err != nil {
 		return nil, err
 	}
 	how := ""

@@ -10,9 +10,17 @@ func init() {
 		name:       "worker-crash",
 		rank:       150,
 		doc:        "kill -9 of the holder: the lock is never released",
-		topologies: []string{Redlock5},
+		topologies: []string{Redlock5, Etcd3, PgAdvisory},
 		runs: map[string][]Scenario{
-			"quick": {newRun(Redlock5, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond})},
+			"quick": {
+				newRun(Redlock5, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
+				// The lease outlives its holder by up to its TTL, and the
+				// leader looks for expired leases every 500 ms.
+				newRun(Etcd3, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: etcdTTL + 1500*time.Millisecond}),
+				// The kernel closes a killed process's sockets, so the
+				// server sees the connection die at once and rolls back.
+				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MaxBlock: time.Second}),
+			},
 		},
 		worker: gated([]Gate{GateLocked}, []Gate{GateStart}),
 		script: workerCrash,

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -10,7 +11,7 @@ func init() {
 		name:       "worker-freeze",
 		rank:       130,
 		doc:        "SIGSTOP of the holder between read and write, past its lease",
-		topologies: []string{Redlock5},
+		topologies: []string{Redlock5, Etcd3, PgAdvisory},
 		runs: map[string][]Scenario{
 			"smoke": {
 				newRun(Redlock5, "none", 3, 8, Expect{Lost: Positive}),
@@ -22,6 +23,13 @@ func init() {
 				newRun(Redlock5, "write-only", 4, 20, Expect{Overlaps: Zero}),
 				newRun(Redlock5, "claim-first", 4, 20, Expect{Overlaps: Zero, Lost: Zero, Rejection: true}),
 				newRun(Redlock5, "fence-table", 4, 20, Expect{Overlaps: Zero, Lost: Zero}),
+				// etcd's lease ends while the holder is stopped, exactly as
+				// a Redlock lease does: the same loss, the same cure.
+				newRun(Etcd3, "none", 4, 20, Expect{Overlaps: Zero, Lost: Positive}),
+				newRun(Etcd3, "claim-first", 4, 20, Expect{Overlaps: Zero, Lost: Zero, Rejection: true}),
+				// The advisory lock has no lease to lose: the others wait
+				// for the whole freeze.
+				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MinBlock: freezeWithoutTTL}),
 			},
 		},
 		worker: gated([]Gate{GateRead}, []Gate{GateStart}),
@@ -52,27 +60,59 @@ func workerFreeze(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	_ = sleep(ctx, 2*e.sc.TTL)
-	// Let the others get some sections in before the holder wakes: the
+	// Keep it stopped for twice its lease, and then let the others get some sections in before the holder wakes: the
 	// stale write must come after a newer holder's, or there is nothing
 	// to refuse. On a loaded machine that can take seconds. With
 	// fence-table they wait on the frozen holder's row lock instead, so
-	// do not wait long there.
+	// do not wait long there; nor where the lock has no TTL, since then
+	// nobody gets past the holder.
 	var others int64
+	var blocked time.Duration // until the first section of another worker
 	wait := 10 * time.Second
-	if e.sc.Fencing == "fence-table" {
+	switch {
+	case e.sc.TTL == 0:
+		wait = freezeWithoutTTL
+	case e.sc.Fencing == "fence-table":
 		wait = 3 * time.Second
 	}
-	deadline := time.Now().Add(wait)
+	deadline := t0.Add(2*e.sc.TTL + wait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		others = e.crew.done() - h.done.Load()
-		if others >= 3 {
+		if others > 0 && blocked == 0 {
+			blocked = time.Since(t0)
+		}
+		if others >= 3 && time.Since(t0) >= 2*e.sc.TTL {
 			break
 		}
 		_ = sleep(ctx, 5*time.Millisecond)
 	}
-	e.log.note("holder frozen (SIGSTOP) after its read for %v (lease %v); others did %d sections meanwhile",
-		time.Since(t0).Round(time.Millisecond), e.sc.TTL, others)
+	frozen := time.Since(t0)
+	lease := "no lease"
+	if e.sc.TTL > 0 {
+		lease = "lease " + e.sc.TTL.String()
+	}
+	e.log.note("holder frozen (SIGSTOP) after its read for %v (%s); others did %d sections meanwhile",
+		frozen.Round(time.Millisecond), lease, others)
 	e.log.mark(false)
-	return h.thaw()
+	if err := h.thaw(); err != nil {
+		return err
+	}
+	if blocked == 0 {
+		for e.crew.done()-h.done.Load() == 0 && ctx.Err() == nil {
+			if time.Since(t0) > frozen+10*time.Second {
+				return fmt.Errorf("chaos: no other worker got the lock within 10s of the holder's thaw")
+			}
+			_ = sleep(ctx, time.Millisecond)
+		}
+		blocked = time.Since(t0)
+		e.log.note("the others' first section ended %v after the freeze began, %v after the thaw",
+			blocked.Round(time.Millisecond), (blocked - frozen).Round(time.Millisecond))
+	}
+	e.log.setBlocked(blocked)
+	return nil
 }
+
+// freezeWithoutTTL is how long the holder of a lock without a TTL stays
+// frozen: nobody can take the lock meanwhile, so the run only has to show
+// that they waited.
+const freezeWithoutTTL = 2 * time.Second

@@ -53,10 +53,19 @@ var (
 
 // newRun is a free-running run of the fault that declares it (register
 // fills in the fault): workers take the lock in a loop while the fault
-// strikes.
+// strikes, with leases of the topology's TTL.
 func newRun(topo, mode string, workers, sections int, e Expect) Scenario {
 	return Scenario{Topology: topo, Fencing: mode, Workers: workers, Sections: sections,
-		TTL: quickTTL, Work: quickWork, Expect: e}
+		TTL: topologyTTL(topo), Work: quickWork, Expect: e}
+}
+
+// topologyTTL is the TTL of topo's runs (0 for an unknown name, which the
+// registry then reports).
+func topologyTTL(topo string) time.Duration {
+	if t := lookupTopology(topo); t != nil {
+		return t.ttl
+	}
+	return 0
 }
 
 // Filter keeps the runs whose topology, fault and fencing mode are in the

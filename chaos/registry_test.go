@@ -132,6 +132,16 @@ func TestRegistryRejects(t *testing.T) {
 		{"run elsewhere", func(f *fault) { f.runs["quick"] = []Scenario{newRun(Single, "none", 2, 3, Expect{})} }, "a topology it does not apply to"},
 		{"unknown fencing", func(f *fault) { f.runs["quick"][0].Fencing = "paper" }, `unknown fencing mode "paper"`},
 		{"no workers", func(f *fault) { f.runs["quick"][0].Workers = 0 }, "0 workers"},
+		{"no ttl", func(f *fault) { f.runs["quick"][0].TTL = 0 }, "TTL 0s"},
+		{"ttl on advisory", func(f *fault) {
+			f.topologies = []string{PgAdvisory}
+			f.runs["quick"] = []Scenario{newRun(PgAdvisory, "none", 2, 3, Expect{})}
+			f.runs["quick"][0].TTL = time.Second
+		}, "TTL 1s"},
+		{"token on advisory", func(f *fault) {
+			f.topologies = []string{PgAdvisory}
+			f.runs["quick"] = []Scenario{newRun(PgAdvisory, "claim-first", 2, 3, Expect{})}
+		}, "an advisory lock has no token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r registry
@@ -228,12 +238,17 @@ func TestQuarantine(t *testing.T) {
 func TestTopologies(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tp := range topologies {
-		if seen[tp.name] || tp.doc == "" || tp.lockNodes < 1 || tp.start == nil || tp.nodeTimeout == nil {
+		// Only the advisory lock lives on no server of its own (it is on
+		// the suite's PostgreSQL) and has no TTL.
+		own := tp.lock != lockAdvisory
+		if seen[tp.name] || tp.doc == "" || (tp.lockNodes >= 1) != own || (tp.ttl > 0) != own || tp.start == nil ||
+			tp.nodeTimeout == nil || (tp.warm != nil) != own || (tp.probe != nil) != own ||
+			!slices.Contains([]string{lockRedlock, lockAdvisory, lockEtcd}, tp.lock) {
 			t.Errorf("topology %+v: duplicate or incomplete", tp)
 		}
 		seen[tp.name] = true
 	}
-	if !slices.Equal(Topologies, []string{Single, SingleReplica, Redlock5}) {
+	if !slices.Equal(Topologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3}) {
 		t.Errorf("Topologies = %v", Topologies)
 	}
 	r5 := lookupTopology(Redlock5)

@@ -71,16 +71,20 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	fmt.Fprintf(w, "# Chaos report: profile %s\n\n", rep.Profile)
 	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
 		rep.Backend, rep.Seed, rep.Profile, rep.Seed, len(rep.Runs), float64(rep.DurationMs)/1000, rep.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintln(w, "| topology | fault | fencing | stall | sections | lost | overlaps | stale overlaps | rejected | token inversions | linearizable | expected | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|")
+	fmt.Fprintln(w, "| topology | fault | fencing | stall | sections | lost | overlaps | stale overlaps | rejected | token inversions | linearizable | blocked | lock wait (median, max) | expected | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
 	for _, r := range rep.Runs {
 		verdict := "ok"
 		if !r.Pass {
 			verdict = "**FAIL**: " + strings.Join(r.Failure, "; ")
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
+		blocked := "-"
+		if r.BlockedMs > 0 {
+			blocked = fmt.Sprintf("%d ms", r.BlockedMs)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %d, %d ms | %s | %s |\n",
 			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
-			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, r.Expect, verdict)
+			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, blocked, r.WaitMedianMs, r.WaitMaxMs, r.Expect, verdict)
 	}
 	if Soak(rep) != nil {
 		fmt.Fprint(w, "\n## Nemesis\n")
@@ -88,15 +92,15 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	}
 	if sum := stallSummary(rep); len(sum) > 0 {
 		fmt.Fprint(w, "\n## Stalled sections\n\n")
-		fmt.Fprintln(w, "| stall rate | work | fencing | waiters | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs | lost per late write between sections | counter between read and write (median share) |")
-		fmt.Fprintln(w, "|---|---|---|---|---:|---|---:|---|---:|---:|")
+		fmt.Fprintln(w, "| topology | stall rate | work | fencing | waiters | runs | lost (median, range) | rejected (median) | late writes accepted (overwritten themselves), all runs | lost per late write between sections | counter between read and write (median share) | lock wait, max (median over runs) |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---:|---|---:|---|---:|---:|---:|")
 		for _, s := range sum {
 			per := "-"
 			if between := s.late - s.lateOver; between > 0 {
 				per = fmt.Sprintf("%.1f", float64(s.lostSum-int64(s.lateOver))/float64(between))
 			}
-			fmt.Fprintf(w, "| %g%% | %d ms | %s | %s | %d | %d (%d-%d) | %d | %d (%d) | %s | %.2f |\n", s.rate*100, s.work, s.mode, waiters(s.poll),
-				s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed, s.late, s.lateOver, per, s.shareMed)
+			fmt.Fprintf(w, "| %s | %g%% | %d ms | %s | %s | %d | %d (%d-%d) | %d | %d (%d) | %s | %.2f | %d ms |\n", s.topo, s.rate*100, s.work, s.mode, waiters(s.poll),
+				s.runs, s.lostMed, s.lostMin, s.lostMax, s.rejMed, s.late, s.lateOver, per, s.shareMed, s.waitMaxMed)
 		}
 		fmt.Fprintln(w, "\nA late write that lands between two sections erases every increment made since its read; one")
 		fmt.Fprintln(w, "that lands while the next holder is between its read and its write is itself overwritten, and")
@@ -146,6 +150,7 @@ func truncate(s string, n int) string {
 }
 
 type stallRow struct {
+	topo                      string
 	rate                      float64
 	work                      int64
 	mode                      string
@@ -156,10 +161,12 @@ type stallRow struct {
 	late, lateOver            int
 	lostSum                   int64
 	shareMed                  float64
+	waitMaxMed                int64
 }
 
 func stallSummary(rep *Report) []stallRow {
 	type key struct {
+		topo string
 		rate float64
 		work int64
 		mode string
@@ -169,16 +176,18 @@ func stallSummary(rep *Report) []stallRow {
 	rej := map[key][]int64{}
 	late := map[key][2]int{}
 	share := map[key][]float64{}
+	wait := map[key][]int64{}
 	for _, r := range rep.Runs {
 		if r.Fault != stallFault {
 			continue
 		}
-		k := key{r.StallRate, r.WorkMs, r.Fencing, r.PollMs}
+		k := key{r.Topology, r.StallRate, r.WorkMs, r.Fencing, r.PollMs}
 		lost[k] = append(lost[k], r.LostUpdates)
 		rej[k] = append(rej[k], int64(r.Rejected))
 		l := late[k]
 		late[k] = [2]int{l[0] + r.LateWrites, l[1] + r.LateOverwritten}
 		share[k] = append(share[k], r.ReadWriteShare)
+		wait[k] = append(wait[k], r.WaitMaxMs)
 	}
 	var out []stallRow
 	for k, l := range lost {
@@ -187,15 +196,20 @@ func stallSummary(rep *Report) []stallRow {
 		slices.Sort(rj)
 		sh := share[k]
 		slices.Sort(sh)
+		wt := wait[k]
+		slices.Sort(wt)
 		var sum int64
 		for _, v := range l {
 			sum += v
 		}
-		out = append(out, stallRow{k.rate, k.work, k.mode, k.poll, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2],
-			late[k][0], late[k][1], sum, sh[len(sh)/2]})
+		out = append(out, stallRow{k.topo, k.rate, k.work, k.mode, k.poll, len(l), l[len(l)/2], l[0], l[len(l)-1], rj[len(rj)/2],
+			late[k][0], late[k][1], sum, sh[len(sh)/2], wt[len(wt)/2]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
+		if a.topo != b.topo {
+			return slices.Index(Topologies, a.topo) < slices.Index(Topologies, b.topo)
+		}
 		if a.work != b.work {
 			return a.work < b.work
 		}
@@ -255,6 +269,7 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">sections that stall</text>`+"\n", left+pw/2, H-10)
 	colors := map[string]string{"none": "#d62728", "write-only": "#ff7f0e", "claim-first": "#2ca02c", "fence-table": "#1f77b4"}
 	type series struct {
+		topo string
 		mode string
 		work int64
 		poll int64
@@ -262,7 +277,7 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	var order []series
 	pts := map[series][]stallRow{}
 	for _, r := range rows {
-		s := series{r.mode, r.work, r.poll}
+		s := series{r.topo, r.mode, r.work, r.poll}
 		if _, ok := pts[s]; !ok {
 			order = append(order, s)
 		}
@@ -276,8 +291,13 @@ func WriteSVG(w io.Writer, rep *Report) error {
 			dash = ` stroke-dasharray="2,2"`
 		case i > 0 && s.work != order[0].work:
 			dash = ` stroke-dasharray="5,3"`
+		case s.topo != Single:
+			dash = ` stroke-dasharray="8,2,2,2"`
 		}
 		label := fmt.Sprintf("%s, %d ms work", s.mode, s.work)
+		if s.topo != Single {
+			label = s.topo + " " + label
+		}
 		if s.poll > 0 {
 			label += fmt.Sprintf(", poll %d ms", s.poll)
 		}

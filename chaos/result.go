@@ -41,6 +41,8 @@ type Result struct {
 	Polls           int            `json:"polls,omitempty"` // TryLock refusals the polling waiters slept after
 	DuringFault     int            `json:"granted_during_fault"`
 	BlockedMs       int64          `json:"blocked_ms,omitempty"`
+	WaitMedianMs    int64          `json:"lock_wait_median_ms"` // from the lock call to the grant, over the sections
+	WaitMaxMs       int64          `json:"lock_wait_max_ms"`
 	Error           string         `json:"error,omitempty"` // the lock error the fault produced, if any
 	ErrorLatencyMs  int64          `json:"error_latency_ms,omitempty"`
 	DurationMs      int64          `json:"duration_ms"`
@@ -81,6 +83,9 @@ func (r *Result) evaluate(e Expect, runErr error) {
 	}
 	if e.Granted && r.DuringFault == 0 {
 		f = append(f, "no lock was granted while the fault was active")
+	}
+	if e.Ungranted && r.DuringFault != 0 {
+		f = append(f, fmt.Sprintf("%d sections were granted while the fault was active", r.DuringFault))
 	}
 	if e.NoQuorum {
 		if r.Sections != 0 {

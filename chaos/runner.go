@@ -90,6 +90,7 @@ type env struct {
 	topo    *topology
 	fault   *fault
 	cluster *cluster // the lock servers and the links to them
+	pg      Postgres // the suite's database, where the counter lives
 	crew    *crew    // the worker processes
 	cfgs    []WorkerConfig
 	log     *faultLog // what the fault did, for the report
@@ -146,7 +147,7 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 		return err
 	}
 	e := &env{sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), topo: t, fault: f,
-		cluster: &cluster{}, crew: &crew{}, log: &faultLog{}}
+		cluster: &cluster{}, pg: pg, crew: &crew{}, log: &faultLog{}}
 	defer func() {
 		e.crew.stop()
 		e.cluster.stop()

@@ -61,6 +61,7 @@ type Expect struct {
 	Overlaps  Bound         // mutual-exclusion violations (valid leases that coexisted)
 	Lost      Bound         // lost updates
 	Granted   bool          // sections were granted while the fault was active
+	Ungranted bool          // no section was granted while the fault was active
 	NoQuorum  bool          // nothing was granted and the error names the missing quorum
 	MinBlock  time.Duration // others waited at least this long for the holder
 	MaxBlock  time.Duration // and at most this long
@@ -108,6 +109,9 @@ func (e Expect) Describe() string {
 	}
 	if e.Granted {
 		p = append(p, "granted")
+	}
+	if e.Ungranted {
+		p = append(p, "no grant during the fault")
 	}
 	if e.NoQuorum {
 		p = append(p, "no grants, clear error")

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -53,6 +54,7 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 	r.ReadWriteShare = math.Round(ReadWriteShare(ss)*1000) / 1000
 	r.TokenInversions = TokenInversions(h.tokens)
 	r.Linearizable = Linearizable(ss, 20*time.Second)
+	r.WaitMedianMs, r.WaitMaxMs = lockWait(ss)
 	for _, st := range stats {
 		if st == nil {
 			continue
@@ -66,3 +68,18 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 }
 
 func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }
+
+// lockWait is the median and the longest time from a lock call to its
+// grant over the sections, in milliseconds: how long a stalled or frozen
+// holder kept the others waiting.
+func lockWait(ss []Section) (median, longest int64) {
+	if len(ss) == 0 {
+		return 0, 0
+	}
+	w := make([]int64, len(ss))
+	for i, s := range ss {
+		w[i] = s.Got - s.Call
+	}
+	slices.Sort(w)
+	return ms(w[len(w)/2]).Milliseconds(), ms(w[len(w)-1]).Milliseconds()
+}

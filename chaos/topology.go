@@ -14,20 +14,35 @@ const (
 	Single        = "single"         // one primary
 	SingleReplica = "single+replica" // a primary and an asynchronous replica that a failover promotes
 	Redlock5      = "redlock-5"      // five independent primaries
+	PgAdvisory    = "pg-advisory"    // a PostgreSQL advisory lock on the counter's own database
+	Etcd3         = "etcd-3"         // three etcd members, the official client's Mutex
+)
+
+// The kinds of lock a worker takes; a topology names one, and the worker
+// builds its client from it (worker_lock*.go).
+const (
+	lockRedlock  = "redlock"
+	lockAdvisory = "pg-advisory"
+	lockEtcd     = "etcd"
 )
 
 // topology is one way to deploy the lock service: how its servers start,
 // which of them a client locks on (its nodes), and the client settings
 // that follow from that.
 //
-// Every topology so far is Redis, and workers lock on its nodes with a
-// redlock client (worker_lock.go). A topology that locks another way
-// (PostgreSQL advisory locks, etcd) also needs the worker to build a
-// different client from its WorkerConfig; that hook belongs here, beside
-// start, when the first such topology arrives.
+// The Redis topologies lock with a redlock client on their nodes
+// (worker_lock.go); pg-advisory takes an advisory lock inside the
+// section's transaction (worker_lock_advisory.go) and etcd-3 the etcd
+// client's Mutex (worker_lock_etcd.go). The worker picks its client by the
+// topology's lock kind.
 type topology struct {
 	name string
 	doc  string
+	// lock is the kind of lock the workers take (lockRedlock, ...).
+	lock string
+	// ttl is the lease the runs use unless a fault says otherwise; 0 for
+	// a lock that has none (it lasts as long as its transaction).
+	ttl time.Duration
 	// lockNodes is how many servers a client locks on. A fault's node
 	// settings come one per lock node.
 	lockNodes int
@@ -38,17 +53,29 @@ type topology struct {
 	nodeTimeout func(ttl time.Duration) time.Duration
 	// start starts the servers, the lock nodes first, one per spec.
 	start func(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error
+	// warm takes and releases one lock, once the servers started (nil:
+	// nothing to wait for).
+	warm func(ctx context.Context, c *cluster, ttl time.Duration, quarantine bool) error
 	// ready waits, after the warm-up lock, until the deployment is in the
 	// state the faults assume (nil: it is as soon as a lock was granted).
 	ready func(ctx context.Context, c *cluster) error
+	// probe tries one lock of ttl on the lock nodes as they are and
+	// returns its error, for the faults that time a refusal.
+	probe func(ctx context.Context, c *cluster, ttl time.Duration) error
 }
 
 var topologies = []*topology{
-	{name: Single, doc: "one primary", lockNodes: 1, nodeTimeout: oneNodeTimeout, start: startPrimaries},
-	{name: SingleReplica, doc: "a primary and an asynchronous replica that a failover promotes", lockNodes: 1,
-		nodeTimeout: oneNodeTimeout, start: startWithReplica, ready: replicaCaughtUp},
-	{name: Redlock5, doc: "five independent primaries", lockNodes: 5, quarantine: true,
-		nodeTimeout: quorumNodeTimeout, start: startPrimaries},
+	{name: Single, doc: "one primary", lock: lockRedlock, ttl: quickTTL, lockNodes: 1, nodeTimeout: oneNodeTimeout,
+		start: startPrimaries, warm: warmRedlock, probe: probeRedlock},
+	{name: SingleReplica, doc: "a primary and an asynchronous replica that a failover promotes", lock: lockRedlock,
+		ttl: quickTTL, lockNodes: 1, nodeTimeout: oneNodeTimeout, start: startWithReplica, warm: warmRedlock,
+		ready: replicaCaughtUp, probe: probeRedlock},
+	{name: Redlock5, doc: "five independent primaries", lock: lockRedlock, ttl: quickTTL, lockNodes: 5, quarantine: true,
+		nodeTimeout: quorumNodeTimeout, start: startPrimaries, warm: warmRedlock, probe: probeRedlock},
+	{name: PgAdvisory, doc: "pg_advisory_xact_lock inside the section's transaction, on the database that holds the counter",
+		lock: lockAdvisory, nodeTimeout: noNodeTimeout, start: startNothing},
+	{name: Etcd3, doc: "three etcd members; the etcd client's concurrency.Mutex on a session lease",
+		lock: lockEtcd, ttl: etcdTTL, lockNodes: 3, nodeTimeout: noNodeTimeout, start: startEtcd, warm: warmEtcd, probe: probeEtcd},
 }
 
 // Topologies lists the topology names in report order.
@@ -81,19 +108,33 @@ func quorumNodeTimeout(ttl time.Duration) time.Duration {
 	return time.Duration(max(30, ttl.Milliseconds()*15/100)) * time.Millisecond
 }
 
+// noNodeTimeout: the client has no per-node timeout (etcd's client and
+// PostgreSQL wait for one server).
+func noNodeTimeout(time.Duration) time.Duration { return 0 }
+
+// startNothing: the lock lives on the suite's PostgreSQL, which runs
+// already.
+func startNothing(context.Context, *cluster, Backend, []RedisSpec) error { return nil }
+
 // startPrimaries starts one independent primary per spec, concurrently.
 // The first failed start cancels the others; the nodes that did come up
 // are in c.nodes, and the run's teardown stops them.
 func startPrimaries(ctx context.Context, c *cluster, b Backend, specs []RedisSpec) error {
-	c.nodes = make([]RedisNode, len(specs))
+	nodes := make([]RedisNode, len(specs))
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range specs {
 		g.Go(func() (err error) {
-			c.nodes[i], err = b.StartRedis(gctx, specs[i])
+			nodes[i], err = b.StartRedis(gctx, specs[i])
 			return err
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	for _, n := range nodes {
+		if n != nil {
+			c.nodes = append(c.nodes, n)
+		}
+	}
+	return err
 }
 
 // startWithReplica starts the primary, then a replica of it behind a

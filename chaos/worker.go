@@ -26,9 +26,6 @@ import (
 // has Sections accepted increments, its budget ends, or ctx ends. It
 // returns an error only when it could not start.
 func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io.Writer) error {
-	if len(cfg.Nodes) == 0 || len(cfg.Nodes) != len(cfg.Dial) {
-		return errors.New("chaos worker: nodes and dial addresses do not match")
-	}
 	if _, ok := fencingModes[cfg.Fencing]; !ok {
 		return fmt.Errorf("chaos worker: unknown fencing mode %q", cfg.Fencing)
 	}
@@ -39,11 +36,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	}
 	w := &worker{cfg: cfg, in: bufio.NewScanner(stdin), out: stdout,
 		rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)))}
-	lc, closeLock, err := newLockClient(cfg)
+	svc, err := newLockService(cfg)
 	if err != nil {
 		return err
 	}
-	defer closeLock()
+	defer svc.close()
 
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -70,7 +67,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			break
 		}
 		s := section{attempt: attempt, callNs: stampNs()}
-		outcome, err := w.attempt(ctx, lc, &s)
+		outcome, err := svc.attempt(ctx, w, &s)
 		if s.panicked {
 			st.Panics++
 		}
@@ -112,7 +109,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 				st.LastError = oneLine(err)
 			}
 		}
-		if err := w.record(context.WithoutCancel(ctx), &s); err != nil {
+		if svc.recordsItself() {
+			// The section's row went in with its write, or not at all.
+		} else if err := w.record(context.WithoutCancel(ctx), w.pool, &s); err != nil {
 			st.Errors++
 			st.LastError = oneLine(err)
 		}
@@ -122,6 +121,32 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	st.Extends, st.ExtendErrors = w.extends, w.extendErrs
 	writeStats(w.out, st)
 	return nil
+}
+
+// lockService is the lock a worker takes, of its topology's kind: it
+// takes the lock, runs one section under it (w.section, or its own where
+// the lock lives in the section's transaction) and lets it go.
+type lockService interface {
+	// attempt returns outcomeNotLocked, with the reason, when it did not
+	// get the lock.
+	attempt(ctx context.Context, w *worker, s *section) (Outcome, error)
+	// recordsItself reports whether attempt writes the section's row
+	// itself, in the section's own transaction.
+	recordsItself() bool
+	close()
+}
+
+// newLockService builds the worker's lock client for cfg.Lock.
+func newLockService(cfg WorkerConfig) (lockService, error) {
+	switch cfg.Lock {
+	case "", lockRedlock:
+		return newRedlockService(cfg)
+	case lockAdvisory:
+		return newAdvisoryService(cfg)
+	case lockEtcd:
+		return newEtcdService(cfg)
+	}
+	return nil, fmt.Errorf("chaos worker: unknown lock %q", cfg.Lock)
 }
 
 var fencingModes = map[string]bool{"none": true, "write-only": true, "claim-first": true, "fence-table": true}

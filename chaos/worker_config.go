@@ -8,7 +8,8 @@ const WorkerEnv = "QUORUMLOCK_CHAOS_WORKER"
 // milliseconds so the JSON stays readable.
 type WorkerConfig struct {
 	ID        int      `json:"id"`
-	Nodes     []string `json:"nodes"` // the nodes' own addresses: their identity for redlock
+	Lock      string   `json:"lock"`  // the kind of lock: redlock (also ""), pg-advisory, etcd
+	Nodes     []string `json:"nodes"` // the nodes' own addresses: their identity for redlock, the etcd endpoints
 	Dial      []string `json:"dial"`  // what to dial for each node: this worker's proxies
 	DSN       string   `json:"dsn"`
 	Key       string   `json:"key"`

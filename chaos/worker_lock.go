@@ -12,6 +12,30 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
+// redlockService is a redlock client over the worker's proxies to the
+// nodes.
+type redlockService struct {
+	lc      *redlock.Client
+	release func()
+}
+
+func newRedlockService(cfg WorkerConfig) (*redlockService, error) {
+	if len(cfg.Nodes) == 0 || len(cfg.Nodes) != len(cfg.Dial) {
+		return nil, errors.New("chaos worker: nodes and dial addresses do not match")
+	}
+	lc, release, err := newLockClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &redlockService{lc: lc, release: release}, nil
+}
+
+func (r *redlockService) close()              { r.release() }
+func (r *redlockService) recordsItself() bool { return false }
+func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+	return w.attempt(ctx, r.lc, s)
+}
+
 // newLockClient is the worker's redlock client over its proxies to the
 // nodes (each node keeps its own address as its identity), with the
 // options the run asks for. release closes it and its connections.
@@ -134,8 +158,9 @@ var errPanic = errors.New("chaos worker: panic in fn (on purpose)")
 // extend is the do-extend style's Extend from inside fn, between read and
 // write, with a ttl of its own while Do's renewal extends beside it. A
 // lease that cannot be extended is not acted on any more.
-func (w *worker) extend(ctx context.Context, lease *redlock.Lease) error {
-	if w.cfg.Style != StyleDoExtend {
+func (w *worker) extend(ctx context.Context, h held) error {
+	lease, ok := h.(*redlock.Lease)
+	if w.cfg.Style != StyleDoExtend || !ok {
 		return nil
 	}
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/quorumlock/quorumlock/fencing"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -22,9 +23,18 @@ type section struct {
 	panicked                         bool // fn panicked after the section (do-panic)
 }
 
+// held is a lock a worker holds, as a section sees it: its fencing token
+// (a fencing.Holder) and when it stops being valid.
+type held interface {
+	FencingToken() uint64
+	Deadline() time.Time
+}
+
+var _ held = (*redlock.Lease)(nil)
+
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
-func (w *worker) section(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
+func (w *worker) section(ctx context.Context, lease held, s *section) (Outcome, error) {
 	s.gotNs = stampNs()
 	s.token = lease.FencingToken()
 	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
@@ -56,7 +66,7 @@ func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) er
 // work is the time spent between read and write: an Extend from inside
 // fn in the do-extend style, then the configured work, and now and then a
 // stall. An error means the lease could not be extended.
-func (w *worker) work(ctx context.Context, lease *redlock.Lease) error {
+func (w *worker) work(ctx context.Context, lease held) error {
 	if err := w.extend(ctx, lease); err != nil {
 		return err
 	}
@@ -91,7 +101,7 @@ func readCounter(ctx context.Context, q interface {
 // body is one critical section in the worker's fencing mode. The database
 // calls deliberately carry no deadline from the lease: the point is to see
 // what a holder that outlived its lease does to the data.
-func (w *worker) body(ctx context.Context, lease *redlock.Lease, s *section) (Outcome, error) {
+func (w *worker) body(ctx context.Context, lease held, s *section) (Outcome, error) {
 	tok := int64(lease.FencingToken())
 	row := w.cfg.row()
 	switch w.cfg.Fencing {
@@ -162,8 +172,12 @@ func verdictOf(err error) (Outcome, error) {
 	}
 }
 
-func (w *worker) record(ctx context.Context, s *section) error {
-	_, err := w.pool.Exec(ctx, `INSERT INTO sections
+// record writes s to the sections table through db (the pool, or the
+// section's own transaction).
+func (w *worker) record(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, s *section) error {
+	_, err := db.Exec(ctx, `INSERT INTO sections
 		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String(),

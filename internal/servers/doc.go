@@ -1,6 +1,7 @@
 // Package servers starts real redis-server and PostgreSQL servers, as child
 // processes or as Docker containers, for the tests (through package testenv)
-// and for the chaos suite.
+// and for the chaos suite, and static etcd clusters as child processes for
+// the chaos suite's etcd-3 topology.
 //
 // It returns errors and never imports package testing, so that programs
 // built on it (the quorumlock CLI runs the chaos suite) do not link the test

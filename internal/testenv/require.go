@@ -36,7 +36,7 @@ func missingBackend(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 	if backendsRequired() {
-		t.Fatalf("%v (backends are required because CI=true or QUORUMLOCK_REQUIRE_BACKENDS=1; install redis-server and postgresql)", err)
+		t.Fatalf("%v (backends are required because CI=true or QUORUMLOCK_REQUIRE_BACKENDS=1; install redis-server, postgresql and etcd-server)", err)
 	}
 	t.Skipf("%v (set CI=true or QUORUMLOCK_REQUIRE_BACKENDS=1 to make this a failure)", err)
 }

@@ -1,0 +1,100 @@
+package chaos_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/quorumlock/chaos"
+)
+
+// TestChaosLockServices runs the quick profile's runs of the two other
+// lock services that the verdicts of docs/chaos.md's comparison rest on,
+// against real etcd members and PostgreSQL, and checks those verdicts one
+// by one (the runs' own expectations are checked too, as in every run).
+func TestChaosLockServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd clusters and PostgreSQL")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("QUORUMLOCK_REQUIRE_BACKENDS") == "1" {
+			t.Fatalf("etcd is not installed (Debian: etcd-server): %v", err)
+		}
+		t.Skipf("etcd is not installed (Debian: etcd-server): %v", err)
+	}
+	quick, err := chaos.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := quick.Filter([]string{chaos.Etcd3}, []string{"kill-1", "kill-2", "worker-freeze"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := quick.Filter([]string{chaos.PgAdvisory}, []string{"worker-freeze", "worker-crash", "db-restart"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := chaos.Profile{Name: "quick", Runs: append(etcd.Runs, pg.Runs...)}
+	rep := runProfile(t, p, 11, "")
+	if len(rep.Runs) != len(p.Runs) {
+		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
+	}
+	for _, r := range rep.Runs {
+		if !r.Pass {
+			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+		}
+	}
+	get := func(topo, fault, mode string) chaos.Result {
+		t.Helper()
+		for _, r := range rep.Runs {
+			if r.Topology == topo && r.Fault == fault && r.Fencing == mode {
+				return r
+			}
+		}
+		t.Fatalf("no run %s/%s/%s", topo, fault, mode)
+		return chaos.Result{}
+	}
+
+	// etcd: one member of three down leaves a quorum; two do not, and
+	// the refusal says so.
+	if r := get(chaos.Etcd3, "kill-1", "none"); r.Overlaps != 0 || r.DuringFault == 0 {
+		t.Errorf("etcd-3 kill-1: overlaps %d, granted after the kill %d; want 0 and > 0", r.Overlaps, r.DuringFault)
+	}
+	if r := get(chaos.Etcd3, "kill-2", "none"); r.Sections != 0 || !strings.Contains(r.Error, "no quorum") {
+		t.Errorf("etcd-3 kill-2: %d sections, error %q; want none and a no-quorum error", r.Sections, r.Error)
+	}
+	// A holder frozen past its session lease writes late: an update is
+	// lost unless the resource checks the lock key's revision.
+	if r := get(chaos.Etcd3, "worker-freeze", "none"); r.LostUpdates == 0 || r.LateSections == 0 {
+		t.Errorf("etcd-3 worker-freeze without fencing: lost %d, late sections %d; want both > 0", r.LostUpdates, r.LateSections)
+	}
+	if r := get(chaos.Etcd3, "worker-freeze", "claim-first"); r.LostUpdates != 0 || r.Rejected == 0 || r.TokenInversions != 0 {
+		t.Errorf("etcd-3 worker-freeze claim-first: lost %d, rejected %d, token inversions %d; want 0, > 0, 0",
+			r.LostUpdates, r.Rejected, r.TokenInversions)
+	}
+
+	// The advisory lock has no lease: a frozen holder keeps it, loses
+	// nothing, and the others wait for the whole freeze.
+	r := get(chaos.PgAdvisory, "worker-freeze", "none")
+	if r.LostUpdates != 0 || r.Overlaps != 0 || r.StaleOverlaps != 0 {
+		t.Errorf("pg-advisory worker-freeze: lost %d, overlaps %d, stale overlaps %d; want 0", r.LostUpdates, r.Overlaps, r.StaleOverlaps)
+	}
+	if blocked := time.Duration(r.BlockedMs) * time.Millisecond; blocked < 2*time.Second {
+		t.Errorf("pg-advisory worker-freeze: others blocked %v, want the whole 2s freeze", blocked)
+	}
+	// A crashed holder's connection dies with it; the server rolls its
+	// transaction back and frees the lock at once.
+	r = get(chaos.PgAdvisory, "worker-crash", "none")
+	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
+		t.Errorf("pg-advisory worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", r.BlockedMs, r.LostUpdates)
+	}
+	// Nothing is granted while the database is down, and the workers go
+	// on once it is back.
+	r = get(chaos.PgAdvisory, "db-restart", "none")
+	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
+		t.Errorf("pg-advisory db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
+			r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
+	}
+}
