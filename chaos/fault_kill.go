@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -51,7 +50,7 @@ func init() {
 
 // leavesNoQuorum reports whether k of n lock nodes down leave fewer than
 // a majority.
-func leavesNoQuorum(k, n int) bool { return n-k < quorum.Majority(n) }
+func leavesNoQuorum(k, n int) bool { return 2*(n-k) <= n } // fewer than a majority are left
 
 // giveUpWithoutQuorum returns a worker hook for a fault that kills k lock
 // nodes: where that leaves no majority, every lock call must fail, so the
