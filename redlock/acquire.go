@@ -93,10 +93,9 @@ type attempt struct {
 
 // newAttempt prepares one attempt. waiter is the id of the Lock call it
 // belongs to ("" for TryLock), which puts the call in the key's line on
-// the nodes where it fails, so that a release wakes it by name; first says
-// the call has not waited yet, so it goes behind the calls already in line
-// rather than taking the key past them (see acquire.lua).
-func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, first bool) *attempt {
+// the nodes where it fails, at place, so that a release wakes it by name
+// (see acquire.lua).
+func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
 	// Box what several calls share once (see prepare).
 	k, v, t, w, at := any(key), any(a.value), any(ttl.Milliseconds()), any(waiter), any(place)
@@ -105,11 +104,7 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 	if c.cfg.fencing {
 		fence, fkey = "1", fenceKey(key)
 	}
-	behind := "0"
-	if first {
-		behind = "1"
-	}
-	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, behind, c.lineMs, at)
+	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, c.lineMs, at)
 	a.relKeys, a.relV, a.relT, a.relW, a.relBack = [4]any{k, tomb, q, named}, v, t, w, ""
 	if waiter != "" {
 		a.relBack = at
@@ -423,11 +418,11 @@ type outcome struct {
 	unadmitted []int
 }
 
-// try runs one acquisition attempt (waiter and first: see newAttempt). On
+// try runs one acquisition attempt (waiter and place: see newAttempt). On
 // any failure it releases the key on every node before returning (nodes
 // that do not answer are released in the background).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, first bool) outcome {
-	a := c.newAttempt(key, ttl, waiter, place, first)
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64) outcome {
+	a := c.newAttempt(key, ttl, waiter, place)
 	a.send(ctx)
 	a.await(ctx)
 	if a.won(ctx) && c.cfg.fencing {

@@ -258,7 +258,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		id := a[4]
 		join := func() {
 			if id != "" {
-				f.zadd(k[4], id, atoi(a[7]), atoi(a[6]))
+				f.zadd(k[4], id, atoi(a[6]), atoi(a[5]))
 			}
 		}
 		if named, ok := f.get(k[5]); ok && (id == "" || !slices.Contains(strings.Fields(named), id)) {
@@ -268,14 +268,9 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if id != "" {
 			now := f.nowUs()
 			for m, score := range f.zset(k[4], false) {
-				if score <= now-atoi(a[6])*1000 {
+				if score <= now-atoi(a[5])*1000 {
 					f.zrem(k[4], m)
 				}
-			}
-			_, in := f.zset(k[4], false)[id]
-			if a[5] == "1" && !f.exists(k[0]) && len(f.zset(k[4], false)) > 0 && !in {
-				join()
-				return []any{int64(-4), int64(0)}, nil
 			}
 		}
 		st, pttl := int64(1), int64(0)
@@ -324,9 +319,13 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		if v, ok := f.get(k[0]); ok && v == a[0] {
 			f.del(k[0])
-			next := strings.Join(f.zfirst(k[2], 2), " ")
+			first := f.zfirst(k[2], 2)
+			next := strings.Join(first, " ")
 			if next != "" {
 				f.setStr(k[3], next, atoi(a[4]))
+				for _, w := range first {
+					f.zrem(k[2], w)
+				}
 			}
 			f.published = append(f.published, next)
 			return int64(1), nil

@@ -26,15 +26,15 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	at := c.tryAdmitting(ctx, key, ttl, "", 0, false)
+	at := c.tryAdmitting(ctx, key, ttl, "", 0)
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
 // refused to vote because they were not admitted could be admitted at once
 // (their quarantine was over).
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, first bool) outcome {
-	at := c.try(ctx, key, ttl, waiter, place, first)
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64) outcome {
+	at := c.try(ctx, key, ttl, waiter, place)
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
 		return at
 	}
@@ -55,7 +55,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		return at
 	}
-	return c.try(ctx, key, ttl, waiter, place, first)
+	return c.try(ctx, key, ttl, waiter, place)
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
@@ -109,7 +109,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		}
 		if pass != nil {
 			since = time.Now()
-			last = c.tryAdmitting(ctx, key, ttl, waiter, place, n == 0)
+			last = c.tryAdmitting(ctx, key, ttl, waiter, place)
 			inLine = true
 			if last.err == nil {
 				last.lease.holdGate(pass)

@@ -463,7 +463,9 @@ func contend(t *testing.T, c *Client, key string) {
 func TestRegressionBusyNodesDoNotRefuseAWinnableAttempt(t *testing.T) {
 	rc := newRealCluster(t, 5)
 	ctx := context.Background()
-	c := rc.client(t, nil, nil)
+	// A node timeout a loaded machine meets (5% of contend's 300 ms ttl
+	// would be 15 ms): the test is about refusals, not timeouts.
+	c := rc.client(t, nil, nil, WithNodeTimeout(200*time.Millisecond))
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
 	contend(t, c, key)

@@ -8,10 +8,8 @@
 -- admission check: WithoutRestartQuarantine),
 -- ARGV[4] '1' to return the fence value and the server time,
 -- ARGV[5] the waiter id of a Lock call ('' for TryLock: no line),
--- ARGV[6] '1' when that call has not waited yet: it goes behind the
--- waiters already in line instead of taking the key past them,
--- ARGV[7] how long (ms) a waiter stays in line without trying again,
--- ARGV[8] the waiter's place in line: when its Lock call began (us, the
+-- ARGV[6] how long (ms) a waiter stays in line without trying again,
+-- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order
 -- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
 --   status 1 taken by us (or already ours), 0 held by another value
@@ -19,9 +17,8 @@
 --   -1 not admitted (the node lost its state and has not served a
 --   quarantine), -2 admitted under other settings (the marker is returned),
 --   -3 this attempt was already given up here (a release came first),
---   -4 free, but others come first: waiters in line before a Lock that
---   has not waited yet, or the waiters a release just named (for a few
---   ms: the reservation's pttl is returned); a Lock joins the line.
+--   -4 free, but a release just named other waiters (for a few ms: the
+--   reservation's pttl is returned); a Lock joins the line.
 -- The line only decides who tries first; it never grants anything: the
 -- key is still taken only by SET NX, on a majority.
 if ARGV[3] ~= '' then
@@ -39,8 +36,8 @@ end
 local id = ARGV[5]
 local function join()
   if id ~= '' then
-    redis.call('ZADD', KEYS[5], 'NX', ARGV[8], id)
-    redis.call('PEXPIRE', KEYS[5], ARGV[7])
+    redis.call('ZADD', KEYS[5], 'NX', ARGV[7], id)
+    redis.call('PEXPIRE', KEYS[5], ARGV[6])
   end
 end
 local named = redis.call('GET', KEYS[6])
@@ -51,12 +48,7 @@ end
 if id ~= '' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[7]) * 1000)
-  if ARGV[6] == '1' and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[5]) > 0
-      and not redis.call('ZSCORE', KEYS[5], id) then
-    join()
-    return {-4, 0}
-  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[6]) * 1000)
 end
 local status, pttl = 1, 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

@@ -48,9 +48,14 @@ if ARGV[4] ~= '' then
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  local next = table.concat(redis.call('ZRANGE', KEYS[3], 0, 1), ' ')
+  local first = redis.call('ZRANGE', KEYS[3], 0, 1)
+  local next = table.concat(first, ' ')
   if next ~= '' then
     redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
+    -- the named leave the line: one that is alive tries now and, if it
+    -- fails, joins again in its old place; one that is gone (crashed,
+    -- frozen) holds the key up for this one reservation only
+    redis.call('ZREM', KEYS[3], unpack(first))
   end
   redis.call('PUBLISH', ARGV[2], next)
   return 1
