@@ -26,7 +26,7 @@ func init() {
 			"soak": {nemesisRun(time.Minute)},
 		},
 		worker: nemesisWorker,
-		script: nemesis,
+		script: nemesisWith(nemesisKinds),
 		judge:  judgeNemesis,
 	})
 	// The same with the restart quarantine off in every client: what the
@@ -34,7 +34,7 @@ func init() {
 	// something. Without the quarantine the nodes do not check the
 	// clients' settings either, so the misconfigured clients are granted
 	// too; the judge leaves the clients alone here.
-	noQ := nemesisRun(30 * time.Second)
+	noQ := nemesisRun(45 * time.Second)
 	noQ.Expect = Expect{Overlaps: Positive}
 	register(&fault{
 		name:         "nemesis-no-quarantine",
@@ -44,7 +44,7 @@ func init() {
 		noQuarantine: true,
 		runs:         map[string][]Scenario{"quick": {noQ}},
 		worker:       nemesisWorker,
-		script:       nemesis,
+		script:       nemesisWith(restartHeavy),
 		judge:        judgeNemesis,
 	})
 }
@@ -155,31 +155,35 @@ func nemesisWorker(w int, cfg *WorkerConfig) {
 	nemesisClients[w%len(nemesisClients)].apply(ttl, cfg)
 }
 
-// nemesis runs a seeded schedule of faults until the workers are done.
+// nemesisWith returns a script that runs a seeded schedule of the given
+// kinds of fault until the workers are done.
 // Most of the time at most two nodes are impaired (a restarted node counts
 // until its quarantine is over), so the lock stays available; now and then
 // three nodes restart empty at once, and nothing may be granted until
 // their quarantine ends.
-func nemesis(ctx context.Context, e *env) error {
-	if err := e.crew.warm(ctx, 1); err != nil {
-		return err
-	}
-	e.log.mark(true)
-	n := &nemesisState{e: e, start: time.Now(), busy: make([]time.Time, e.cluster.lockN),
-		quarantine: quarantineFor(e.sc.TTL)}
-	defer n.wg.Wait()
-	for ctx.Err() == nil {
-		if sleep(ctx, time.Duration(150+e.rng.IntN(350))*time.Millisecond) != nil {
-			return nil
+func nemesisWith(kinds []nemesisKind) func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *env) error {
+		if err := e.crew.warm(ctx, 1); err != nil {
+			return err
 		}
-		n.step(ctx)
+		e.log.mark(true)
+		n := &nemesisState{e: e, kinds: kinds, start: time.Now(), busy: make([]time.Time, e.cluster.lockN),
+			quarantine: quarantineFor(e.sc.TTL)}
+		defer n.wg.Wait()
+		for ctx.Err() == nil {
+			if sleep(ctx, time.Duration(150+e.rng.IntN(350))*time.Millisecond) != nil {
+				return nil
+			}
+			n.step(ctx)
+		}
+		return nil
 	}
-	return nil
 }
 
 // nemesisState is the state of one nemesis schedule.
 type nemesisState struct {
 	e          *env
+	kinds      []nemesisKind
 	start      time.Time
 	quarantine time.Duration
 	wg         sync.WaitGroup
@@ -188,13 +192,23 @@ type nemesisState struct {
 	busy []time.Time // per node: impaired until
 }
 
-// The kinds of fault the nemesis injects, with their weights.
-var nemesisKinds = []struct {
+// nemesisKind is a kind of fault the nemesis injects, with its weight.
+type nemesisKind struct {
 	kind   string
 	weight int
-}{
+}
+
+// nemesisKinds are the nemesis's faults and their weights.
+var nemesisKinds = []nemesisKind{
 	{"restart-empty", 3}, {"restart-down", 1}, {"rolling-restart", 1}, {"restart-3", 2},
 	{"pause", 2}, {"partition", 2}, {"slow", 2}, {"worker-freeze", 1},
+}
+
+// restartHeavy is the no-quarantine twin's mix: mostly three nodes
+// restarted at once, each a chance to grant a lease the nodes forgot, so
+// that a short run shows the double grants reliably.
+var restartHeavy = []nemesisKind{
+	{"restart-empty", 1}, {"restart-3", 8}, {"pause", 1}, {"partition", 1}, {"slow", 1}, {"worker-freeze", 1},
 }
 
 // note logs one step with its time since the schedule began and its
@@ -243,17 +257,17 @@ func (n *nemesisState) workers() []int {
 // pick draws a kind by weight.
 func (n *nemesisState) pick() string {
 	total := 0
-	for _, k := range nemesisKinds {
+	for _, k := range n.kinds {
 		total += k.weight
 	}
 	r := n.e.rng.IntN(total)
-	for _, k := range nemesisKinds {
+	for _, k := range n.kinds {
 		if r < k.weight {
 			return k.kind
 		}
 		r -= k.weight
 	}
-	return nemesisKinds[0].kind
+	return n.kinds[0].kind
 }
 
 // restart kills node i with SIGKILL and starts it again without its data,
