@@ -175,7 +175,8 @@ func (a *attempt) tally(timedOut bool) {
 			a.unadmitted = append(a.unadmitted, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
 		case r.Val.status == stMismatch:
-			ce := &ConfigError{Node: r.Node, Addr: c.nodes[r.Node].name, Deployment: r.Val.marker, Client: c.settings}
+			ce := c.mismatch(r.Node, r.Val.marker, false)
+			c.admit.conflicted(ce)
 			if a.mismatch == nil {
 				a.mismatch = ce
 			}

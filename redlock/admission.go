@@ -60,7 +60,13 @@ type admission struct {
 	running []bool   // a background admission loop is active for node i
 	logged  []string // pending id last logged per node (to log a quarantine once)
 	seen    []atomic.Bool
-	ctx     context.Context
+	// conflict is the first node found admitted under other settings than
+	// this client's. From then on the client starts no quarantine: its
+	// settings are evidently not the deployment's (a deployment that
+	// changes them needs Bootstrap), and a pending mark with its settings
+	// would stand in the way of the deployment's own clients.
+	conflict atomic.Pointer[ConfigError]
+	ctx      context.Context
 	cancel  context.CancelFunc
 }
 
@@ -71,6 +77,9 @@ func newAdmission(c *Client) *admission {
 }
 
 func (a *admission) stop() { a.cancel() }
+
+// conflicted records that a node was admitted under other settings.
+func (a *admission) conflicted(e *ConfigError) { a.conflict.CompareAndSwap(nil, e) }
 
 // saw records that node i answered as an admitted node.
 func (a *admission) saw(i int) {
@@ -203,6 +212,9 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	c := a.c
 	nd := c.nodes[i]
 	set := c.set
+	if e := a.conflict.Load(); e != nil {
+		return false, 0, e
+	}
 	replace := "0"
 	if a.seenPeer(i) {
 		replace = "1"
@@ -218,7 +230,9 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	}
 	if marker != "" {
 		if marker != c.settings {
-			return false, 0, c.mismatch(i, marker, false)
+			e := c.mismatch(i, marker, false)
+			a.conflicted(e)
+			return false, 0, e
 		}
 		a.seen[i].Store(true)
 		return true, 0, nil
@@ -276,7 +290,7 @@ func parsePending(res []any) (p pending, marker string, err error) {
 	return p, "", nil
 }
 
-func (c *Client) mismatch(i int, theirs string, pending bool) error {
+func (c *Client) mismatch(i int, theirs string, pending bool) *ConfigError {
 	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.settings, Pending: pending}
 }
 

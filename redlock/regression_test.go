@@ -780,3 +780,45 @@ func TestRegressionOtherSettingsCannotTakeOverAWipedMajority(t *testing.T) {
 	require.NoError(t, err, "the deployment's own clients could not re-admit the wiped nodes")
 	require.NoError(t, l.Release(ctx))
 }
+
+// Found by the nemesis: a client with other settings than the deployment's
+// (refused with a ConfigError on the admitted nodes) started the
+// quarantine of nodes that restarted empty under its own settings, and
+// the deployment's own clients that had no admitted node in sight were
+// then refused on those nodes ("is being admitted with ...") until the
+// marks expired. A client that has met a node admitted under other
+// settings starts no quarantine.
+func TestRegressionMisconfiguredClientStartsNoQuarantine(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	const maxTTL = 300 * time.Millisecond
+	a := rc.client(t, nil, nil, WithMaxTTL(maxTTL), WithNodeTimeout(200*time.Millisecond))
+	require.NoError(t, a.Bootstrap(ctx))
+	b := rc.client(t, nil, nil, WithMaxTTL(2*maxTTL), WithNodeTimeout(200*time.Millisecond))
+	_, err := b.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	for i := range 5 {
+		rc.restartEmpty(t, i)
+	}
+	_, err = b.TryLock(ctx, "k", maxTTL)
+	require.Error(t, err)
+	time.Sleep(100 * time.Millisecond) // background admissions, if any, write their marks
+	for i := range 5 {
+		sett, err := rc.raw[i].HGet(ctx, pendingKey, "settings").Result()
+		if err == nil {
+			require.NotEqual(t, b.settings, sett, "node %d: the misconfigured client started its quarantine", i)
+		}
+	}
+	fresh := rc.client(t, nil, nil, WithMaxTTL(maxTTL), WithNodeTimeout(200*time.Millisecond))
+	_, err = fresh.TryLock(ctx, "k", maxTTL)
+	require.NotErrorIs(t, err, ErrConfigMismatch, "a client with the deployment's settings was refused")
+	require.Eventually(t, func() bool {
+		l, err := fresh.TryLock(ctx, "k", maxTTL)
+		if err != nil {
+			require.NotErrorIs(t, err, ErrConfigMismatch)
+			return false
+		}
+		require.NoError(t, l.Release(ctx))
+		return true
+	}, 5*time.Second, 50*time.Millisecond, "the deployment's client never got the lock after the quarantine")
+}
