@@ -67,7 +67,7 @@ type admission struct {
 	// would stand in the way of the deployment's own clients.
 	conflict atomic.Pointer[ConfigError]
 	ctx      context.Context
-	cancel  context.CancelFunc
+	cancel   context.CancelFunc
 }
 
 func newAdmission(c *Client) *admission {
