@@ -81,10 +81,16 @@ func (a *admission) stop() { a.cancel() }
 // conflicted records that a node was admitted under other settings.
 func (a *admission) conflicted(e *ConfigError) { a.conflict.CompareAndSwap(nil, e) }
 
-// saw records that node i answered as an admitted node.
+// saw records that node i answered as a node admitted with this client's
+// settings: evidence that they are the deployment's, which also clears an
+// earlier conflict (the deployment was bootstrapped again, say), so that a
+// client does not stop starting quarantines for good.
 func (a *admission) saw(i int) {
 	if !a.seen[i].Load() {
 		a.seen[i].Store(true)
+	}
+	if a.conflict.Load() != nil {
+		a.conflict.Store(nil)
 	}
 }
 

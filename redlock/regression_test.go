@@ -822,3 +822,33 @@ func TestRegressionMisconfiguredClientStartsNoQuarantine(t *testing.T) {
 		return true
 	}, 5*time.Second, 50*time.Millisecond, "the deployment's client never got the lock after the quarantine")
 }
+
+// The conflict that stops a client from starting quarantines is not for
+// good: once the deployment is bootstrapped again with the client's
+// settings, the client starts the quarantine of a node that restarted
+// empty, as any client of the deployment does.
+func TestRegressionConflictEndsWhenTheDeploymentMatches(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	const maxTTL = 300 * time.Millisecond
+	opt := WithNodeTimeout(200 * time.Millisecond)
+	a := rc.client(t, nil, nil, WithMaxTTL(maxTTL), opt)
+	require.NoError(t, a.Bootstrap(ctx))
+	b := rc.client(t, nil, nil, WithMaxTTL(2*maxTTL), opt)
+	_, err := b.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	for i := range 5 {
+		rc.restartEmpty(t, i)
+	}
+	fresh := rc.client(t, nil, nil, WithMaxTTL(2*maxTTL), opt)
+	require.NoError(t, fresh.Bootstrap(ctx)) // the operator moves the deployment to b's settings
+	l, err := b.TryLock(ctx, "k", maxTTL)
+	require.NoError(t, err, "b still refuses after the deployment took its settings")
+	require.NoError(t, l.Release(ctx))
+	rc.restartEmpty(t, 0)
+	_, _ = b.TryLock(ctx, "k", maxTTL) // finds node 0 without its marker
+	require.Eventually(t, func() bool {
+		sett, err := rc.raw[0].HGet(ctx, pendingKey, "settings").Result()
+		return err == nil && sett == b.settings || rc.admittedOn(t, 0)
+	}, 3*time.Second, 20*time.Millisecond, "b started no quarantine on the restarted node")
+}
