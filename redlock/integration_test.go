@@ -536,3 +536,35 @@ func TestIntegrationLockThatGivesUpLeavesTheLine(t *testing.T) {
 		return true
 	}, 2*time.Second, 5*time.Millisecond, "the Lock that gave up is still in the key's line")
 }
+
+// A waiter that crashed stays in the key's line (nothing took it out).
+// The next release names it and reserves the key for it, but only once
+// and only for the reservation's length: the key frees for the others,
+// and the ghost is out of the line afterwards.
+func TestIntegrationAWaiterThatCrashedHoldsTheKeyUpOnce(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.client(t)
+	b := cl.client(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := a.Lock(ctx, key, 2*time.Second)
+	require.NoError(t, err)
+	for _, rc := range cl.clients {
+		require.NoError(t, rc.ZAdd(ctx, "quorumlock:queue:"+key, redis.Z{Score: 1, Member: "ghost"}).Err())
+	}
+	require.NoError(t, l.Release(ctx))
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		l, err := b.TryLock(ctx, key, 2*time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Release(ctx))
+		return true
+	}, 2*time.Second, 5*time.Millisecond, "the key stayed reserved for a waiter that is gone")
+	t.Logf("free for others %v after the release that named the ghost", time.Since(start))
+	for i, rc := range cl.clients {
+		_, err := rc.ZScore(ctx, "quorumlock:queue:"+key, "ghost").Result()
+		require.ErrorIs(t, err, redis.Nil, "node %d: the ghost is still in line", i)
+	}
+}
