@@ -9,7 +9,7 @@ import (
 // holder and one challenger so that the fault lands inside a live lease:
 // the holder (worker 0) takes the lock and stops at its "locked" gate;
 // the fault strikes; the holder reads and stops at "read"; then the
-// challenger (worker 1) tries, for a third of the TTL. A challenger that
+// challenger (worker 1) tries, for half the TTL. A challenger that
 // got in finishes a section, and the holder's write then rests on a stale
 // read. A grant is therefore not luck, and the unsafe runs fail every
 // time.
@@ -58,7 +58,7 @@ func doubleGrant(strike func(ctx context.Context, e *env) (after func(), err err
 		if err := w.answer(); err != nil {
 			return err
 		}
-		got := w.waitDone(ctx, 1, e.sc.TTL/3)
+		got := w.waitDone(ctx, 1, e.sc.TTL/2)
 		e.log.note("challenger finished a section while the holder's lease was valid: %v", got)
 		e.log.mark(false)
 		return h.answer()
