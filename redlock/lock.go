@@ -21,7 +21,13 @@ import (
 // gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
 // quorumlock's namespace ("quorumlock:..."), a ttl not above its drift or
 // above the max ttl, or a closed Client is an error that touches no node.
-// Safe for concurrent use.
+// TryLock never joins the key's line on the nodes: for a short while after
+// a release (the hand-off reservation, see Lock) the key is kept for the
+// Lock calls the release named, and TryLock is refused with ReasonHeld
+// (per node: "free, but other Lock calls are waiting in line first"). A
+// caller that polls with TryLock therefore yields to Lock callers and,
+// under steady contention from them, can keep losing; use Lock to wait in
+// line. Safe for concurrent use.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
