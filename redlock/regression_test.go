@@ -882,3 +882,46 @@ func TestResidualCaseFullWipeKeepsTokensIncreasing(t *testing.T) {
 		"after a full wipe the new holder's token must still be above the old holder's")
 	require.NoError(t, lb.Release(ctx))
 }
+
+// A client that met a node admitted under other settings keeps starting no
+// quarantine after every node is wiped: with nothing left on the nodes it
+// cannot tell its settings from the deployment's, so it waits (and its
+// ConfigError names the settings it last saw). It is not stuck for good:
+// once a client that has met no conflict re-admits the nodes under the
+// same settings, the first node that answers admitted ends the conflict,
+// without a Bootstrap.
+func TestRegressionConflictEndsWhenAPeerReadmitsUnderItsSettings(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	const maxTTL = 300 * time.Millisecond
+	opt := WithNodeTimeout(200 * time.Millisecond)
+	other := rc.client(t, nil, nil, WithMaxTTL(2*maxTTL), opt)
+	require.NoError(t, other.Bootstrap(ctx))
+	a := rc.client(t, nil, nil, WithMaxTTL(maxTTL), opt)
+	_, err := a.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	for i := range 5 {
+		rc.restartEmpty(t, i)
+	}
+	_, err = a.TryLock(ctx, "k", maxTTL)
+	require.ErrorIs(t, err, ErrConfigMismatch, "after a full wipe the conflicted client must still wait")
+	for i := range 5 {
+		_, err := rc.raw[i].HGet(ctx, pendingKey, "settings").Result()
+		require.ErrorIs(t, err, redis.Nil, "node %d: the conflicted client started a quarantine", i)
+	}
+	peer := rc.client(t, nil, nil, WithMaxTTL(maxTTL), opt)
+	lctx, cancel := context.WithTimeout(ctx, 20*maxTTL)
+	defer cancel()
+	l, err := peer.Lock(lctx, "k", maxTTL)
+	require.NoError(t, err, "a client without a conflict could not admit the wiped nodes")
+	require.NoError(t, l.Release(ctx))
+	l, err = a.Lock(lctx, "k", maxTTL)
+	require.NoError(t, err, "a was not granted on nodes admitted under its settings")
+	require.NoError(t, l.Release(ctx))
+	rc.restartEmpty(t, 0)
+	_, _ = a.TryLock(ctx, "k", maxTTL) // finds node 0 without its marker
+	require.Eventually(t, func() bool {
+		sett, err := rc.raw[0].HGet(ctx, pendingKey, "settings").Result()
+		return err == nil && sett == a.settings || rc.admittedOn(t, 0)
+	}, 3*time.Second, 20*time.Millisecond, "the conflict did not end: a started no quarantine on the restarted node")
+}
