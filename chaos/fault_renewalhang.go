@@ -38,8 +38,8 @@ var hangGates = gated([]Gate{GateLocked, GateRead}, []Gate{GateStart})
 // leases, and the others blocked past one TTL (renewal kept the hung
 // holder's lease) but not much past the hold cap plus one TTL. The block
 // counts from the holder's grant, as the hold cap does: counted from when
-// the others start, it lost the time the holder took to read (about 50 ms
-// at a load average of 19, and the run then failed with 550 ms). The
+// the others start, it lost the time the holder took to read, which grows
+// with load (at a load average of 19 a run failed with 550 ms). The
 // upper bound leaves 500 ms for the others' first section after the
 // lease ended (up to 1,107 ms from the grant were seen at a load of 24).
 func hang(e Expect) Expect {
