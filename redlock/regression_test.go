@@ -850,12 +850,7 @@ func TestRegressionConflictEndsWhenTheDeploymentMatches(t *testing.T) {
 	l, err := b.TryLock(ctx, "k", maxTTL)
 	require.NoError(t, err, "b still refuses after the deployment took its settings")
 	require.NoError(t, l.Release(ctx))
-	rc.restartEmpty(t, 0)
-	_, _ = b.TryLock(ctx, "k", maxTTL) // finds node 0 without its marker
-	require.Eventually(t, func() bool {
-		sett, err := rc.raw[0].HGet(ctx, pendingKey, "settings").Result()
-		return err == nil && sett == b.settings || rc.admittedOn(t, 0)
-	}, 3*time.Second, 20*time.Millisecond, "b started no quarantine on the restarted node")
+	rc.requireStartsQuarantine(t, b, "b started no quarantine on the restarted node")
 }
 
 // The residual case (docs/fencing.md): when every node loses its data
@@ -923,10 +918,19 @@ func TestRegressionConflictEndsWhenAPeerReadmitsUnderItsSettings(t *testing.T) {
 	l, err = a.Lock(lctx, "k", maxTTL)
 	require.NoError(t, err, "a was not granted on nodes admitted under its settings")
 	require.NoError(t, l.Release(ctx))
+	rc.requireStartsQuarantine(t, a, "the conflict did not end: a started no quarantine on the restarted node")
+}
+
+// requireStartsQuarantine restarts node 0 empty and requires that c, on
+// its next attempt, starts the node's quarantine under its own settings
+// (or has already admitted it).
+func (rc *realCluster) requireStartsQuarantine(t *testing.T, c *Client, msg string) {
+	t.Helper()
+	ctx := context.Background()
 	rc.restartEmpty(t, 0)
-	_, _ = a.TryLock(ctx, "k", maxTTL) // finds node 0 without its marker
+	_, _ = c.TryLock(ctx, "k", c.cfg.maxTTL) // finds node 0 without its marker
 	require.Eventually(t, func() bool {
 		sett, err := rc.raw[0].HGet(ctx, pendingKey, "settings").Result()
-		return err == nil && sett == a.settings || rc.admittedOn(t, 0)
-	}, 3*time.Second, 20*time.Millisecond, "the conflict did not end: a started no quarantine on the restarted node")
+		return err == nil && sett == c.settings || rc.admittedOn(t, 0)
+	}, 3*time.Second, 20*time.Millisecond, msg)
 }
