@@ -337,7 +337,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 		}},
-	{name: "acquire/waiters that stopped trying leave the line", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a stale waiter keeps no newcomer out", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
@@ -345,8 +345,24 @@ var contractCases = []contractCase{
 		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err), "a stale waiter kept a newcomer out")
+			requireKey(t, n, ctKey, ctValue)
+		}},
+	{name: "acquire/joining the line drops the waiters that stopped trying", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "theirs", 3*time.Second)
+			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+			n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)-10)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
 			_, in := n.zscore(t, queueKey(ctKey), "stale")
-			require.False(t, in)
+			require.False(t, in, "the stale waiter is still in line")
+			for _, w := range []string{"w0", "w1"} {
+				_, in := n.zscore(t, queueKey(ctKey), w)
+				require.True(t, in, "%s is not in line", w)
+			}
 		}},
 
 	// release.lua
@@ -374,6 +390,37 @@ var contractCases = []contractCase{
 			}
 			_, in = n.zscore(t, queueKey(ctKey), "w3")
 			require.True(t, in)
+		}},
+	{name: "release/names no waiter that stopped trying", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			n.zadd(t, queueKey(ctKey), "stale1", now-2*ctLineMs*1000)
+			n.zadd(t, queueKey(ctKey), "stale2", now-2*ctLineMs*1000+1)
+			n.zadd(t, queueKey(ctKey), "w1", now)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, namedKey(ctKey), "w1")
+			for _, w := range []string{"stale1", "stale2"} {
+				_, in := n.zscore(t, queueKey(ctKey), w)
+				require.False(t, in, "%s is still in line", w)
+			}
+		}},
+	{name: "release/a line of stale waiters names nobody", script: releaseScript, keys: ctRelKeys,
+		published: []string{""},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, namedKey(ctKey))
 		}},
 	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, 3*time.Second) },

@@ -125,6 +125,17 @@ func (f *fakeNode) zrem(key, member string) {
 	}
 }
 
+// zprune drops the members of a line whose place is more than lineMs
+// old (ZREMRANGEBYSCORE -inf now-lineMs).
+func (f *fakeNode) zprune(key string, lineMs int64) {
+	now := f.nowUs()
+	for m, score := range f.zset(key, false) {
+		if score <= now-lineMs*1000 {
+			f.zrem(key, m)
+		}
+	}
+}
+
 // zfirst returns up to n members in score order (then by member).
 func (f *fakeNode) zfirst(key string, n int) []string {
 	z := f.zset(key, false)
@@ -258,20 +269,13 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		id := a[4]
 		join := func() {
 			if id != "" {
+				f.zprune(k[4], atoi(a[5]))
 				f.zadd(k[4], id, atoi(a[6]), atoi(a[5]))
 			}
 		}
 		if named, ok := f.get(k[5]); ok && (id == "" || !slices.Contains(strings.Fields(named), id)) {
 			join()
 			return []any{int64(-4), f.pttl(k[5])}, nil
-		}
-		if id != "" {
-			now := f.nowUs()
-			for m, score := range f.zset(k[4], false) {
-				if score <= now-atoi(a[5])*1000 {
-					f.zrem(k[4], m)
-				}
-			}
 		}
 		st, pttl := int64(1), int64(0)
 		if v, ok := f.get(k[0]); ok {
@@ -319,6 +323,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		if v, ok := f.get(k[0]); ok && v == a[0] {
 			f.del(k[0])
+			f.zprune(k[2], atoi(a[6]))
 			first := f.zfirst(k[2], 2)
 			next := strings.Join(first, " ")
 			if next != "" {

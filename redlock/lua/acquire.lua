@@ -8,7 +8,8 @@
 -- admission check: WithoutRestartQuarantine),
 -- ARGV[4] '1' to return the fence value and the server time,
 -- ARGV[5] the waiter id of a Lock call ('' for TryLock: no line),
--- ARGV[6] how long (ms) a waiter stays in line without trying again,
+-- ARGV[6] how long (ms) a Lock call stays in line: older places are
+-- dropped when someone joins or a release names the first in line,
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order
 -- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
@@ -21,8 +22,11 @@
 --   reservation's pttl is returned); a Lock joins the line.
 -- The line only decides who tries first; it never grants anything: the
 -- key is still taken only by SET NX, on a majority.
+-- The three control keys are read in one MGET: the script is atomic, so
+-- this is the same as reading each where it is checked.
+local ctl = redis.call('MGET', KEYS[3], KEYS[4], KEYS[6])
 if ARGV[3] ~= '' then
-  local m = redis.call('GET', KEYS[3])
+  local m = ctl[1]
   if not m then
     return {-1, 0}
   end
@@ -30,25 +34,27 @@ if ARGV[3] ~= '' then
     return {-2, 0, m}
   end
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if ctl[2] then
   return {-3, 0}
 end
 local id = ARGV[5]
+-- Joining the line first drops the waiters whose Lock call began more
+-- than ARGV[6] ms ago (a live one joins again, in its place, when its
+-- next attempt fails); a grant touches the line only to take itself out,
+-- so the uncontended path pays for no line upkeep.
 local function join()
   if id ~= '' then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[6]) * 1000)
     redis.call('ZADD', KEYS[5], 'NX', ARGV[7], id)
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
   end
 end
-local named = redis.call('GET', KEYS[6])
+local named = ctl[3]
 if named and (id == '' or not string.find(' ' .. named .. ' ', ' ' .. id .. ' ', 1, true)) then
   join()
   return {-4, redis.call('PTTL', KEYS[6])}
-end
-if id ~= '' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[6]) * 1000)
 end
 local status, pttl = 1, 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -61,7 +67,9 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- attempt's cleanup skips the nodes that answered 0)
 end
 if status == 1 then
-  redis.call('DEL', KEYS[6])
+  if named then
+    redis.call('DEL', KEYS[6])
+  end
   if id ~= '' then
     redis.call('ZREM', KEYS[5], id)
   end

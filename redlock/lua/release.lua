@@ -21,7 +21,11 @@
 -- the call out of the line on the nodes that granted, and it goes back in
 -- its old place there, so a split attempt does not send the call to the
 -- back of the line (nor name, below, whoever is behind it in its stead);
--- ARGV[7] how long (ms) the line is kept
+-- ARGV[7] how long (ms) the line is kept, and how long a Lock call
+-- stays in it (see acquire.lua)
+-- The lock key and the reservation are read in one MGET: nothing below
+-- writes the lock key before it is compared, and the script is atomic.
+local cur = redis.call('MGET', KEYS[1], KEYS[4])
 if ARGV[4] ~= '' then
   if ARGV[6] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', ARGV[6], ARGV[4])
@@ -29,7 +33,7 @@ if ARGV[4] ~= '' then
   else
     redis.call('ZREM', KEYS[3], ARGV[4])
     -- nor does a reservation keep the key for a call that has left
-    local named = redis.call('GET', KEYS[4])
+    local named = cur[2]
     if named and string.find(' ' .. named .. ' ', ' ' .. ARGV[4] .. ' ', 1, true) then
       local rest = {}
       for w in string.gmatch(named, '%S+') do
@@ -46,9 +50,18 @@ if ARGV[4] ~= '' then
     end
   end
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if cur[1] == ARGV[1] then
   redis.call('DEL', KEYS[1])
   local first = redis.call('ZRANGE', KEYS[3], 0, 1)
+  if #first > 0 then
+    -- name nobody whose Lock call began more than ARGV[7] ms ago (a live
+    -- one joins again, in its place, when its next attempt fails)
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[7]) * 1000) > 0 then
+      first = redis.call('ZRANGE', KEYS[3], 0, 1)
+    end
+  end
   local next = table.concat(first, ' ')
   if next ~= '' then
     redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
