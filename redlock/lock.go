@@ -115,6 +115,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		}
 		if pass != nil {
 			since = time.Now()
+			if wake != nil {
+				c.wake.attempting(wake)
+			}
 			last = c.tryAdmitting(ctx, key, ttl, waiter, place)
 			inLine = true
 			if last.err == nil {

@@ -169,11 +169,14 @@ func (w *waker) notify(key, names string) {
 	if len(set) == 0 {
 		return
 	}
+	// The newest notice replaces one still unread: it says where the
+	// waiter stands now (first, second or anyone).
 	send := func(ch chan int, pos int) {
 		select {
-		case ch <- pos:
+		case <-ch:
 		default:
 		}
+		ch <- pos
 	}
 	if names == "" {
 		for _, ch := range set {
@@ -187,6 +190,19 @@ func (w *waker) notify(key, names string) {
 			send(ch, pos)
 		}
 		pos++
+	}
+}
+
+// attempting drains a waiter's wake-up when one of its attempts begins: a
+// notice that came before is answered by the attempt, which reaches each
+// node after the release that sent it, and waking for it again afterwards
+// would only send an attempt to a key that has a new holder by then.
+func (w *waker) attempting(ch chan int) {
+	w.mu.Lock() // notify replaces under w.mu: no notice is lost between the two
+	defer w.mu.Unlock()
+	select {
+	case <-ch:
+	default:
 	}
 }
 

@@ -86,3 +86,65 @@ func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 	require.Eventually(t, func() bool { return !subscribed() }, linger+3*time.Second, 50*time.Millisecond,
 		"the key stayed subscribed past linger")
 }
+
+// A waiter that has not read its wake-up yet gets the newest notice's
+// position, not the first one's: a release that names it first after an
+// older one named it second must not leave it waiting a round trip or two
+// as the second in line, while the reservation for it runs. And a notice
+// that came before an attempt began is answered by that attempt.
+func TestWakerKeepsTheNewestNotice(t *testing.T) {
+	c, _ := newFake(t, 5)
+	w := c.wake
+	ch, unregister, _ := w.register("k", "w", time.Now())
+	defer unregister()
+	w.notify("k", "other w")
+	w.notify("k", "w other")
+	requireWake(t, ch, wakeFirst)
+
+	w.notify("k", "w other")
+	w.attempting(ch)
+	select {
+	case pos := <-ch:
+		t.Fatalf("a notice from before the attempt began woke the waiter after it (position %d)", pos)
+	default:
+	}
+}
+
+// The same through real redis-server Pub/Sub: two notices published on a
+// node in a row reach the waiter as the newer one.
+func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	c, err := New(ucs)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	key := testenv.Key(t)
+	w := c.wake
+	ch, unregister, _ := w.register(key, "w", time.Now())
+	defer unregister()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.waiters[key].liveSince.IsZero()
+	}, 5*time.Second, 10*time.Millisecond, "the subscription was never confirmed by a majority")
+
+	ctx := context.Background()
+	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "other w").Err())
+	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "w other").Err())
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.waiters[key].lastNames == "w other"
+	}, 5*time.Second, 5*time.Millisecond, "the second notice never arrived")
+	requireWake(t, ch, wakeFirst)
+}
+
+func requireWake(t *testing.T, ch chan int, want int) {
+	t.Helper()
+	select {
+	case pos := <-ch:
+		require.Equal(t, want, pos, "the waiter was woken with an older notice's position")
+	default:
+		t.Fatal("the waiter was not woken")
+	}
+}
