@@ -195,3 +195,36 @@ func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
 	r.Cancel()
 	r.Wait()
 }
+
+// StartOwned hands the calls the caller's own context, Cancel cancels it,
+// and Wait cancels it once every call has returned.
+func TestStartOwnedUsesTheCallersContext(t *testing.T) {
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "mine"))
+	cancelled := 0
+	r := StartOwned(ctx, func() { cancelled++; cancel() }, 3, func(ctx context.Context, i int) (int, error) {
+		if ctx.Value(key{}) != "mine" {
+			return 0, errors.New("not the caller's context")
+		}
+		if i == 2 {
+			<-ctx.Done() // a straggler, ended by Cancel
+			return 0, ctx.Err()
+		}
+		return i, nil
+	})
+	got := r.Await(context.Background(), 2, func(rep Reply[int]) bool { return rep.Err == nil })
+	if len(got) != 2 {
+		t.Fatalf("Await returned %d replies, want 2: %v", len(got), got)
+	}
+	r.Cancel()
+	rest := r.Wait()
+	if len(rest) != 1 || !errors.Is(rest[0].Err, context.Canceled) {
+		t.Fatalf("the straggler's reply = %v, want context.Canceled", rest)
+	}
+	if again := r.Wait(); len(again) != 1 {
+		t.Fatalf("a second Wait returned %d replies, want the same 1", len(again))
+	}
+	if cancelled != 2 { // once by Cancel, once by the first Wait
+		t.Fatalf("cancel called %d times, want 2", cancelled)
+	}
+}

@@ -15,13 +15,13 @@ type Reply[T any] struct {
 // Round is one request sent to n nodes at once. Create it with Start. Await
 // and Wait may be called from one goroutine at a time; Cancel from any.
 type Round[T any] struct {
-	n       int
-	ch      chan Reply[T]
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	got     int // replies handed out by Await so far
-	waitOne sync.Once
-	rest    []Reply[T]
+	n      int
+	ch     chan Reply[T]
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	got    int  // replies handed out by Await so far
+	waited bool // Wait has collected the rest
+	rest   []Reply[T]
 }
 
 // Start calls call(ctx, i) for every node i in [0, n), each in its own
@@ -29,6 +29,15 @@ type Round[T any] struct {
 // ctx and is cancelled by Cancel. A panic in call is not recovered.
 func Start[T any](ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
 	cctx, cancel := context.WithCancel(ctx)
+	return StartOwned(cctx, cancel, n, call)
+}
+
+// StartOwned is Start for a caller that already derived a context for this
+// round alone: the calls get ctx itself, and cancel is what Cancel calls
+// (and Wait, once every call has returned). It saves Start's derived
+// context, which a hot path pays for in allocations.
+func StartOwned[T any](ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+	cctx := ctx
 	r := &Round[T]{n: n, ch: make(chan Reply[T], n), cancel: cancel}
 	r.wg.Add(n)
 	for i := range n {
@@ -59,11 +68,19 @@ func (r *Round[T]) Await(ctx context.Context, need int, ok func(Reply[T]) bool) 
 // A nil discount discounts nothing.
 func (r *Round[T]) AwaitDiscounting(ctx context.Context, need int, ok func(Reply[T]) bool, discount func(node int) bool) []Reply[T] {
 	var out []Reply[T]
+	if r.got < r.n {
+		out = make([]Reply[T], 0, r.n-r.got) // one allocation, not one per doubling
+	}
 	good, bad := 0, 0
 	written := 0 // discounted nodes that have not answered yet
+	var small [16]bool
 	var answered []bool
 	if discount != nil {
-		answered = make([]bool, r.n)
+		if r.n <= len(small) {
+			answered = small[:r.n] // stays on the stack
+		} else {
+			answered = make([]bool, r.n)
+		}
 		for i := range r.n {
 			if discount(i) {
 				written++
@@ -100,12 +117,13 @@ func (r *Round[T]) Cancel() { r.cancel() }
 // Await did not hand out, in arrival order. It does not cancel anything by
 // itself. Calling it more than once returns the same replies.
 func (r *Round[T]) Wait() []Reply[T] {
-	r.waitOne.Do(func() {
+	if !r.waited { // Wait is never called concurrently (see Round)
+		r.waited = true
 		for ; r.got < r.n; r.got++ {
 			r.rest = append(r.rest, <-r.ch)
 		}
 		r.wg.Wait()
 		r.cancel() // release the derived context's resources
-	})
+	}
 	return r.rest
 }
