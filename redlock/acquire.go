@@ -98,7 +98,7 @@ type attempt struct {
 func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
 	// Box what several calls share once (see prepare).
-	k, v, t, w, at := any(key), any(a.value), any(ttl.Milliseconds()), any(waiter), any(place)
+	k, v, t, w, at := any(key), any(a.value), boxMs(&c.ttlBox, ttl.Milliseconds()), any(waiter), any(place)
 	q, named, tomb := any(queueKey(key)), any(namedKey(key)), any(tombKey(a.value))
 	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
 	if c.cfg.fencing {
@@ -119,7 +119,7 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 // call out of the line (see release.lua).
 func (a *attempt) release(back any) *prepared {
 	return prepare(releaseScript, a.relKeys[:], a.relV, releaseChannel(a.key), a.relT, a.relW,
-		a.c.handoffWindow(a.ttl).Milliseconds(), back, a.c.lineMs)
+		boxMs(&a.c.windowBox, a.c.handoffWindow(a.ttl).Milliseconds()), back, a.c.lineMs)
 }
 
 // send starts the round. Its calls are bounded by the node timeout but not
@@ -130,7 +130,7 @@ func (a *attempt) release(back any) *prepared {
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
-	a.round = quorum.Start(rctx, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
+	a.round = quorum.StartOwned(rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
 		res, err := a.c.run(ctx, i, a.acq).Slice()
 		a.c.observe(i, err)
 		if err != nil {

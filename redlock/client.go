@@ -43,6 +43,10 @@ type Client struct {
 
 	roundNs atomic.Int64 // a moving average of acquire rounds, for handoffWindow
 
+	// The last ttl and reservation length sent, boxed: callers mostly use
+	// one ttl, and boxing an int64 for every call is an allocation each.
+	ttlBox, windowBox atomic.Pointer[boxedMs]
+
 	mu      sync.Mutex
 	closed  bool
 	closing chan struct{}  // closed by Close: ends Lock's waits
@@ -82,6 +86,23 @@ func (c *Client) sawRound(d time.Duration) {
 		old = int64(d)
 	}
 	c.roundNs.Store((7*old + int64(d)) / 8)
+}
+
+// boxedMs is a millisecond count and the same value boxed for a script
+// argument.
+type boxedMs struct {
+	ms  int64
+	box any
+}
+
+// boxMs returns ms boxed, reusing the box in cache when it holds ms.
+func boxMs(cache *atomic.Pointer[boxedMs], ms int64) any {
+	if b := cache.Load(); b != nil && b.ms == ms {
+		return b.box
+	}
+	b := &boxedMs{ms: ms, box: ms}
+	cache.Store(b)
+	return b.box
 }
 
 // handoffWindow is how long a release reserves the key for the waiters it

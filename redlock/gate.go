@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,40 @@ type gate struct {
 // waitForever makes enter wait for the gate without a time limit.
 const waitForever = time.Duration(1<<63 - 1)
 
+// gatePool keeps idle gates for reuse: an uncontended Lock otherwise
+// allocates a gate and its channel per call, since an idle gate leaves the
+// map. A gate goes back only with refs at 0 and its token in its channel.
+var gatePool = sync.Pool{New: func() any {
+	gt := &gate{free: make(chan struct{}, 1)}
+	gt.free <- struct{}{}
+	return gt
+}}
+
+// gatePass is one call's hold on a gate; leave passes the gate on, once.
+type gatePass struct {
+	g    *gates
+	gt   *gate
+	key  string
+	done atomic.Bool
+}
+
+func (p *gatePass) leave() {
+	if p.done.CompareAndSwap(false, true) {
+		p.gt.free <- struct{}{}
+		p.g.drop(p.key, p.gt)
+	}
+}
+
+// drop ends one call's reference to key's gate.
+func (g *gates) drop(key string, gt *gate) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gt.refs--; gt.refs == 0 {
+		delete(g.m, key)
+		gatePool.Put(gt)
+	}
+}
+
 // enter takes key's gate, waiting for it until it is free, ctx ends,
 // closing is closed, or limit has passed (limit <= 0: do not wait;
 // waitForever: no limit). It returns the function that passes the gate on
@@ -41,51 +76,37 @@ func (g *gates) enter(ctx context.Context, key string, closing <-chan struct{}, 
 	}
 	gt := g.m[key]
 	if gt == nil {
-		gt = &gate{free: make(chan struct{}, 1)}
-		gt.free <- struct{}{}
+		gt = gatePool.Get().(*gate)
 		g.m[key] = gt
 	}
 	gt.refs++
 	g.mu.Unlock()
-	drop := func() {
-		g.mu.Lock()
-		if gt.refs--; gt.refs == 0 {
-			delete(g.m, key)
-		}
-		g.mu.Unlock()
-	}
-	var expired <-chan time.Time
-	switch {
-	case limit <= 0:
-		c := make(chan time.Time)
-		close(c)
-		expired = c
-	case limit < waitForever:
-		t := time.NewTimer(limit)
-		defer t.Stop()
-		expired = t.C
-	}
 	select {
 	case <-gt.free:
 	default:
+		var expired <-chan time.Time
+		switch {
+		case limit <= 0:
+			g.drop(key, gt)
+			return nil, nil
+		case limit < waitForever:
+			t := time.NewTimer(limit)
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-gt.free:
 		case <-ctx.Done():
-			drop()
+			g.drop(key, gt)
 			return nil, ctx.Err()
 		case <-closing:
-			drop()
+			g.drop(key, gt)
 			return nil, ErrClosed
 		case <-expired:
-			drop()
+			g.drop(key, gt)
 			return nil, nil
 		}
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			gt.free <- struct{}{}
-			drop()
-		})
-	}, nil
+	p := &gatePass{g: g, gt: gt, key: key}
+	return p.leave, nil
 }

@@ -182,7 +182,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	round := quorum.Start(dctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	round := quorum.StartOwned(dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		return c.releaseOn(ctx, i, l.rel)
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
