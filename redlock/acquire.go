@@ -119,7 +119,7 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 // call out of the line (see release.lua).
 func (a *attempt) release(back any) *prepared {
 	return prepare(releaseScript, a.relKeys[:], a.relV, releaseChannel(a.key), a.relT, a.relW,
-		boxMs(&a.c.windowBox, a.c.handoffWindow(a.ttl).Milliseconds()), back, a.c.lineMs)
+		boxMs(&a.c.windowBox, a.c.handoffWindow(a.ttl).Milliseconds()), back, a.c.lineMs, wakePrefix)
 }
 
 // send starts the round. Its calls are bounded by the node timeout but not

@@ -73,14 +73,20 @@ func (n fakeContract) ttlOf(_ *testing.T, key string) time.Duration {
 	return time.Duration(p) * time.Millisecond
 }
 func (n fakeContract) nowUs(*testing.T) int64 { return n.f.nowUs() }
-func (n fakeContract) listen(*testing.T, string) func() []string {
+func (n fakeContract) listen(_ *testing.T, channel string) func() []string {
 	n.f.mu.Lock()
 	from := len(n.f.published)
 	n.f.mu.Unlock()
 	return func() []string {
 		n.f.mu.Lock()
 		defer n.f.mu.Unlock()
-		return slices.Clone(n.f.published[from:])
+		var out []string
+		for _, m := range n.f.published[from:] {
+			if m.channel == channel {
+				out = append(out, m.payload)
+			}
+		}
+		return out
 	}
 }
 func (n fakeContract) zscore(_ *testing.T, key, member string) (int64, bool) {
@@ -422,6 +428,44 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, namedKey(ctKey))
 		}},
+	func() contractCase {
+		var heard1, heard2 func() []string
+		return contractCase{name: "release/notices go to the named waiters' Clients, once each, not to the key's channel", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				now := n.nowUs(t)
+				n.zadd(t, queueKey(ctKey), "c1.a", now-30)
+				n.zadd(t, queueKey(ctKey), "c1.b", now-20)
+				n.zadd(t, queueKey(ctKey), "c2.x", now)
+				heard1, heard2 = n.listen(t, wakePrefix+"c1"), n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, namedKey(ctKey), "c1.a c1.b")
+				require.Equal(t, []string{"c1.a c1.b|" + ctKey}, heard1(), "the named waiters' Client")
+				require.Empty(t, heard2(), "a Client nobody named")
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a named waiter of an older client is told on the key's channel", script: releaseScript, keys: ctRelKeys,
+			published: []string{"c1.a w2"},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				now := n.nowUs(t)
+				n.zadd(t, queueKey(ctKey), "c1.a", now-30)
+				n.zadd(t, queueKey(ctKey), "w2", now-20)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, []string{"c1.a w2|" + ctKey}, heard())
+			}}
+	}(),
 	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, 3*time.Second) },
 		args:  fixed(ctValue, 5000, ctSettings, "0", "", ctLineMs, int64(0)),

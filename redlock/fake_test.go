@@ -38,8 +38,8 @@ type fakeNode struct {
 
 	node *node // the client's view of this fake
 
-	extendCalls int64    // extend script calls, guarded by mu
-	published   []string // release messages' payloads, guarded by mu
+	extendCalls int64     // extend script calls, guarded by mu
+	published   []message // release notices, guarded by mu
 
 	failMu  sync.Mutex
 	failing map[string]error // script name -> error it returns
@@ -124,6 +124,9 @@ func (f *fakeNode) zrem(key, member string) {
 		f.del(key)
 	}
 }
+
+// message is one PUBLISH: the channel and the payload.
+type message struct{ channel, payload string }
 
 // zprune drops the members of a line whose place is more than lineMs
 // old (ZREMRANGEBYSCORE -inf now-lineMs).
@@ -326,13 +329,28 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			f.zprune(k[2], atoi(a[6]))
 			first := f.zfirst(k[2], 2)
 			next := strings.Join(first, " ")
-			if next != "" {
-				f.setStr(k[3], next, atoi(a[4]))
-				for _, w := range first {
-					f.zrem(k[2], w)
+			if next == "" {
+				f.published = append(f.published, message{a[1], ""})
+				return int64(1), nil
+			}
+			f.setStr(k[3], next, atoi(a[4]))
+			for _, w := range first {
+				f.zrem(k[2], w)
+			}
+			sent, bare := map[string]bool{}, false
+			for _, w := range first {
+				cid, _, ok := strings.Cut(w, ".")
+				switch {
+				case !ok || cid == "" || len(a) < 8:
+					bare = true
+				case !sent[cid]:
+					sent[cid] = true
+					f.published = append(f.published, message{a[7] + cid, next + "|" + k[0]})
 				}
 			}
-			f.published = append(f.published, next)
+			if bare {
+				f.published = append(f.published, message{a[1], next})
+			}
 			return int64(1), nil
 		}
 		if a[2] != "0" {

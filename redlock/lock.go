@@ -85,7 +85,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	// the first two in line by name instead of every waiter at once. The
 	// place is when the call began, the same on every node, so that every
 	// node orders the line alike and names the same waiters.
-	waiter, place := newValue(), time.Now().UnixMicro()
+	waiter, place := c.wake.id+"."+newValue(), time.Now().UnixMicro()
 	var pass func() // this call's place at the head of the key's local line
 	defer func() {
 		if pass != nil {
@@ -246,7 +246,7 @@ func (c *Client) leaveLine(key, waiter string) {
 	}
 	v := newValue()
 	p := prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
-		v, releaseChannel(key), "0", waiter, "1", "", c.lineMs)
+		v, releaseChannel(key), "0", waiter, "1", "", c.lineMs, wakePrefix)
 	c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 		defer cancel()

@@ -54,6 +54,7 @@ const (
 	queuePrefix    = reservedPrefix + "queue:"   // + lock key: Lock calls waiting for the key, in order
 	namedPrefix    = reservedPrefix + "named:"   // + lock key: the waiters a release named, for a moment
 	channelPrefix  = reservedPrefix + "released:"
+	wakePrefix     = reservedPrefix + "wake:" // + a Client's id: release notices that name its waiters
 )
 
 func fenceKey(key string) string       { return fencePrefix + key }

@@ -14,9 +14,12 @@ import (
 // waker wakes Lock's waiters when a holder releases, so a hand-off costs
 // about one round trip instead of a poll interval. Releases by this Client
 // wake local waiters directly; releases by other processes reach them
-// through Pub/Sub: the release script publishes on the key's channel on
-// every node, and the waker keeps one subscriber connection per node,
-// subscribed to the channels of the keys that have waiters.
+// through Pub/Sub. The waker keeps one subscriber connection per node,
+// subscribed to this Client's own channel and to the channels of the keys
+// that have waiters. A release that names waiters in the key's line sends
+// its notice to the named waiters' Clients only, on their own channels (a
+// waiter id starts with its Client's id); one that names nobody, or names
+// a waiter of an older client, publishes on the key's channel.
 //
 // A missed message only costs a poll: waiters also retry on the retry
 // policy's delay, so Pub/Sub is an optimisation, never needed for safety or
@@ -28,6 +31,11 @@ type waker struct {
 	subs    []*subscriber // per node, nil until first needed
 	idle    int           // keys subscribed with no waiter, kept for a while
 	closed  bool
+	// id is this Client's part of its waiters' ids: a release sends the
+	// notice that names them to wakePrefix+id only, so the Clients it does
+	// not name (and every other waiter of the key) are not woken to read
+	// it (see release.lua).
+	id string
 }
 
 // keyWaiters is one key's subscription and its waiters. A key whose last
@@ -52,6 +60,7 @@ const (
 type subscriber struct {
 	ps  *redis.PubSub
 	ops chan subOp
+	own bool // subscribed to the Client's own notice channel (run's goroutine only)
 }
 
 type subOp struct {
@@ -69,7 +78,7 @@ const (
 )
 
 func newWaker(c *Client) *waker {
-	return &waker{c: c, waiters: map[string]*keyWaiters{}, subs: make([]*subscriber, len(c.nodes))}
+	return &waker{c: c, waiters: map[string]*keyWaiters{}, subs: make([]*subscriber, len(c.nodes)), id: newValue()[:12]}
 }
 
 // register adds waiter id for key, whose last attempt started at since.
@@ -232,15 +241,30 @@ func (w *waker) run(s *subscriber) {
 	var listening sync.WaitGroup
 	defer listening.Wait()
 	started := false
-	for op := range s.ops {
+	subscribe := func(ch string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
+		defer cancel()
+		return s.ps.Subscribe(ctx, ch)
+	}
+	for op := range s.ops {
 		var err error
 		if op.sub {
-			err = s.ps.Subscribe(ctx, op.channel)
+			// The Client's own channel first: a key's subscription counts
+			// as confirmed on a node only with it, since the notices that
+			// name this Client's waiters come that way.
+			if !s.own {
+				if err = subscribe(wakePrefix + w.id); err == nil {
+					s.own = true
+				}
+			}
+			if err == nil {
+				err = subscribe(op.channel)
+			}
 		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
 			err = s.ps.Unsubscribe(ctx, op.channel)
+			cancel()
 		}
-		cancel()
 		if err != nil {
 			w.c.cfg.logger.Debug("redlock: release subscription failed", "channel", op.channel, "err", err)
 			continue
@@ -253,10 +277,22 @@ func (w *waker) run(s *subscriber) {
 			msgs := s.ps.Channel()
 			listening.Go(func() {
 				for m := range msgs {
-					w.notify(strings.TrimPrefix(m.Channel, channelPrefix), m.Payload)
+					w.deliver(m.Channel, m.Payload)
 				}
 			})
 		}
+	}
+}
+
+// deliver hands one Pub/Sub message to notify: on a key's channel the
+// payload is the names; on this Client's own channel it is 'names|key'.
+func (w *waker) deliver(channel, payload string) {
+	if key, ok := strings.CutPrefix(channel, channelPrefix); ok {
+		w.notify(key, payload)
+		return
+	}
+	if names, key, ok := strings.Cut(payload, "|"); ok {
+		w.notify(key, names)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -146,5 +147,83 @@ func requireWake(t *testing.T, ch chan int, want int) {
 		require.Equal(t, want, pos, "the waiter was woken with an older notice's position")
 	default:
 		t.Fatal("the waiter was not woken")
+	}
+}
+
+// A release notice goes only to the Clients whose waiters it names, each on
+// its own channel, and not to the key's channel, which every waiter of the
+// key listens to: with 8 Clients waiting, a release used to make all of
+// them read a notice that named 2.
+func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	newClient := func() *Client {
+		c, err := New(ucs, WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b, c, d := newClient(), newClient(), newClient(), newClient()
+	require.NoError(t, a.Bootstrap(ctx))
+	key := testenv.Key(t)
+	la, err := a.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+
+	chans := []string{releaseChannel(key), wakePrefix + b.wake.id, wakePrefix + c.wake.id, wakePrefix + d.wake.id}
+	ps := ucs[0].Subscribe(ctx, chans...)
+	defer ps.Close()
+	for range chans {
+		_, err := ps.ReceiveTimeout(ctx, 5*time.Second) // the confirmations
+		require.NoError(t, err)
+	}
+
+	// b, c, d join the line in that order; each retries only after 5 s
+	// unless a release wakes it.
+	done := make(chan error, 3)
+	for i, w := range []*Client{b, c, d} {
+		go func() {
+			l, err := w.Lock(ctx, key, 5*time.Second)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			done <- err
+		}()
+		require.Eventually(t, func() bool {
+			n, err := ucs[0].ZCard(ctx, queueKey(key)).Result()
+			return err == nil && n == int64(i+1)
+		}, 3*time.Second, time.Millisecond, "waiter %d never joined the line on node 0", i)
+	}
+	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, line, 3)
+
+	require.NoError(t, la.Release(ctx))
+	heard := map[string][]string{}
+	for {
+		m, err := ps.ReceiveTimeout(ctx, 300*time.Millisecond)
+		if err != nil {
+			break // quiet for 300 ms
+		}
+		if msg, ok := m.(*redis.Message); ok {
+			heard[msg.Channel] = append(heard[msg.Channel], msg.Payload)
+		}
+	}
+	for range 3 {
+		require.NoError(t, <-done)
+	}
+	want := line[0] + " " + line[1] + "|" + key
+	for i, w := range []*Client{b, c} {
+		got := heard[wakePrefix+w.wake.id]
+		require.NotEmpty(t, got, "named waiter %d's Client heard nothing on its channel", i)
+		require.Equal(t, want, got[0], "named waiter %d's Client", i)
+	}
+	// The key's channel carries only "nobody is in line" (d's release,
+	// after b and c had their turns, and any cleanup after it).
+	for _, p := range heard[releaseChannel(key)] {
+		require.Empty(t, p, "a release that named waiters published on the key's channel")
+	}
+	for _, p := range heard[wakePrefix+d.wake.id] {
+		require.NotEqual(t, want, p, "the first release's notice reached a Client it did not name")
 	}
 }

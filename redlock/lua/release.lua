@@ -22,7 +22,8 @@
 -- its old place there, so a split attempt does not send the call to the
 -- back of the line (nor name, below, whoever is behind it in its stead);
 -- ARGV[7] how long (ms) the line is kept, and how long a Lock call
--- stays in it (see acquire.lua)
+-- stays in it (see acquire.lua); ARGV[8] the prefix of the Clients'
+-- notice channels (absent: every notice goes to the key's channel)
 -- The lock key and the reservation are read in one MGET: nothing below
 -- writes the lock key before it is compared, and the script is atomic.
 local cur = redis.call('MGET', KEYS[1], KEYS[4])
@@ -63,14 +64,32 @@ if cur[1] == ARGV[1] then
     end
   end
   local next = table.concat(first, ' ')
-  if next ~= '' then
-    redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
-    -- the named leave the line: one that is alive tries now and, if it
-    -- fails, joins again in its old place; one that is gone (crashed,
-    -- frozen) holds the key up for this one reservation only
-    redis.call('ZREM', KEYS[3], unpack(first))
+  if next == '' then
+    redis.call('PUBLISH', ARGV[2], '')
+    return 1
   end
-  redis.call('PUBLISH', ARGV[2], next)
+  redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
+  -- the named leave the line: one that is alive tries now and, if it
+  -- fails, joins again in its old place; one that is gone (crashed,
+  -- frozen) holds the key up for this one reservation only
+  redis.call('ZREM', KEYS[3], unpack(first))
+  -- The notice goes to the named waiters' Clients only, once each, on
+  -- their own channels (ARGV[8] .. the id's part before the '.'), as
+  -- 'names|key'; a waiter id without a Client part (an older client) gets
+  -- it on the key's channel, which every waiter of the key listens to.
+  local sent, bare = {}, false
+  for _, w in ipairs(first) do
+    local cid = string.match(w, '^([^.]+)%.')
+    if cid == nil or ARGV[8] == nil then
+      bare = true
+    elseif not sent[cid] then
+      sent[cid] = true
+      redis.call('PUBLISH', ARGV[8] .. cid, next .. '|' .. KEYS[1])
+    end
+  end
+  if bare then
+    redis.call('PUBLISH', ARGV[2], next)
+  end
   return 1
 end
 if ARGV[3] ~= '0' then
