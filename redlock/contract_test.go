@@ -372,8 +372,8 @@ var contractCases = []contractCase{
 		}},
 
 	// release.lua
-	{name: "release/names the first two in line, and the releaser leaves it", script: releaseScript, keys: ctRelKeys,
-		published: []string{"w1 w2"},
+	{name: "release/names the first in line alone, and the releaser leaves it", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
@@ -388,14 +388,14 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			_, in := n.zscore(t, queueKey(ctKey), "me")
 			require.False(t, in)
-			requireKey(t, n, namedKey(ctKey), "w1 w2")
+			requireKey(t, n, namedKey(ctKey), "w1")
 			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
-			for _, w := range []string{"w1", "w2"} {
+			_, in = n.zscore(t, queueKey(ctKey), "w1")
+			require.False(t, in, "w1 was named and is still in line: a waiter that is gone would be named again and again")
+			for _, w := range []string{"w2", "w3"} {
 				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.False(t, in, "%s was named and is still in line: a waiter that is gone would be named again and again", w)
+				require.True(t, in, "%s left the line unnamed", w)
 			}
-			_, in = n.zscore(t, queueKey(ctKey), "w3")
-			require.True(t, in)
 		}},
 	{name: "release/names no waiter that stopped trying", script: releaseScript, keys: ctRelKeys,
 		published: []string{"w1"},
@@ -430,7 +430,7 @@ var contractCases = []contractCase{
 		}},
 	func() contractCase {
 		var heard1, heard2 func() []string
-		return contractCase{name: "release/notices go to the named waiters' Clients, once each, not to the key's channel", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/the notice goes to the named waiter's Client alone, not to the key's channel", script: releaseScript, keys: ctRelKeys,
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -444,26 +444,26 @@ var contractCases = []contractCase{
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
-				requireKey(t, n, namedKey(ctKey), "c1.a c1.b")
-				require.Equal(t, []string{"c1.a c1.b|" + ctKey}, heard1(), "the named waiters' Client")
+				requireKey(t, n, namedKey(ctKey), "c1.a")
+				require.Equal(t, []string{"c1.a|" + ctKey}, heard1(), "the named waiter's Client")
 				require.Empty(t, heard2(), "a Client nobody named")
 			}}
 	}(),
 	func() contractCase {
 		var heard func() []string
 		return contractCase{name: "release/a named waiter of an older client is told on the key's channel", script: releaseScript, keys: ctRelKeys,
-			published: []string{"c1.a w2"},
+			published: []string{"w1"},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				now := n.nowUs(t)
-				n.zadd(t, queueKey(ctKey), "c1.a", now-30)
-				n.zadd(t, queueKey(ctKey), "w2", now-20)
+				n.zadd(t, queueKey(ctKey), "w1", now-30)
+				n.zadd(t, queueKey(ctKey), "c1.a", now-20)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
 			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
-				require.Equal(t, []string{"c1.a w2|" + ctKey}, heard())
+				require.Empty(t, heard(), "a Client nobody named")
 			}}
 	}(),
 	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)", script: acquireScript, keys: ctAcqKeys,
@@ -518,7 +518,7 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t)-777, score, 500_000)
 		}},
 	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place", script: releaseScript, keys: ctRelKeys,
-		published: []string{"me w1"},
+		published: []string{"me"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
@@ -533,14 +533,14 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			// Back in its place, it is first: named, and so out of the
-			// line again, with w1; w2 keeps its place.
-			requireKey(t, n, namedKey(ctKey), "me w1")
-			for _, w := range []string{"me", "w1"} {
+			// line again; w1 and w2 keep their places.
+			requireKey(t, n, namedKey(ctKey), "me")
+			_, in := n.zscore(t, queueKey(ctKey), "me")
+			require.False(t, in, "me was named and is still in line")
+			for _, w := range []string{"w1", "w2"} {
 				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.False(t, in, "%s was named and is still in line", w)
+				require.True(t, in, "%s left the line unnamed", w)
 			}
-			_, in := n.zscore(t, queueKey(ctKey), "w2")
-			require.True(t, in)
 			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
@@ -560,13 +560,50 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, queueKey(ctKey), "me")
 			require.False(t, in)
 		}},
-	{name: "release/a reservation for the leaving call alone ends", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a reservation for the leaving call alone ends, quietly with nobody in line", script: releaseScript, keys: ctRelKeys,
 		published: []string{},
 		setup:     func(t *testing.T, n contractNode) { n.put(t, namedKey(ctKey), "me", 3*time.Second) },
 		args:      fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, namedKey(ctKey))
+		}},
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a named call that gives up passes the free key to the next in line", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, namedKey(ctKey), "c1.me", 3*time.Second)
+				n.zadd(t, queueKey(ctKey), "c2.w1", n.nowUs(t)-10)
+				n.zadd(t, queueKey(ctKey), "c2.w2", n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(0), res)
+				requireNoKey(t, n, ctKey)
+				requireKey(t, n, namedKey(ctKey), "c2.w1")
+				requireTTLNear(t, n, namedKey(ctKey), 2*time.Second)
+				require.Equal(t, []string{"c2.w1|" + ctKey}, heard())
+				_, in := n.zscore(t, queueKey(ctKey), "c2.w2")
+				require.True(t, in)
+			}}
+	}(),
+	{name: "release/a named call that gives up while another holds the key names nobody", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			n.put(t, namedKey(ctKey), "me", 3*time.Second)
+			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t))
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 2000, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireKey(t, n, ctKey, "theirs")
+			requireNoKey(t, n, namedKey(ctKey))
+			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.True(t, in)
 		}},
 	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys, published: []string{""},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },

@@ -306,6 +306,25 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		us := f.nowUs()
 		return []any{st, pttl, fence, us / 1e6, us % 1e6}, nil
 	case "release":
+		cur, held := f.get(k[0])
+		handoff := func(tellAll bool) {
+			f.zprune(k[2], atoi(a[6]))
+			first := f.zfirst(k[2], 1)
+			if len(first) == 0 {
+				if tellAll {
+					f.published = append(f.published, message{a[1], ""})
+				}
+				return
+			}
+			w := first[0]
+			f.setStr(k[3], w, atoi(a[4]))
+			f.zrem(k[2], w)
+			if cid, _, ok := strings.Cut(w, "."); ok && cid != "" && len(a) >= 8 {
+				f.published = append(f.published, message{a[7] + cid, w + "|" + k[0]})
+			} else {
+				f.published = append(f.published, message{a[1], w})
+			}
+		}
 		if a[3] != "" {
 			if a[5] != "" {
 				f.zadd(k[2], a[3], atoi(a[5]), atoi(a[6]))
@@ -317,6 +336,9 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 						rest := slices.DeleteFunc(names, func(w string) bool { return w == a[3] })
 						if pttl := f.pttl(k[3]); len(rest) == 0 || pttl <= 0 {
 							f.del(k[3])
+							if !held {
+								handoff(false)
+							}
 						} else {
 							f.setStr(k[3], strings.Join(rest, " "), pttl)
 						}
@@ -324,33 +346,9 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 				}
 			}
 		}
-		if v, ok := f.get(k[0]); ok && v == a[0] {
+		if held && cur == a[0] {
 			f.del(k[0])
-			f.zprune(k[2], atoi(a[6]))
-			first := f.zfirst(k[2], 2)
-			next := strings.Join(first, " ")
-			if next == "" {
-				f.published = append(f.published, message{a[1], ""})
-				return int64(1), nil
-			}
-			f.setStr(k[3], next, atoi(a[4]))
-			for _, w := range first {
-				f.zrem(k[2], w)
-			}
-			sent, bare := map[string]bool{}, false
-			for _, w := range first {
-				cid, _, ok := strings.Cut(w, ".")
-				switch {
-				case !ok || cid == "" || len(a) < 8:
-					bare = true
-				case !sent[cid]:
-					sent[cid] = true
-					f.published = append(f.published, message{a[7] + cid, next + "|" + k[0]})
-				}
-			}
-			if bare {
-				f.published = append(f.published, message{a[1], next})
-			}
+			handoff(true)
 			return int64(1), nil
 		}
 		if a[2] != "0" {

@@ -82,9 +82,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	start := c.cfg.clock.Now()
 	limited := c.cfg.maxAttempts > 0
 	// This call's place in the key's line on the nodes: a release wakes
-	// the first two in line by name instead of every waiter at once. The
+	// the first in line by name instead of every waiter at once. The
 	// place is when the call began, the same on every node, so that every
-	// node orders the line alike and names the same waiters.
+	// node orders the line alike and names the same waiter. The id starts
+	// with this Client's, so the notice comes on the Client's own channel.
 	waiter, place := c.wake.id+"."+newValue(), time.Now().UnixMicro()
 	var pass func() // this call's place at the head of the key's local line
 	defer func() {
@@ -174,12 +175,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 }
 
 // sleep waits before Lock's next attempt: delay, or until a release wakes
-// it. A release names the first two waiters in the key's line: the first
-// tries at once, the second after a random part of one round trip (took),
-// in case the first is gone. A release that names nobody (no line, or a
-// release by this Client) wakes every waiter, and trying all at once would
-// split the nodes between them so that nobody wins a majority, so each
-// waits a random part of one round trip first.
+// it. A release names the first waiter in the key's line, which tries at
+// once (a waiter named second, by an older client's release that names
+// two, tries one to two round trips (took) later, in case the first is
+// gone). A release that names nobody (no line, or a release by this
+// Client) wakes every waiter, and trying all at once would split the nodes
+// between them so that nobody wins a majority, so each waits a random part
+// of one round trip first.
 func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int, took time.Duration) error {
 	t := time.NewTimer(delay)
 	defer t.Stop()

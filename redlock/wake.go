@@ -16,10 +16,10 @@ import (
 // wake local waiters directly; releases by other processes reach them
 // through Pub/Sub. The waker keeps one subscriber connection per node,
 // subscribed to this Client's own channel and to the channels of the keys
-// that have waiters. A release that names waiters in the key's line sends
-// its notice to the named waiters' Clients only, on their own channels (a
-// waiter id starts with its Client's id); one that names nobody, or names
-// a waiter of an older client, publishes on the key's channel.
+// that have waiters. A release that names the first waiter in the key's
+// line sends its notice to that waiter's Client only, on its own channel
+// (a waiter id starts with its Client's id); one that names nobody, or
+// names a waiter of an older client, publishes on the key's channel.
 //
 // A missed message only costs a poll: waiters also retry on the retry
 // policy's delay, so Pub/Sub is an optimisation, never needed for safety or
@@ -69,8 +69,9 @@ type subOp struct {
 	kw      *keyWaiters // with sub: counts the confirmation
 }
 
-// Positions a wake-up carries: first and second in the key's line, or
-// anyone (a release that named nobody, or a local one).
+// Positions a wake-up carries: first in the key's line, second (only
+// releases by older clients name two), or anyone (a release that named
+// nobody, or a local one).
 const (
 	wakeFirst  = 0
 	wakeSecond = 1

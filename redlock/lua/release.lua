@@ -1,11 +1,13 @@
 -- Compare-and-delete: remove the lock only if it still holds our value,
--- and tell the waiters subscribed to ARGV[2] that it is free, naming the
--- first two in the key's line (KEYS[3]) so that only they try (the first
--- at once, the second a moment later, in case the first is gone), or
--- nobody in particular ('') when the line is empty. For ARGV[5] ms the key
--- is reserved for the named (KEYS[4]): other attempts, the releaser's own
--- next Lock included, go behind them instead of splitting the nodes with
--- them. If both are gone, the reservation simply runs out. Where the key is not
+-- and hand the free key to the first Lock call in the key's line (KEYS[3]):
+-- reserve it for that call alone for ARGV[5] ms (KEYS[4]) and tell it, so
+-- that it tries at once while other attempts, the releaser's own next Lock
+-- included, go behind it instead of splitting the nodes with it. With
+-- nobody in line, tell every waiter of the key ('' on ARGV[2]). If the
+-- named call is gone (crashed, frozen), the reservation simply runs out and
+-- the others' next tries (their retry policy, or the end of the
+-- reservation that refused them) find the key free; one that gives up
+-- while named passes the reservation on (below). Where the key is not
 -- ours and ARGV[3] is not '0', leave a tombstone for our value for ARGV[3]
 -- ms: our acquire may still be on its way to this node (its reply was lost
 -- or never waited for), and the acquire script refuses a value with a
@@ -27,6 +29,42 @@
 -- The lock key and the reservation are read in one MGET: nothing below
 -- writes the lock key before it is compared, and the script is atomic.
 local cur = redis.call('MGET', KEYS[1], KEYS[4])
+
+-- Name the first in line: drop places older than ARGV[7] ms first (a live
+-- call joins again, in its place, when its next attempt fails), reserve
+-- the key for the first, take it out of the line (alive, it tries now and,
+-- if it fails, joins again in its old place; gone, it holds the key up for
+-- this one reservation only) and tell it: on its Client's own channel
+-- (ARGV[8] .. the id's part before the '.') as 'id|key', or, for a waiter
+-- id without a Client part (an older client), on the key's channel, which
+-- every waiter of the key listens to. With nobody in line, tellAll says
+-- whether to tell every waiter of the key that it is free ('').
+local function handoff(tellAll)
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if #first > 0 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[7]) * 1000) > 0 then
+      first = redis.call('ZRANGE', KEYS[3], 0, 0)
+    end
+  end
+  local w = first[1]
+  if w == nil then
+    if tellAll then
+      redis.call('PUBLISH', ARGV[2], '')
+    end
+    return
+  end
+  redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
+  redis.call('ZREM', KEYS[3], w)
+  local cid = string.match(w, '^([^.]+)%.')
+  if cid and ARGV[8] then
+    redis.call('PUBLISH', ARGV[8] .. cid, w .. '|' .. KEYS[1])
+  else
+    redis.call('PUBLISH', ARGV[2], w)
+  end
+end
+
 if ARGV[4] ~= '' then
   if ARGV[6] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', ARGV[6], ARGV[4])
@@ -45,6 +83,11 @@ if ARGV[4] ~= '' then
       local pttl = redis.call('PTTL', KEYS[4])
       if #rest == 0 or pttl <= 0 then
         redis.call('DEL', KEYS[4])
+        if not cur[1] then
+          -- the key is free here and was kept for this call alone: the
+          -- next in line gets it, instead of everyone's next poll
+          handoff(false)
+        end
       else
         redis.call('SET', KEYS[4], table.concat(rest, ' '), 'PX', pttl)
       end
@@ -53,43 +96,7 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  local first = redis.call('ZRANGE', KEYS[3], 0, 1)
-  if #first > 0 then
-    -- name nobody whose Lock call began more than ARGV[7] ms ago (a live
-    -- one joins again, in its place, when its next attempt fails)
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[7]) * 1000) > 0 then
-      first = redis.call('ZRANGE', KEYS[3], 0, 1)
-    end
-  end
-  local next = table.concat(first, ' ')
-  if next == '' then
-    redis.call('PUBLISH', ARGV[2], '')
-    return 1
-  end
-  redis.call('SET', KEYS[4], next, 'PX', ARGV[5])
-  -- the named leave the line: one that is alive tries now and, if it
-  -- fails, joins again in its old place; one that is gone (crashed,
-  -- frozen) holds the key up for this one reservation only
-  redis.call('ZREM', KEYS[3], unpack(first))
-  -- The notice goes to the named waiters' Clients only, once each, on
-  -- their own channels (ARGV[8] .. the id's part before the '.'), as
-  -- 'names|key'; a waiter id without a Client part (an older client) gets
-  -- it on the key's channel, which every waiter of the key listens to.
-  local sent, bare = {}, false
-  for _, w in ipairs(first) do
-    local cid = string.match(w, '^([^.]+)%.')
-    if cid == nil or ARGV[8] == nil then
-      bare = true
-    elseif not sent[cid] then
-      sent[cid] = true
-      redis.call('PUBLISH', ARGV[8] .. cid, next .. '|' .. KEYS[1])
-    end
-  end
-  if bare then
-    redis.call('PUBLISH', ARGV[2], next)
-  end
+  handoff(true)
   return 1
 end
 if ARGV[3] ~= '0' then
