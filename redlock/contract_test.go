@@ -223,6 +223,16 @@ func slice(t *testing.T, res any, err error) []any {
 	return s
 }
 
+// requireInLine checks that each of ws is in the key's line (in true) or
+// not (in false).
+func requireInLine(t *testing.T, n contractNode, in bool, ws ...string) {
+	t.Helper()
+	for _, w := range ws {
+		_, got := n.zscore(t, queueKey(ctKey), w)
+		require.Equal(t, in, got, "%s in line", w)
+	}
+}
+
 func requireKey(t *testing.T, n contractNode, key, want string) {
 	t.Helper()
 	v, ok := n.read(t, key)
@@ -363,12 +373,8 @@ var contractCases = []contractCase{
 		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
-			_, in := n.zscore(t, queueKey(ctKey), "stale")
-			require.False(t, in, "the stale waiter is still in line")
-			for _, w := range []string{"w0", "w1"} {
-				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.True(t, in, "%s is not in line", w)
-			}
+			requireInLine(t, n, false, "stale")
+			requireInLine(t, n, true, "w0", "w1")
 		}},
 
 	// release.lua
@@ -386,16 +392,12 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			_, in := n.zscore(t, queueKey(ctKey), "me")
-			require.False(t, in)
 			requireKey(t, n, namedKey(ctKey), "w1")
 			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
-			_, in = n.zscore(t, queueKey(ctKey), "w1")
-			require.False(t, in, "w1 was named and is still in line: a waiter that is gone would be named again and again")
-			for _, w := range []string{"w2", "w3"} {
-				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.True(t, in, "%s left the line unnamed", w)
-			}
+			// the named leaves the line: a waiter that is gone would be
+			// named again and again
+			requireInLine(t, n, false, "me", "w1")
+			requireInLine(t, n, true, "w2", "w3")
 		}},
 	{name: "release/names no waiter that stopped trying", script: releaseScript, keys: ctRelKeys,
 		published: []string{"w1"},
@@ -411,10 +413,7 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, namedKey(ctKey), "w1")
-			for _, w := range []string{"stale1", "stale2"} {
-				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.False(t, in, "%s is still in line", w)
-			}
+			requireInLine(t, n, false, "stale1", "stale2")
 		}},
 	{name: "release/a line of stale waiters names nobody", script: releaseScript, keys: ctRelKeys,
 		published: []string{""},
@@ -535,12 +534,8 @@ var contractCases = []contractCase{
 			// Back in its place, it is first: named, and so out of the
 			// line again; w1 and w2 keep their places.
 			requireKey(t, n, namedKey(ctKey), "me")
-			_, in := n.zscore(t, queueKey(ctKey), "me")
-			require.False(t, in, "me was named and is still in line")
-			for _, w := range []string{"w1", "w2"} {
-				_, in := n.zscore(t, queueKey(ctKey), w)
-				require.True(t, in, "%s left the line unnamed", w)
-			}
+			requireInLine(t, n, false, "me")
+			requireInLine(t, n, true, "w1", "w2")
 			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,

@@ -141,6 +141,15 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 	requireWake(t, ch, wakeFirst)
 }
 
+// wakeClient is a Client over ucs, closed when the test ends.
+func wakeClient(t *testing.T, ucs []redis.UniversalClient, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(ucs, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func requireWake(t *testing.T, ch chan int, want int) {
 	t.Helper()
 	select {
@@ -159,13 +168,8 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	newClient := func() *Client {
-		c, err := New(ucs, WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a, b, c, d := newClient(), newClient(), newClient(), newClient()
+	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
+	a, b, c, d := wakeClient(t, ucs, slow), wakeClient(t, ucs, slow), wakeClient(t, ucs, slow), wakeClient(t, ucs, slow)
 	require.NoError(t, a.Bootstrap(ctx))
 	key := testenv.Key(t)
 	la, err := a.TryLock(ctx, key, 5*time.Second)
@@ -250,20 +254,13 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
 	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
-	a, err := New(ucs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Close() })
-	b, err := New(ucs, slow)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slow)
 	var calls evalCounter
 	cucs := testenv.Clients(t, nodes)
 	for _, uc := range cucs {
 		uc.AddHook(&calls)
 	}
-	c, err := New(cucs, slow)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := wakeClient(t, cucs, slow)
 	require.NoError(t, a.Bootstrap(ctx))
 
 	key := testenv.Key(t)
@@ -326,12 +323,7 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	a, err := New(ucs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Close() })
-	c, err := New(ucs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	a, c := wakeClient(t, ucs), wakeClient(t, ucs)
 	require.NoError(t, a.Bootstrap(ctx))
 
 	key := testenv.Key(t)
