@@ -29,9 +29,12 @@
 //
 // Every key quorumlock writes besides the caller's lock key starts with
 // "quorumlock:" (fences, admission markers, quarantines, tombstones of
-// given-up attempts), and keys that start with it are refused. Waiters are
-// woken through Pub/Sub on the channel quorumlock:released:KEY. Tools
-// read a key's state through Client.Inspect, never the key layout.
+// given-up attempts, the line of Lock calls per key), and keys that start
+// with it are refused. Waiters are woken through Pub/Sub: a release that
+// names the first Lock call in the key's line tells that call's Client on
+// the channel quorumlock:wake:CLIENT, and one that names nobody tells
+// every waiter on quorumlock:released:KEY. Tools read a key's state
+// through Client.Inspect, never the key layout.
 //
 // go-redis clients only honour context deadlines on the socket when built
 // with ContextTimeoutEnabled. With default clients an unresponsive node
