@@ -99,7 +99,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	inLine := false     // an attempt reached the nodes, so the call may be in line there
 	defer func() {
 		if inLine && last.err != nil {
-			c.leaveLine(key, waiter)
+			c.leaveLine(key, waiter, ttl)
 		}
 	}()
 	for n := 0; ; n++ {
@@ -241,14 +241,17 @@ func (c *Client) stopped(key string, last, why error) error {
 // leaveLine takes a Lock call that gave up out of the key's line on every
 // node, in the background, so that releases stop naming it before the
 // nodes forget it by themselves (lineMs). It is the release script with a
-// value nobody holds and no tombstone: it only leaves the line.
-func (c *Client) leaveLine(key, waiter string) {
+// value nobody holds and no tombstone: it only leaves the line, and, if a
+// release had named the call and the key is free there, passes the
+// reservation to the next in line for as long as a release of a lease of
+// ttl would reserve it.
+func (c *Client) leaveLine(key, waiter string, ttl time.Duration) {
 	if c.isClosed() {
 		return
 	}
 	v := newValue()
 	p := prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
-		v, releaseChannel(key), "0", waiter, "1", "", c.lineMs, wakePrefix)
+		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix)
 	c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 		defer cancel()

@@ -371,3 +371,68 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 		t.Fatal("c never got the key that was reserved for a gone waiter")
 	}
 }
+
+// A Lock call that gives up while a release has named it, with the key
+// free, passes the reservation to the next in line for as long as a
+// release would have reserved it, not for a moment.
+func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slow)
+	require.NoError(t, a.Bootstrap(ctx))
+	key := testenv.Key(t)
+	la, err := a.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+
+	bctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := b.Lock(bctx, key, 5*time.Second)
+		gaveUp <- err
+	}()
+	var bID string
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			ids, err := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
+			if err != nil || len(ids) != 1 {
+				return false
+			}
+			bID = ids[0]
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, "b never joined the line")
+	// Behind b: a waiter of another Client, listened to on its channel.
+	ps := ucs[0].Subscribe(ctx, wakePrefix+"next")
+	defer ps.Close()
+	_, err = ps.ReceiveTimeout(ctx, 5*time.Second)
+	require.NoError(t, err)
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
+	}
+	// As if a's release had named b and b had not tried yet: the key is
+	// free and reserved for b.
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZRem(ctx, queueKey(key), bID).Err())
+		require.NoError(t, uc.Set(ctx, namedKey(key), bID, 5*time.Second).Err())
+	}
+	for _, uc := range ucs {
+		require.NoError(t, uc.Del(ctx, key).Err()) // a's lease is left to expire unused
+	}
+	_ = la
+	// b's rounds as if they took 500 ms: a release's reservation would then
+	// be 2.5 s (half the ttl), long enough to read back on any machine.
+	b.roundNs.Store(int64(500 * time.Millisecond))
+
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	m, err := ps.ReceiveTimeout(ctx, 3*time.Second)
+	require.NoError(t, err, "the next in line was not told")
+	require.Equal(t, "next.x|"+key, m.(*redis.Message).Payload)
+	pttl, err := ucs[0].PTTL(ctx, namedKey(key)).Result()
+	require.NoError(t, err)
+	named, _ := ucs[0].Get(ctx, namedKey(key)).Result()
+	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
+	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
+}
