@@ -436,3 +436,56 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
 	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
 }
+
+// With one of three nodes frozen, a release still wakes the first in line
+// through its Client's channel on the other two (a Client subscribes to its
+// own channel before a key's, node by node, and a frozen node holds up only
+// its own subscriber), and the waiter takes the key long before its 5 s
+// retry.
+func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	a := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond))
+	b := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond),
+		WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
+	require.NoError(t, a.Bootstrap(ctx))
+	require.NoError(t, nodes[2].Pause())
+	t.Cleanup(func() { _ = nodes[2].Resume() })
+
+	key := testenv.Key(t)
+	la, err := a.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 5*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs[:2] {
+			if n, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || n != 1 {
+				return false
+			}
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, "b never joined the line on the live nodes")
+	require.Eventually(t, func() bool {
+		b.wake.mu.Lock()
+		defer b.wake.mu.Unlock()
+		kw := b.wake.waiters[key]
+		return kw != nil && !kw.liveSince.IsZero()
+	}, 3*time.Second, time.Millisecond, "b's subscription was never confirmed by the two live nodes")
+
+	start := time.Now()
+	require.NoError(t, la.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 2*time.Second, "the waiter waited for its retry, not the release")
+	case <-time.After(4 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+}
