@@ -199,12 +199,11 @@ func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
 // StartOwned hands the calls the caller's own context, Cancel cancels it,
 // and Wait cancels it once every call has returned.
 func TestStartOwnedUsesTheCallersContext(t *testing.T) {
-	type key struct{}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "mine"))
+	mine, cancel := context.WithCancel(context.Background())
 	cancelled := 0
-	r := StartOwned(ctx, func() { cancelled++; cancel() }, 3, func(ctx context.Context, i int) (int, error) {
-		if ctx.Value(key{}) != "mine" {
-			return 0, errors.New("not the caller's context")
+	r := StartOwned(mine, func() { cancelled++; cancel() }, 3, func(ctx context.Context, i int) (int, error) {
+		if ctx != mine {
+			return 0, errors.New("a context derived from the caller's, not the caller's own")
 		}
 		if i == 2 {
 			<-ctx.Done() // a straggler, ended by Cancel

@@ -37,13 +37,12 @@ func Start[T any](ctx context.Context, n int, call func(ctx context.Context, nod
 // (and Wait, once every call has returned). It saves Start's derived
 // context, which a hot path pays for in allocations.
 func StartOwned[T any](ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
-	cctx := ctx
 	r := &Round[T]{n: n, ch: make(chan Reply[T], n), cancel: cancel}
 	r.wg.Add(n)
 	for i := range n {
 		go func() {
 			defer r.wg.Done()
-			v, err := call(cctx, i)
+			v, err := call(ctx, i)
 			r.ch <- Reply[T]{Node: i, Val: v, Err: err}
 		}()
 	}
