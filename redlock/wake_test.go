@@ -489,3 +489,24 @@ func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 		t.Fatal("the waiter was not woken by the release")
 	}
 }
+
+// A notice on a Client's own channel is 'names|key'; a key may itself hold
+// '|' and spaces (waiter ids hold neither), so the names end at the first
+// '|'. A payload without one is not a notice and wakes nobody.
+func TestWakerReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
+	c, _ := newFake(t, 5)
+	w := c.wake
+	key := "a|b c"
+	ch, unregister, _ := w.register(key, "w.1", time.Now())
+	defer unregister()
+	w.deliver(wakePrefix+w.id, "junk")
+	select {
+	case pos := <-ch:
+		t.Fatalf("a payload without a key woke the waiter (position %d)", pos)
+	default:
+	}
+	w.deliver(wakePrefix+w.id, "w.1|"+key)
+	requireWake(t, ch, wakeFirst)
+	w.deliver(releaseChannel(key), "w.1")
+	requireWake(t, ch, wakeFirst)
+}
