@@ -141,6 +141,35 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 	requireWake(t, ch, wakeFirst)
 }
 
+// slowRetry puts a waiter's own next try 5 s away, so that within a test
+// only a release's notice can wake it.
+var slowRetry = WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
+
+// requireLineLen waits until key's line holds n Lock calls on each of ucs.
+func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			if got, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || got != n {
+				return false
+			}
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, what)
+}
+
+// heldKey admits a's nodes at once and has a take a fresh key for 5 s.
+func heldKey(t *testing.T, a *Client) (string, *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, a.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := a.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	return key, l
+}
+
 // wakeClient is a Client over ucs, closed when the test ends.
 func wakeClient(t *testing.T, ucs []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
@@ -168,12 +197,8 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
-	a, b, c, d := wakeClient(t, ucs, slow), wakeClient(t, ucs, slow), wakeClient(t, ucs, slow), wakeClient(t, ucs, slow)
-	require.NoError(t, a.Bootstrap(ctx))
-	key := testenv.Key(t)
-	la, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
+	a, b, c, d := wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry)
+	key, la := heldKey(t, a)
 
 	chans := []string{releaseChannel(key), wakePrefix + b.wake.id, wakePrefix + c.wake.id, wakePrefix + d.wake.id}
 	ps := ucs[0].Subscribe(ctx, chans...)
@@ -194,10 +219,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 			}
 			done <- err
 		}()
-		require.Eventually(t, func() bool {
-			n, err := ucs[0].ZCard(ctx, queueKey(key)).Result()
-			return err == nil && n == int64(i+1)
-		}, 3*time.Second, time.Millisecond, "waiter %d never joined the line on node 0", i)
+		requireLineLen(t, ucs[:1], key, int64(i+1), "a waiter never joined the line on node 0")
 	}
 	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
 	require.NoError(t, err)
@@ -253,19 +275,14 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slow)
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
 	var calls evalCounter
 	cucs := testenv.Clients(t, nodes)
 	for _, uc := range cucs {
 		uc.AddHook(&calls)
 	}
-	c := wakeClient(t, cucs, slow)
-	require.NoError(t, a.Bootstrap(ctx))
-
-	key := testenv.Key(t)
-	la, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
+	c := wakeClient(t, cucs, slowRetry)
+	key, la := heldKey(t, a)
 	lb := make(chan *Lease, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -275,17 +292,7 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 		}
 		lb <- l
 	}()
-	inLine := func(n int64) func() bool {
-		return func() bool {
-			for _, uc := range ucs {
-				if got, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || got != n {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	require.Eventually(t, inLine(1), 3*time.Second, time.Millisecond, "b never joined the line")
+	requireLineLen(t, ucs, key, 1, "b never joined the line")
 	go func() {
 		l, err := c.Lock(ctx, key, 5*time.Second)
 		if err == nil {
@@ -293,7 +300,7 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 		}
 		done <- err
 	}()
-	require.Eventually(t, inLine(2), 3*time.Second, time.Millisecond, "c never joined the line")
+	requireLineLen(t, ucs, key, 2, "c never joined the line")
 	time.Sleep(300 * time.Millisecond) // c's attempts on joining are over; its next waits 5 s
 
 	calls.n.Store(0)
@@ -324,11 +331,7 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
 	a, c := wakeClient(t, ucs), wakeClient(t, ucs)
-	require.NoError(t, a.Bootstrap(ctx))
-
-	key := testenv.Key(t)
-	la, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
+	key, la := heldKey(t, a)
 	// The gone waiter's place is ahead of c's on every node.
 	for _, uc := range ucs {
 		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro() - 1000), Member: "gone.x"}).Err())
@@ -344,10 +347,7 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 		got <- time.Now()
 		_ = l.Release(ctx)
 	}()
-	require.Eventually(t, func() bool {
-		n, err := ucs[0].ZCard(ctx, queueKey(key)).Result()
-		return err == nil && n == 2
-	}, 3*time.Second, time.Millisecond, "c never joined the line")
+	requireLineLen(t, ucs[:1], key, 2, "c never joined the line")
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	require.NoError(t, la.Release(ctx))
@@ -379,12 +379,8 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	slow := WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slow)
-	require.NoError(t, a.Bootstrap(ctx))
-	key := testenv.Key(t)
-	la, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
+	key, la := heldKey(t, a)
 
 	bctx, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
@@ -406,7 +402,7 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	// Behind b: a waiter of another Client, listened to on its channel.
 	ps := ucs[0].Subscribe(ctx, wakePrefix+"next")
 	defer ps.Close()
-	_, err = ps.ReceiveTimeout(ctx, 5*time.Second)
+	_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 	require.NoError(t, err)
 	for _, uc := range ucs {
 		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
@@ -437,25 +433,21 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
 }
 
-// With one of three nodes frozen, a release still wakes the first in line
-// through its Client's channel on the other two (a Client subscribes to its
-// own channel before a key's, node by node, and a frozen node holds up only
-// its own subscriber), and the waiter takes the key long before its 5 s
-// retry.
+// With one of three nodes frozen after the key was taken, a release still
+// wakes the first in line through its Client's channel on the other two (a
+// Client subscribes to its own channel before a key's, node by node, and a
+// frozen node holds up only its own subscriber), and the waiter takes the
+// key long before its 5 s retry.
 func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
 	a := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond))
 	b := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond),
-		WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
-	require.NoError(t, a.Bootstrap(ctx))
+		slowRetry)
+	key, la := heldKey(t, a)
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
-
-	key := testenv.Key(t)
-	la, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		l, err := b.Lock(ctx, key, 5*time.Second)
@@ -464,14 +456,7 @@ func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 		}
 		got <- err
 	}()
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs[:2] {
-			if n, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || n != 1 {
-				return false
-			}
-		}
-		return true
-	}, 3*time.Second, time.Millisecond, "b never joined the line on the live nodes")
+	requireLineLen(t, ucs[:2], key, 1, "b never joined the line on the live nodes")
 	require.Eventually(t, func() bool {
 		b.wake.mu.Lock()
 		defer b.wake.mu.Unlock()
