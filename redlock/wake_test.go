@@ -240,8 +240,15 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 	// Each release named the next in line alone, and told its Client only.
+	// A Client may hear its waiter named more than once: an attempt that
+	// split the nodes puts the call back in its place, and the cleanup's
+	// release names it again.
 	for i, w := range []*Client{b, c, d} {
-		require.Equal(t, []string{line[i] + "|" + key}, heard[wakePrefix+w.wake.id], "waiter %d's Client", i)
+		got := heard[wakePrefix+w.wake.id]
+		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
+		for _, p := range got {
+			require.Equal(t, line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
+		}
 	}
 	// The key's channel carries only "nobody is in line" (d's release,
 	// after b and c had their turns, and any cleanup after it).
