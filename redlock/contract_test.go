@@ -880,6 +880,177 @@ var contractCases = []contractCase{
 			require.InDelta(t, 4000, s[6], 200)
 			require.Equal(t, "77", s[7])
 		}},
+	// The key handed over inside the release (waiters whose id ends in
+	// '+<ttl ms>': Lock calls without fencing).
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/hands the key itself to a first in line that takes hand-offs, with its ttl", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				now := n.nowUs(t)
+				n.zadd(t, queueKey(ctKey), "c1.a+4000", now-30)
+				n.zadd(t, queueKey(ctKey), "c1.b+4000", now-20)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c1.a+4000")
+				requireTTLNear(t, n, ctKey, 4*time.Second)
+				requireNoKey(t, n, namedKey(ctKey)) // nothing to reserve: the key is taken
+				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
+				requireInLine(t, n, false, "c1.a+4000")
+				requireInLine(t, n, true, "c1.b+4000")
+			}}
+	}(),
+	{name: "release/a key that is not ours is handed to nobody", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "c1.a+4000", n.nowUs(t))
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireTTLNear(t, n, ctKey, 5*time.Second)
+			requireInLine(t, n, true, "c1.a+4000")
+		}},
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, namedKey(ctKey), "c1.me", 3*time.Second)
+				n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				requireKey(t, n, ctKey, "c2.w1+3000")
+				requireTTLNear(t, n, ctKey, 3*time.Second)
+				requireNoKey(t, n, namedKey(ctKey))
+				require.Equal(t, []string{"!c2.w1+3000|" + ctKey}, heard())
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a Lock call that ends gives back a key handed to it, to the next in line", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, "c1.me+5000", 5*time.Second)
+				n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me+5000", 2000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c2.w1+3000")
+				require.Equal(t, []string{"!c2.w1+3000|" + ctKey}, heard())
+			}}
+	}(),
+	{name: "release/a failed attempt's cleanup leaves a key handed to its Lock call alone", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "c1.me+5000", 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "c1.me+5000", 2000, int64(1), ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "c1.me+5000")
+			requireTTLNear(t, n, ctKey, 5*time.Second)
+			requireInLine(t, n, true, "c1.me+5000", "c2.w1+3000")
+		}},
+	{name: "release/an older waiter id (no ttl) still gets a reservation, not the key", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "c1.a", n.nowUs(t))
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireNoKey(t, n, ctKey)
+			requireKey(t, n, namedKey(ctKey), "c1.a")
+		}},
+	{name: "acquire/a key handed to this Lock call stays as it is, and the call is told", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "c1.me+5000", 2*time.Second)
+		},
+		args: placed(ctValue, 5000, ctSettings, "1", "c1.me+5000", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 2)
+			require.Equal(t, int64(-5), s[0])
+			require.InDelta(t, 2000, s[1], 200)
+			requireKey(t, n, ctKey, "c1.me+5000")
+			requireTTLNear(t, n, ctKey, 2*time.Second)
+			requireInLine(t, n, false, "c1.me+5000")
+		}},
+	{name: "acquire/a key handed to another Lock call is held", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "c1.other+5000", 2*time.Second)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "c1.me+5000", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, int64(0), s[0])
+			requireKey(t, n, ctKey, "c1.other+5000")
+			requireInLine(t, n, true, "c1.me+5000")
+		}},
+	{name: "acquire/a key handed to a call ahead of this one in line is -6, and the call joins the line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "c2.x~100+5000", 2*time.Second)
+		},
+		args: fixed(ctValue, 5000, ctSettings, "0", "c1.me~200+5000", ctLineMs, int64(200)),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Equal(t, int64(-6), s[0])
+			require.InDelta(t, 2000, s[1], 200)
+			requireKey(t, n, ctKey, "c2.x~100+5000")
+			requireInLine(t, n, true, "c1.me~200+5000")
+		}},
+	{name: "acquire/a key handed to a call behind this one, or to an older id of this call, is held (0)", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "c1.old~200+5000", 2*time.Second)
+		},
+		args: fixed(ctValue, 5000, ctSettings, "0", "c1.me~200+5000", ctLineMs, int64(200)),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+		}},
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a give-back puts the call's new id in its old place before it hands the key on", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
+				n.zadd(t, queueKey(ctKey), "c2.w~300+3000", n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: func(t *testing.T, n contractNode) []any {
+				return []any{ctValue, releaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", n.nowUs(t) - 1_000_000}
+			},
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c1.new~100+5000")
+				requireTTLNear(t, n, ctKey, 5*time.Second)
+				require.Equal(t, []string{"!c1.new~100+5000|" + ctKey}, heard())
+				requireInLine(t, n, false, "c1.old~100+5000", "c1.new~100+5000")
+				requireInLine(t, n, true, "c2.w~300+3000")
+			}}
+	}(),
 	{name: "state/a free key", script: stateScript, keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)}, args: fixed(),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)

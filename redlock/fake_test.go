@@ -282,8 +282,18 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		st, pttl := int64(1), int64(0)
 		if v, ok := f.get(k[0]); ok {
-			if v != a[0] {
+			switch {
+			case id != "" && v == id:
+				return []any{int64(-5), f.pttl(k[0])}, nil // handed to this Lock call
+			case v != a[0]:
 				st, pttl = 0, f.pttl(k[0])
+				if strings.Contains(id, "+") {
+					if p, ok := waiterPlace(v); ok {
+						if p < atoi(a[6]) {
+							st = -6
+						}
+					}
+				}
 			}
 		} else {
 			f.setStr(k[0], a[0], atoi(a[1]))
@@ -317,13 +327,24 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 				return
 			}
 			w := first[0]
-			f.setStr(k[3], w, atoi(a[4]))
 			f.zrem(k[2], w)
-			if cid, _, ok := strings.Cut(w, "."); ok && cid != "" && len(a) >= 8 {
+			cid, _, dotted := strings.Cut(w, ".")
+			if i := strings.LastIndexByte(w, '+'); i >= 0 && dotted && cid != "" && len(a) >= 8 && !f.exists(k[0]) {
+				if ms := atoi(w[i+1:]); ms > 0 {
+					f.setStr(k[0], w, ms)
+					f.published = append(f.published, message{a[7] + cid, "!" + w + "|" + k[0]})
+					return
+				}
+			}
+			f.setStr(k[3], w, atoi(a[4]))
+			if dotted && cid != "" && len(a) >= 8 {
 				f.published = append(f.published, message{a[7] + cid, w + "|" + k[0]})
 			} else {
 				f.published = append(f.published, message{a[1], w})
 			}
+		}
+		if len(a) >= 10 {
+			f.zadd(k[2], a[8], atoi(a[9]), atoi(a[6]))
 		}
 		if a[3] != "" {
 			if a[5] != "" {
@@ -346,7 +367,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 				}
 			}
 		}
-		if held && cur == a[0] {
+		if held && (cur == a[0] || (a[3] != "" && a[5] == "" && cur == a[3])) {
 			f.del(k[0])
 			handoff(true)
 			return int64(1), nil
@@ -477,4 +498,21 @@ func (f *fakeNode) set(key, val string, ttl time.Duration) {
 	if ttl > 0 {
 		f.exp[key] = f.now().Add(ttl)
 	}
+}
+
+// waiterPlace is the place a hand-off waiter id ('...~<place>+<ttl>')
+// carries, as acquire.lua reads it.
+func waiterPlace(v string) (int64, bool) {
+	i := strings.LastIndexByte(v, '~')
+	j := strings.LastIndexByte(v, '+')
+	if i < 0 || j < i+2 || j == len(v)-1 {
+		return 0, false
+	}
+	for _, r := range v[i+1:j] + v[j+1:] {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	p, err := strconv.ParseInt(v[i+1:j], 10, 64)
+	return p, err == nil
 }

@@ -11,7 +11,8 @@
 -- ARGV[6] how long (ms) a Lock call stays in line: older places are
 -- dropped when someone joins or a release names the first in line,
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
--- caller's clock), the same on every node, so the line has one order
+-- caller's clock), the same on every node, so the line has one order; a
+-- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>')
 -- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
 --   status 1 taken by us (or already ours), 0 held by another value
 --   (pttl: its remaining ms),
@@ -19,9 +20,15 @@
 --   quarantine), -2 admitted under other settings (the marker is returned),
 --   -3 this attempt was already given up here (a release came first),
 --   -4 free, but a release just named other waiters (for a few ms: the
---   reservation's pttl is returned); a Lock joins the line.
--- The line only decides who tries first; it never grants anything: the
--- key is still taken only by SET NX, on a majority.
+--   reservation's pttl is returned); a Lock joins the line,
+--   -5 a release handed the key to this Lock call (ARGV[5]): it holds
+--   the waiter id, and the call counts it towards a lease of its own,
+--   -6 held, by a key handed to a Lock call ahead of this one in line
+--   (pttl: its remaining ms); the call joins the line as with 0.
+-- This script grants only by SET NX; the line decides who tries first,
+-- and a release may hand the key to the first in line (release.lua).
+-- Only calls that take hand-offs (unfenced: ids ending in '+<ttl ms>')
+-- get -5 or -6.
 -- The three control keys are read in one MGET: the script is atomic, so
 -- this is the same as reading each where it is checked.
 local ctl = redis.call('MGET', KEYS[3], KEYS[4], KEYS[6])
@@ -58,9 +65,28 @@ if named and (id == '' or not string.find(' ' .. named .. ' ', ' ' .. id .. ' ',
 end
 local status, pttl = 1, 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  local cur = redis.call('GET', KEYS[1])
+  if id ~= '' and cur == id then
+    -- A release handed the key to this Lock call (release.lua): it stays
+    -- so, and the call counts this node towards a lease of its own; an
+    -- attempt never takes over or changes a handed key.
+    return {-5, redis.call('PTTL', KEYS[1])}
+  end
+  if cur ~= ARGV[1] then
     status = 0
     pttl = redis.call('PTTL', KEYS[1])
+    -- Handed to another Lock call whose place is ahead of ours (ids of
+    -- calls that take hand-offs end in '~<place>+<ttl ms>'; an id of our
+    -- own call, from before it gave keys back, has our place): a call
+    -- that holds handed keys of its own gives them back when it sees
+    -- this, so that calls the releases split the nodes between settle in
+    -- line order.
+    if cur and string.find(id, '+', 1, true) then
+      local p, q = tonumber(string.match(cur, '~(%d+)%+%d+$')), tonumber(ARGV[7])
+      if p and p < q then
+        status = -6
+      end
+    end
   end
   -- else a retried call whose first run took the key: it is ours, and 0
   -- must mean that this value does not hold the key here (the failed

@@ -1,13 +1,19 @@
--- Compare-and-delete: remove the lock only if it still holds our value,
--- and hand the free key to the first Lock call in the key's line (KEYS[3]):
--- reserve it for that call alone for ARGV[5] ms (KEYS[4]) and tell it, so
--- that it tries at once while other attempts, the releaser's own next Lock
--- included, go behind it instead of splitting the nodes with it. With
--- nobody in line, tell every waiter of the key ('' on ARGV[2]). If the
--- named call is gone (crashed, frozen), the reservation simply runs out and
--- the others' next tries (their retry policy, or the end of the
--- reservation that refused them) find the key free; one that gives up
--- while named passes the reservation on (below). Where the key is not
+-- Compare-and-delete: remove the lock only if it still holds our value
+-- (or, when a Lock call ends or gives keys back, its own waiter id: a key
+-- a release handed to it), and hand the free key to the first Lock call in
+-- the key's line (KEYS[3]). A call whose id ends in '+<ttl ms>' gets the
+-- key itself: it is set to the id with that ttl, as the call's SET NX
+-- would have been, and the call's Client is told '!id|key'; the call holds
+-- the lock once a majority did so (docs/fencing.md, "Hand-off inside the
+-- release"). Any other call (fenced, or of an older client) gets a
+-- reservation: the free key is kept for it alone for ARGV[5] ms (KEYS[4])
+-- and it is told, so that it tries at once while other attempts, the
+-- releaser's own next Lock included, go behind it instead of splitting the
+-- nodes with it. With nobody in line, tell every waiter of the key ('' on
+-- ARGV[2]). If the named call is gone (crashed, frozen), the reservation
+-- runs out (a handed key, its ttl) and the others' next tries find the key
+-- free; one that gives up while named passes the reservation, or the
+-- handed key, on (below). Where the key is not
 -- ours and ARGV[3] is not '0', leave a tombstone for our value for ARGV[3]
 -- ms: our acquire may still be on its way to this node (its reply was lost
 -- or never waited for), and the acquire script refuses a value with a
@@ -25,7 +31,9 @@
 -- back of the line (nor name, below, whoever is behind it in its stead);
 -- ARGV[7] how long (ms) the line is kept, and how long a Lock call
 -- stays in it (see acquire.lua); ARGV[8] the prefix of the Clients'
--- notice channels (absent: every notice goes to the key's channel)
+-- notice channels (absent: every notice goes to the key's channel);
+-- ARGV[9], ARGV[10] (optional) a new waiter id for the call and its
+-- place, which the call takes in the line before anything is handed on
 -- The lock key and the reservation are read in one MGET: nothing below
 -- writes the lock key before it is compared, and the script is atomic.
 local cur = redis.call('MGET', KEYS[1], KEYS[4])
@@ -55,9 +63,19 @@ local function handoff(tellAll)
     end
     return
   end
-  redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
   redis.call('ZREM', KEYS[3], w)
   local cid = string.match(w, '^([^.]+)%.')
+  local httl = string.match(w, '%+(%d+)$')
+  if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) then
+    -- A waiter whose id ends in '+<ttl ms>' takes the key itself: set
+    -- for it, as its SET NX would have been on the free key, and told
+    -- so ('!id|key'); it holds the lock once a majority of nodes told it,
+    -- with no round trip of its own (docs/fencing.md, "hand-off").
+    redis.call('SET', KEYS[1], w, 'PX', httl)
+    redis.call('PUBLISH', ARGV[8] .. cid, '!' .. w .. '|' .. KEYS[1])
+    return
+  end
+  redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
   if cid and ARGV[8] then
     redis.call('PUBLISH', ARGV[8] .. cid, w .. '|' .. KEYS[1])
   else
@@ -65,6 +83,14 @@ local function handoff(tellAll)
   end
 end
 
+if ARGV[9] then
+  -- A Lock call that gives back the keys handed to it and waits on under
+  -- a new id (ARGV[9]) takes the same place (ARGV[10]) first, so the line
+  -- never lacks it and the give-back below hands each key to whoever is
+  -- first by place, which may be the call again.
+  redis.call('ZADD', KEYS[3], 'NX', ARGV[10], ARGV[9])
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+end
 if ARGV[4] ~= '' then
   if ARGV[6] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', ARGV[6], ARGV[4])
@@ -94,7 +120,7 @@ if ARGV[4] ~= '' then
     end
   end
 end
-if cur[1] == ARGV[1] then
+if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
   handoff(true)
   return 1
