@@ -20,6 +20,8 @@ const (
 	stMismatch   = -2 // the node was admitted under other settings
 	stGivenUp    = -3 // this attempt's release reached the node first
 	stQueued     = -4 // free, but Lock calls that waited longer are in line first
+	stHandedHere = -5 // a release handed the key to this Lock call (see handedLease)
+	stAhead      = -6 // held, handed to a Lock call ahead of this one in line
 )
 
 // acqReply is one node's answer to the acquire script.
@@ -85,6 +87,9 @@ type attempt struct {
 	granted    int
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
+	handed     []int         // nodes where the key holds the Lock call's waiter id
+	ahead      bool          // a node's key is handed to a Lock call ahead of this one
+	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
 	mismatch   *ConfigError
 	token      uint64
 	fenceErr   bool
@@ -166,6 +171,15 @@ func (a *attempt) tally(timedOut bool) {
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
 			a.busy = append(a.busy, r.Val.pttl)
+		case r.Val.status == stAhead:
+			c.admit.saw(r.Node)
+			a.ahead = true
+			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
+			a.busy = append(a.busy, r.Val.pttl)
+		case r.Val.status == stHandedHere:
+			c.admit.saw(r.Node)
+			a.handed = append(a.handed, r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, errHandedHere))
 		case r.Val.status == stQueued:
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errQueued))
@@ -333,7 +347,10 @@ func (a *attempt) abandon() {
 		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })
 	}
 	round, stop := a.round, a.stop
+	a.cleaned = make(chan struct{})
+	cleaned := a.cleaned
 	c.spawn(func() {
+		defer close(cleaned)
 		defer cancel()
 		defer stop()
 		released := make([]bool, len(c.nodes))
@@ -417,6 +434,12 @@ type outcome struct {
 	wait       time.Duration
 	took       time.Duration
 	unadmitted []int
+	handed     []int // nodes that answered that a release handed the key to the Lock call
+	ahead      bool  // a node's key was handed to a Lock call ahead of this one
+	// cleaned is closed once the failed attempt's cleanup calls are over
+	// (nil: none): a call that leaves the line or gives keys back sends
+	// that after them, so that a cleanup cannot put it back in line.
+	cleaned <-chan struct{}
 }
 
 // try runs one acquisition attempt (waiter and place: see newAttempt). On
@@ -451,5 +474,5 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	}
 	e := a.failure(ctx)
 	c.inst.attempt(string(e.Reason), a.elapsed)
-	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted}
+	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
 }

@@ -30,6 +30,9 @@ type Client struct {
 	// settingsArg is settings boxed for the acquire script ("" without the
 	// restart quarantine: the script then skips the admission check).
 	settingsArg any
+	// handoffs: this Client's Lock calls take keys handed over inside a
+	// release (see newWaiter, handedLease).
+	handoffs bool
 	// lineMs is how long (ms) a Lock call stays in a key's line on a node
 	// without trying again: past it the node forgets the call, so a caller
 	// that gave up or died stops being woken first.
@@ -246,6 +249,15 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	}
 	c.admit = newAdmission(c)
 	c.wake = newWaker(c)
+	// A release hands the key itself to a Lock call only when the call
+	// can hear of it: notices on, every node subscribable. Fenced calls
+	// get the reservation instead (a handed key has no fencing commit).
+	c.handoffs = !cfg.fencing && cfg.wake
+	for _, nd := range c.nodes {
+		if nd.uc == nil {
+			c.handoffs = false
+		}
+	}
 	c.renew = newRenewer(c)
 	return c, nil
 }

@@ -31,10 +31,12 @@
 // "quorumlock:" (fences, admission markers, quarantines, tombstones of
 // given-up attempts, the line of Lock calls per key), and keys that start
 // with it are refused. Waiters are woken through Pub/Sub: a release that
-// names the first Lock call in the key's line tells that call's Client on
-// the channel quorumlock:wake:CLIENT, and one that names nobody tells
-// every waiter on quorumlock:released:KEY. Tools read a key's state
-// through Client.Inspect, never the key layout.
+// names the first Lock call in the key's line (and, without fencing, hands
+// it the key) tells that call's Client on the channel
+// quorumlock:wake:CLIENT, and one that names nobody tells every waiter on
+// quorumlock:released:KEY. While a release has handed a key to a Lock
+// call, the key holds the call's id. Tools read a key's state through
+// Client.Inspect, never the key layout.
 //
 // go-redis clients only honour context deadlines on the socket when built
 // with ContextTimeoutEnabled. With default clients an unresponsive node

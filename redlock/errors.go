@@ -28,6 +28,11 @@ var (
 	// not waited yet goes behind them. It matches ErrNodeHeld.
 	errQueued = fmt.Errorf("%w: free, but other Lock calls are waiting in line first", ErrNodeHeld)
 
+	// errHandedHere is the per-node cause when a release handed the key
+	// to the Lock call itself on that node: it counts towards a lease of
+	// the call's own (see Client.handedLease), not towards the attempt's.
+	errHandedHere = fmt.Errorf("%w: handed to this Lock call by a release, not to this attempt", ErrNodeHeld)
+
 	// ErrNodeQuarantined is the per-node cause when a node lost its state
 	// (restarted without persistence, failed over, flushed) or belongs to a
 	// deployment that has not been admitted yet, and may not vote until it

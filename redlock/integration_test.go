@@ -504,6 +504,12 @@ func TestIntegrationReleaseHandsOffToTheWaiter(t *testing.T) {
 				t.Fatalf("round %d: the waiter was not woken by the second release", round)
 			}
 		case <-time.After(3 * time.Second):
+			for i, rc := range cl.clients {
+				v, _ := rc.Get(ctx, key).Result()
+				p, _ := rc.PTTL(ctx, key).Result()
+				q, _ := rc.ZRangeWithScores(ctx, "quorumlock:queue:"+key, 0, -1).Result()
+				t.Logf("node %d holds %q (pttl %v), line %v", i, v, p, q)
+			}
 			t.Fatalf("round %d: the waiter was not woken by the release", round)
 		}
 	}

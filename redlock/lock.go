@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
 )
 
 // TryLock makes one attempt to lock key for ttl: one parallel round to
@@ -21,13 +24,12 @@ import (
 // gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
 // quorumlock's namespace ("quorumlock:..."), a ttl not above its drift or
 // above the max ttl, or a closed Client is an error that touches no node.
-// TryLock never joins the key's line on the nodes: for a short while after
-// a release (the hand-off reservation, see Lock) the key is kept for the
-// Lock calls the release named, and TryLock is refused with ReasonHeld
-// (per node: "free, but other Lock calls are waiting in line first"). A
-// caller that polls with TryLock therefore yields to Lock callers and,
-// under steady contention from them, can keep losing; use Lock to wait in
-// line. Safe for concurrent use.
+// TryLock never joins the key's line on the nodes: a release hands the key
+// to the first Lock call in line (see Lock), or, for a fenced call, keeps
+// it for that call for a short while, and TryLock is refused with
+// ReasonHeld meanwhile. A caller that polls with TryLock therefore yields
+// to Lock callers and, under steady contention from them, can keep
+// losing; use Lock to wait in line. Safe for concurrent use.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -74,7 +76,17 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 // finds another Lock of this Client ahead in line counts as a failed
 // attempt (ReasonLocal), as a lost race with another process would. Input
 // errors and *ConfigError are those of TryLock and end the wait at once.
-// Safe for concurrent use.
+//
+// Waiting Lock calls form a line per key on each node, in the order they
+// began. Without fencing, a release hands the key itself to the first in
+// line: it sets the key to that call's id, with the call's ttl, and tells
+// its Client. The call holds the lock once a majority of nodes did so,
+// without a round of its own, and its lease counts from before its first
+// attempt. A call that is gone (crashed, frozen) when a release hands it
+// the key holds the key up until its ttl runs out, as a holder that is
+// gone does. With fencing, the release keeps the key free for the first
+// in line for a few round trips instead, and the call takes it with an
+// attempt and its fencing commit. Safe for concurrent use.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -86,7 +98,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	// place is when the call began, the same on every node, so that every
 	// node orders the line alike and names the same waiter. The id starts
 	// with this Client's, so the notice comes on the Client's own channel.
-	waiter, place := c.wake.id+"."+newValue(), time.Now().UnixMicro()
+	place := time.Now().UnixMicro()
+	waiter := c.newWaiter(ttl, place)
 	var pass func() // this call's place at the head of the key's local line
 	defer func() {
 		if pass != nil {
@@ -94,14 +107,61 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		}
 	}()
 	var wake chan int
+	var unregister func()
+	defer func() {
+		if unregister != nil {
+			unregister()
+		}
+	}()
 	var last outcome
 	var since time.Time // when the last attempt started
 	inLine := false     // an attempt reached the nodes, so the call may be in line there
 	defer func() {
 		if inLine && last.err != nil {
-			c.leaveLine(key, waiter, ttl)
+			c.leaveLine(key, waiter, ttl, last.cleaned)
 		}
 	}()
+	// Nodes where a release handed the key to waiter (attempts' replies;
+	// the waker counts the notices), and when the first attempt that put
+	// waiter in line began: see handedLease.
+	handed := make([]bool, len(c.nodes))
+	var first time.Time
+	// handedOff returns the lease of the nodes that handed the key to
+	// waiter, once they are a majority; when the call holds some of them
+	// but no lease, it gives them back (see giveBack) and waits on under a
+	// new id, so that nodes handed to different waiters cannot keep each
+	// other from a majority until the keys expire.
+	handedOff := func(giveBack bool) *Lease {
+		n := c.wake.handedTo(key, waiter, handed)
+		if n >= c.quorum {
+			if l := c.handedLease(key, ttl, waiter, first); l != nil {
+				return l
+			}
+			giveBack = true // the validity is used up: so are the keys
+		}
+		if n > 0 && giveBack {
+			// The new id takes the old one's place on every node in the
+			// same step as the give-back (release.lua), so it is in line
+			// before anything handed back is handed on, and it listens
+			// before that step is sent.
+			old := waiter
+			first = c.cfg.clock.Now() // before the id exists: see handedLease
+			waiter = c.newWaiter(ttl, place)
+			clear(handed)
+			if unregister != nil {
+				unregister()
+				wake, unregister, _ = c.wake.register(key, waiter, time.Now())
+			}
+			c.giveBack(key, old, waiter, place, ttl, last.cleaned)
+		}
+		return nil
+	}
+	won := func(l *Lease) (*Lease, error) {
+		l.holdGate(pass)
+		pass = nil
+		c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
+		return l, nil
+	}
 	for n := 0; ; n++ {
 		if pass == nil {
 			limit := waitForever
@@ -119,16 +179,27 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			if wake != nil {
 				c.wake.attempting(wake)
 			}
+			if first.IsZero() {
+				first = c.cfg.clock.Now()
+			}
 			last = c.tryAdmitting(ctx, key, ttl, waiter, place)
 			inLine = true
 			if last.err == nil {
-				last.lease.holdGate(pass)
-				pass = nil
-				c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
-				return last.lease, nil
+				return won(last.lease)
 			}
 			if errors.Is(last.err, ErrConfigMismatch) || errors.Is(last.err, ErrClosed) {
 				return nil, last.err
+			}
+			for _, i := range last.handed {
+				handed[i] = true
+			}
+			// Give the handed keys back when a call ahead in line holds
+			// a handed key too: releases split the nodes between them,
+			// and the call ahead must get this call's keys, not wait with
+			// it until they expire (see giveBack).
+			if l := handedOff(last.ahead); l != nil {
+				last = outcome{lease: l}
+				return won(l)
 			}
 			if ctx.Err() != nil {
 				return nil, c.stopped(key, last.err, ctx.Err())
@@ -161,17 +232,46 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			// Subscribe, then try again at once unless the key's
 			// subscription was live before the failed attempt began: a
 			// release in between would go unnoticed.
-			ch, unregister, live := c.wake.register(key, waiter, since)
-			defer unregister()
-			wake = ch
+			ch, unreg, live := c.wake.register(key, waiter, since)
+			wake, unregister = ch, unreg
 			if !live {
+				if c.handoffs {
+					// A release may hand this call the key and tell it
+					// only by notice: wait (briefly) until a majority
+					// listens, so that none after the retry goes unheard.
+					t := time.NewTimer(c.nodeTimeout(ttl))
+					select {
+					case <-c.wake.subscribed(key):
+					case <-t.C:
+					case <-ctx.Done():
+					case <-c.closing:
+					}
+					t.Stop()
+				}
 				continue
 			}
 		}
 		if err := c.sleep(ctx, delay, wake, last.took); err != nil {
 			return nil, c.stopped(key, last.err, err)
 		}
+		if l := handedOff(false); l != nil {
+			last = outcome{lease: l}
+			return won(l)
+		}
 	}
+}
+
+// newWaiter returns a fresh id for a Lock call in a key's line: it starts
+// with this Client's id, so that a release's notice comes on the Client's
+// own channel, and, without fencing, ends in '~<place>+<ttl ms>': a
+// release may then hand the key itself to the call (see handedLease), and
+// other calls tell from the place whether it is ahead of them in line.
+func (c *Client) newWaiter(ttl time.Duration, place int64) string {
+	id := c.wake.id + "." + newValue()
+	if c.handoffs {
+		id += "~" + strconv.FormatInt(place, 10) + "+" + strconv.FormatInt(ttl.Milliseconds(), 10)
+	}
+	return id
 }
 
 // sleep waits before Lock's next attempt: delay, or until a release wakes
@@ -187,6 +287,29 @@ func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int
 	defer t.Stop()
 	select {
 	case pos := <-wake:
+		if pos == wakeHanded {
+			return nil
+		}
+		if pos == wakePart {
+			// Some nodes handed the key to this call: the others'
+			// releases are on their way. Wait up to two round trips for
+			// a majority before trying (see Lock's handedOff).
+			j := time.NewTimer(max(2*took, 2*time.Millisecond))
+			defer j.Stop()
+			for {
+				select {
+				case p := <-wake:
+					if p == wakePart {
+						continue
+					}
+				case <-j.C:
+				case <-ctx.Done():
+				case <-c.closing:
+				}
+				break
+			}
+			break
+		}
 		var jitter time.Duration
 		switch {
 		case took <= 0 || pos == wakeFirst:
@@ -217,6 +340,31 @@ func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int
 	return nil
 }
 
+// handedLease is the lease of a Lock call whose waiter id a majority of
+// nodes hold as the key's value, set there by releases (release.lua); the
+// call learns it from their notices and its attempts' replies. The value
+// is the waiter id, and the validity runs from first, read before the
+// first script that could put the id in the key's line was sent (before
+// the call's first attempt, or before a give-back made the id): a release
+// hands the key only to an id in line, so every such SET came after first.
+// A handed key keeps the id until the call ends (its lease's release, or
+// leaveLine) or gives it back, or it expires: no attempt and no other
+// release writes a key that holds it. So once a majority told the call,
+// that majority holds the id until first + ttl on their clocks at the
+// least (docs/fencing.md, "Hand-off inside the release"). nil: the
+// validity is used up, or the Client is closing.
+func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time) *Lease {
+	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
+		return nil
+	}
+	a := c.newAttempt(key, ttl, waiter, 0)
+	// No tombstone on release: no acquire of ours can still be on its way
+	// with this value, since no attempt sends a waiter id as its value.
+	a.value, a.relV, a.relT, a.t0 = waiter, waiter, "0", first
+	a.relKeys[1] = tombKey(waiter)
+	return c.newLease(a)
+}
+
 // stopped is Lock's error when it stops waiting because of why (ctx's
 // error or ErrClosed), keeping the last attempt's error.
 func (c *Client) stopped(key string, last, why error) error {
@@ -245,14 +393,36 @@ func (c *Client) stopped(key string, last, why error) error {
 // release had named the call and the key is free there, passes the
 // reservation to the next in line for as long as a release of a lease of
 // ttl would reserve it.
-func (c *Client) leaveLine(key, waiter string, ttl time.Duration) {
+func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) {
 	if c.isClosed() {
 		return
 	}
 	v := newValue()
-	p := prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
-		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix)
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
+}
+
+// giveBack is leaveLine for a Lock call that goes on waiting under a new
+// id (next, at place): it gives back the keys releases handed to old and
+// takes old's place under next, in one step per node.
+func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) {
+	if c.isClosed() {
+		return
+	}
+	v := newValue()
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
+}
+
+// everyNode runs a line-keeping release call p on every node in the
+// background, bounded by the cleanup timeout, once after is closed (nil:
+// at once): the last failed attempt's cleanup puts the call back in its
+// place where it reaches a node, and p must come after it there.
+func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) {
 	c.spawn(func() {
+		if after != nil {
+			<-after // bounded: the cleanup has its own timeout
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 		defer cancel()
 		var wg sync.WaitGroup

@@ -446,8 +446,10 @@ func keyAvoiding(t *testing.T, busy ...int) string {
 	}
 }
 
-// contend makes c retry a Lock on key once, as under contention.
-func contend(t *testing.T, c *Client, key string) {
+// contend makes c retry a Lock on key once, as under contention, and
+// returns once every node of rc is free of key again: the two Releases
+// return at a majority, and the rest of their deletes land just after.
+func contend(t *testing.T, rc *realCluster, c *Client, key string) {
 	t.Helper()
 	ctx := context.Background()
 	other, err := c.TryLock(ctx, key, 300*time.Millisecond)
@@ -461,6 +463,14 @@ func contend(t *testing.T, c *Client, key string) {
 	l, err := c.Lock(lctx, key, 300*time.Millisecond)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool {
+		for i := range rc.raw {
+			if rc.value(t, i, key) != "" {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "the key is still held on a node after both Releases")
 }
 
 // 8. With two busy nodes, one of them the key's former gatekeeper, three
@@ -473,7 +483,7 @@ func TestRegressionBusyNodesDoNotRefuseAWinnableAttempt(t *testing.T) {
 	c := rc.client(t, nil, nil, WithNodeTimeout(200*time.Millisecond))
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
-	contend(t, c, key)
+	contend(t, rc, c, key)
 	g := gatekeeperOf(key, 5)
 	rc.hold(t, key, 5*time.Second, g, (g+1)%5)
 
@@ -495,7 +505,7 @@ func TestRegressionFrozenNodeBoundsEveryAttempt(t *testing.T) {
 	c := rc.client(t, nil, nil, WithNodeTimeout(50*time.Millisecond))
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
-	contend(t, c, key)
+	contend(t, rc, c, key)
 	g := gatekeeperOf(key, 5)
 	require.NoError(t, rc.nodes[g].Pause())
 	t.Cleanup(func() { _ = rc.nodes[g].Resume() })

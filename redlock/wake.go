@@ -48,11 +48,14 @@ type keyWaiters struct {
 	lastAt    time.Time           // when the last release notice arrived
 	lastNames string              // and whom it named
 	linger    *time.Timer         // set while the key has no waiter
+	handed    map[string][]bool   // waiter id -> the nodes that handed it the key
+	ready     chan struct{}       // closed once a majority of nodes confirmed the subscription
 }
 
 const (
-	linger  = 2 * time.Second // how long a key with no waiter stays subscribed
-	maxIdle = 1024            // keys kept subscribed with no waiter, at most
+	linger   = 2 * time.Second // how long a key with no waiter stays subscribed
+	maxIdle  = 1024            // keys kept subscribed with no waiter, at most
+	maxEarly = 64              // a key's hand-off records for ids not registered, at most
 )
 
 // subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
@@ -76,6 +79,8 @@ const (
 	wakeFirst  = 0
 	wakeSecond = 1
 	wakeAnyone = 2
+	wakeHanded = 3 // a majority of nodes handed the key to the waiter
+	wakePart   = 4 // some nodes handed the key to the waiter, fewer than a majority
 )
 
 func newWaker(c *Client) *waker {
@@ -98,7 +103,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 	}
 	kw := w.waiters[key]
 	if kw == nil {
-		kw = &keyWaiters{set: map[string]chan int{}}
+		kw = &keyWaiters{set: map[string]chan int{}, ready: make(chan struct{})}
 		w.waiters[key] = kw
 		w.sendLocked(subOp{sub: true, channel: releaseChannel(key), kw: kw})
 	}
@@ -108,6 +113,9 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 		w.idle--
 	}
 	kw.set[id] = ch
+	if kw.handed[id] != nil {
+		w.tellHanded(kw, id, ch) // releases handed it the key before it registered
+	}
 	live = !kw.liveSince.IsZero() && kw.liveSince.Before(since)
 	if live && kw.lastAt.After(since) {
 		if pos, ok := position(kw.lastNames, id); ok {
@@ -118,6 +126,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		delete(kw.set, id)
+		delete(kw.handed, id)
 		if len(kw.set) > 0 || w.waiters[key] != kw || w.closed {
 			return
 		}
@@ -228,7 +237,7 @@ func (w *waker) sendLocked(op subOp) {
 		if s == nil {
 			s = &subscriber{ps: nd.uc.Subscribe(context.Background()), ops: make(chan subOp, 1024)}
 			w.subs[i] = s
-			w.c.spawn(func() { w.run(s) })
+			w.c.spawn(func() { w.run(i, s) })
 		}
 		select {
 		case s.ops <- op:
@@ -238,7 +247,7 @@ func (w *waker) sendLocked(op subOp) {
 	}
 }
 
-func (w *waker) run(s *subscriber) {
+func (w *waker) run(node int, s *subscriber) {
 	var listening sync.WaitGroup
 	defer listening.Wait()
 	started := false
@@ -278,7 +287,7 @@ func (w *waker) run(s *subscriber) {
 			msgs := s.ps.Channel()
 			listening.Go(func() {
 				for m := range msgs {
-					w.deliver(m.Channel, m.Payload)
+					w.deliver(node, m.Channel, m.Payload)
 				}
 			})
 		}
@@ -287,9 +296,15 @@ func (w *waker) run(s *subscriber) {
 
 // deliver hands one Pub/Sub message to notify: on a key's channel the
 // payload is the names; on this Client's own channel it is 'names|key'.
-func (w *waker) deliver(channel, payload string) {
+func (w *waker) deliver(node int, channel, payload string) {
 	if key, ok := strings.CutPrefix(channel, channelPrefix); ok {
 		w.notify(key, payload)
+		return
+	}
+	if rest, ok := strings.CutPrefix(payload, "!"); ok {
+		if name, key, ok := strings.Cut(rest, "|"); ok {
+			w.handedBy(node, key, name)
+		}
 		return
 	}
 	if names, key, ok := strings.Cut(payload, "|"); ok {
@@ -326,5 +341,100 @@ func (w *waker) confirmed(kw *keyWaiters) {
 	kw.acked++
 	if kw.liveSince.IsZero() && kw.acked >= quorum.Majority(len(w.c.nodes)) {
 		kw.liveSince = time.Now()
+		close(kw.ready)
 	}
+}
+
+// handedBy records that node handed key to waiter id (release.lua sets
+// the key to the id there) and tells the waiter: wakeHanded once a
+// majority of nodes did, else wakePart. A waiter that is not registered
+// (not yet, or no longer, waiting) is not told; its next attempt takes the
+// node's key over, as it would a free one.
+func (w *waker) handedBy(node int, key, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.waiters[key]
+	if kw == nil {
+		return
+	}
+	if node < 0 || node >= len(w.c.nodes) {
+		return
+	}
+	if kw.handed == nil {
+		kw.handed = map[string][]bool{}
+	}
+	ch, ok := kw.set[id]
+	if !ok && kw.handed[id] == nil && len(kw.handed) >= maxEarly {
+		// Hand-offs to ids that never registered (their call won or
+		// gave up before it waited): forget them rather than grow.
+		for id := range kw.handed {
+			if _, ok := kw.set[id]; !ok {
+				delete(kw.handed, id)
+			}
+		}
+	}
+	by := kw.handed[id]
+	if by == nil {
+		by = make([]bool, len(w.c.nodes))
+		kw.handed[id] = by
+	}
+	by[node] = true
+	if !ok {
+		// Not waiting yet: its first attempt has put it in line and not
+		// returned. register tells it.
+		return
+	}
+	w.tellHanded(kw, id, ch)
+}
+
+// tellHanded tells waiter id how far the hand-offs it got have come:
+// wakeHanded once a majority of nodes handed it the key, else wakePart.
+// The newest notice replaces one still unread.
+func (w *waker) tellHanded(kw *keyWaiters, id string, ch chan int) {
+	n := 0
+	for _, b := range kw.handed[id] {
+		if b {
+			n++
+		}
+	}
+	pos := wakePart
+	if n >= quorum.Majority(len(w.c.nodes)) {
+		pos = wakeHanded
+	}
+	// The newest notice replaces one still unread.
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- pos
+}
+
+// handedTo counts the nodes that handed key to waiter id: those whose
+// notice arrived while it was registered, and those marked in also (its
+// attempts' replies).
+func (w *waker) handedTo(key, id string, also []bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var by []bool
+	if kw := w.waiters[key]; kw != nil {
+		by = kw.handed[id]
+	}
+	n := 0
+	for i, b := range also {
+		if b || (i < len(by) && by[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// subscribed returns a channel that is closed once a majority of nodes
+// confirmed key's subscription (never, for a key without waiters).
+func (w *waker) subscribed(key string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.waiters[key]; kw != nil {
+		return kw.ready
+	}
+	return nil
 }

@@ -247,7 +247,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		got := heard[wakePrefix+w.wake.id]
 		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
 		for _, p := range got {
-			require.Equal(t, line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
+			require.Equal(t, "!"+line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
 		}
 	}
 	// The key's channel carries only "nobody is in line" (d's release,
@@ -491,14 +491,14 @@ func TestWakerReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
 	key := "a|b c"
 	ch, unregister, _ := w.register(key, "w.1", time.Now())
 	defer unregister()
-	w.deliver(wakePrefix+w.id, "junk")
+	w.deliver(0, wakePrefix+w.id, "junk")
 	select {
 	case pos := <-ch:
 		t.Fatalf("a payload without a key woke the waiter (position %d)", pos)
 	default:
 	}
-	w.deliver(wakePrefix+w.id, "w.1|"+key)
+	w.deliver(0, wakePrefix+w.id, "w.1|"+key)
 	requireWake(t, ch, wakeFirst)
-	w.deliver(releaseChannel(key), "w.1")
+	w.deliver(0, releaseChannel(key), "w.1")
 	requireWake(t, ch, wakeFirst)
 }

@@ -1,0 +1,171 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// A release hands the key itself to the first Lock call in line (a call
+// without fencing): the waiter holds the lock once a majority of nodes
+// told it so, without a round trip of its own. The lease's value is the
+// waiter id, its validity runs from before the call's first attempt (not
+// from the notices), and its release frees every node.
+func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	a := wakeClient(t, ucs)
+	var calls evalCounter
+	cucs := testenv.Clients(t, nodes)
+	for _, uc := range cucs {
+		uc.AddHook(&calls)
+	}
+	b := wakeClient(t, cucs, slowRetry)
+	key, la := heldKey(t, a)
+
+	const ttl = 2 * time.Second
+	called := time.Now()
+	lb := make(chan *Lease, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	// b is in line on every node, or was handed the key there already (a
+	// node its first attempt reached before a's SET did: that attempt's
+	// cleanup hands the key it freed to the first in line, b).
+	var id []string
+	require.Eventually(t, func() bool {
+		id = id[:0]
+		for _, uc := range ucs {
+			in, _ := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
+			if v, _ := uc.Get(ctx, key).Result(); strings.Contains(v, "~") {
+				in = append(in, v)
+			}
+			if len(in) != 1 || (len(id) > 0 && in[0] != id[0]) {
+				return false
+			}
+			id = append(id, in[0])
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, "b never joined the line")
+	// Long enough that a validity counted from the hand-off would show.
+	time.Sleep(500 * time.Millisecond)
+
+	calls.n.Store(0)
+	require.NoError(t, la.Release(ctx))
+	var l *Lease
+	select {
+	case l = <-lb:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the first in line did not get the key")
+	}
+	require.NotNil(t, l)
+	require.Zero(t, calls.n.Load(), "the waiter sent script calls after the release: it took the key itself")
+	require.Equal(t, id[0], l.value, "the lease's value is not the waiter id the release handed the key to")
+	held := 0
+	for _, uc := range ucs {
+		if v, _ := uc.Get(ctx, key).Result(); v == id[0] {
+			held++
+			pttl, err := uc.PTTL(ctx, key).Result()
+			require.NoError(t, err)
+			require.Greater(t, pttl, time.Duration(0), "a handed key has no expiry")
+			require.LessOrEqual(t, pttl, ttl, "a handed key outlives the waiter's ttl")
+		}
+	}
+	require.GreaterOrEqual(t, held, 2, "the key holds the waiter id on fewer than a majority of nodes")
+	limit := called.Add(ttl - drift.Drift(ttl, DefaultDriftFactor))
+	require.False(t, l.Deadline().After(limit.Add(100*time.Millisecond)),
+		"the validity runs from the hand-off (deadline %v after the call began + ttl)", l.Deadline().Sub(limit))
+	require.True(t, l.Deadline().After(time.Now()), "the lease was handed over already expired")
+
+	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			if n, err := uc.Exists(ctx, key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "the handed lease's release left the key on a node")
+}
+
+// Releases that hand the key to different waiters on different nodes
+// (their lines differed) can leave none of them with a majority and no
+// release to come. The calls settle it in line order: a call that sees a
+// key handed to a call ahead of it gives its own handed keys back, and
+// they go to the first in line, so the call ahead gets them. All three
+// get the lock, one after the other, long before the handed keys expire.
+func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 5)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	a := wakeClient(t, ucs)
+	poll := WithRetry(func(int) time.Duration { return 50 * time.Millisecond }, 0)
+	ws := []*Client{wakeClient(t, ucs, poll), wakeClient(t, ucs, poll), wakeClient(t, ucs, poll)}
+	key, _ := heldKey(t, a) // a's key is replaced below; its lease is left to expire unused
+
+	var inside atomic.Int32
+	type result struct {
+		who int
+		at  time.Time
+		err error
+	}
+	done := make(chan result, len(ws))
+	for i, w := range ws {
+		go func() {
+			l, err := w.Lock(ctx, key, 5*time.Second)
+			if err == nil {
+				if inside.Add(1) != 1 {
+					t.Errorf("waiter %d holds the lock together with another", i)
+				}
+				time.Sleep(20 * time.Millisecond)
+				inside.Add(-1)
+				err = l.Release(ctx)
+			}
+			done <- result{i, time.Now(), err}
+		}()
+		requireLineLen(t, ucs, key, int64(i+1), "a waiter never joined the line")
+	}
+	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, line, 3)
+
+	// As if releases had handed nodes 0 and 1 to the first in line, 2 and
+	// 3 to the second and 4 to the third: nobody holds a majority, and
+	// no release is coming.
+	start := time.Now()
+	for i, uc := range ucs {
+		id := line[[]int{0, 0, 1, 1, 2}[i]]
+		require.NoError(t, uc.Set(ctx, key, id, 5*time.Second).Err())
+		require.NoError(t, uc.ZRem(ctx, queueKey(key), id).Err())
+	}
+	for range ws {
+		select {
+		case r := <-done:
+			require.NoError(t, r.err, "waiter %d", r.who)
+			t.Logf("waiter %d had the lock and let go %v after the split", r.who, r.at.Sub(start))
+			require.Less(t, r.at.Sub(start), 3*time.Second, "waiter %d waited for the split's keys to expire", r.who)
+		case <-time.After(4 * time.Second):
+			t.Fatal("the split did not settle before the handed keys expire")
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			if n, err := uc.Exists(ctx, key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, time.Millisecond, "a key handed to one of the waiters was left behind")
+}
