@@ -24,11 +24,7 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	ctx := context.Background()
 	a := wakeClient(t, ucs)
 	var calls evalCounter
-	cucs := testenv.Clients(t, nodes)
-	for _, uc := range cucs {
-		uc.AddHook(&calls)
-	}
-	b := wakeClient(t, cucs, slowRetry)
+	b := countedClient(t, nodes, &calls, slowRetry)
 	key, la := heldKey(t, a)
 
 	const ttl = 2 * time.Second
@@ -63,14 +59,7 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 
 	calls.n.Store(0)
-	require.NoError(t, la.Release(ctx))
-	var l *Lease
-	select {
-	case l = <-lb:
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first in line did not get the key")
-	}
-	require.NotNil(t, l)
+	l := releaseTo(t, la, lb)
 	require.Zero(t, calls.n.Load(), "the waiter sent script calls after the release: it took the key itself")
 	require.Equal(t, id[0], l.value, "the lease's value is not the waiter id the release handed the key to")
 	held := 0
@@ -90,14 +79,7 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	require.True(t, l.Deadline().After(time.Now()), "the lease was handed over already expired")
 
 	require.NoError(t, l.Release(ctx))
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			if n, err := uc.Exists(ctx, key).Result(); err != nil || n != 0 {
-				return false
-			}
-		}
-		return true
-	}, time.Second, time.Millisecond, "the handed lease's release left the key on a node")
+	requireFreeEverywhere(t, ucs, key, "the handed lease's release left the key on a node")
 }
 
 // Releases that hand the key to different waiters on different nodes
@@ -160,12 +142,5 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 			t.Fatal("the split did not settle before the handed keys expire")
 		}
 	}
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			if n, err := uc.Exists(ctx, key).Result(); err != nil || n != 0 {
-				return false
-			}
-		}
-		return true
-	}, 2*time.Second, time.Millisecond, "a key handed to one of the waiters was left behind")
+	requireFreeEverywhere(t, ucs, key, "a key handed to one of the waiters was left behind")
 }

@@ -145,6 +145,34 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 // only a release's notice can wake it.
 var slowRetry = WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
 
+// releaseTo releases la and returns the lease the first in line's Lock
+// call sends on lb, within 3 s.
+func releaseTo(t *testing.T, la *Lease, lb <-chan *Lease) *Lease {
+	t.Helper()
+	require.NoError(t, la.Release(context.Background()))
+	select {
+	case l := <-lb:
+		require.NotNil(t, l, "the first in line's Lock failed")
+		return l
+	case <-time.After(3 * time.Second):
+		t.Fatal("the first in line did not get the key")
+		return nil
+	}
+}
+
+// requireFreeEverywhere waits until no node of ucs holds key.
+func requireFreeEverywhere(t *testing.T, ucs []redis.UniversalClient, key, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			if n, err := uc.Exists(context.Background(), key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, time.Millisecond, what)
+}
+
 // requireLineLen waits until key's line holds n Lock calls on each of ucs.
 func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
 	t.Helper()
@@ -257,6 +285,17 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	}
 }
 
+// countedClient is a wakeClient over connections of its own to nodes,
+// whose script calls calls counts.
+func countedClient(t *testing.T, nodes []*testenv.RedisNode, calls *evalCounter, opts ...Option) *Client {
+	t.Helper()
+	ucs := testenv.Clients(t, nodes)
+	for _, uc := range ucs {
+		uc.AddHook(calls)
+	}
+	return wakeClient(t, ucs, opts...)
+}
+
 // evalCounter counts the script calls a client sends.
 type evalCounter struct{ n atomic.Int64 }
 
@@ -284,11 +323,7 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 	ctx := context.Background()
 	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
 	var calls evalCounter
-	cucs := testenv.Clients(t, nodes)
-	for _, uc := range cucs {
-		uc.AddHook(&calls)
-	}
-	c := wakeClient(t, cucs, slowRetry)
+	c := countedClient(t, nodes, &calls, slowRetry)
 	key, la := heldKey(t, a)
 	lb := make(chan *Lease, 1)
 	done := make(chan error, 1)
@@ -311,14 +346,7 @@ func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // c's attempts on joining are over; its next waits 5 s
 
 	calls.n.Store(0)
-	require.NoError(t, la.Release(ctx))
-	var l *Lease
-	select {
-	case l = <-lb:
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first in line was not handed the key")
-	}
-	require.NotNil(t, l)
+	l := releaseTo(t, la, lb)
 	time.Sleep(300 * time.Millisecond)
 	require.Zero(t, calls.n.Load(), "the second in line sent script calls while the first took and held the key")
 	require.NoError(t, l.Release(ctx))
