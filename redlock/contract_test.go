@@ -76,6 +76,10 @@ func (n fakeContract) nowUs(*testing.T) int64 { return n.f.nowUs() }
 func (n fakeContract) listen(_ *testing.T, channel string) func() []string {
 	n.f.mu.Lock()
 	from := len(n.f.published)
+	if n.f.listeners == nil {
+		n.f.listeners = map[string]int{}
+	}
+	n.f.listeners[channel]++
 	n.f.mu.Unlock()
 	return func() []string {
 		n.f.mu.Lock()
@@ -1051,6 +1055,37 @@ var contractCases = []contractCase{
 				requireInLine(t, n, true, "c2.w~300+3000")
 			}}
 	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a first in line whose Client does not listen is passed over for the next", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				now := n.nowUs(t)
+				n.zadd(t, queueKey(ctKey), "gone.a~1+4000", now-30)
+				n.zadd(t, queueKey(ctKey), "c2.b~2+4000", now-20)
+				heard = n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				requireKey(t, n, ctKey, "c2.b~2+4000")
+				require.Equal(t, []string{"!c2.b~2+4000|" + ctKey}, heard())
+				requireInLine(t, n, false, "gone.a~1+4000", "c2.b~2+4000")
+			}}
+	}(),
+	{name: "release/with nobody listening for anyone in line the key stays free and every waiter is told", script: releaseScript, keys: ctRelKeys,
+		published: []string{""},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "gone.a~1+4000", n.nowUs(t))
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, namedKey(ctKey))
+		}},
 	{name: "state/a free key", script: stateScript, keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)}, args: fixed(),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)

@@ -38,8 +38,9 @@ type fakeNode struct {
 
 	node *node // the client's view of this fake
 
-	extendCalls int64     // extend script calls, guarded by mu
-	published   []message // release notices, guarded by mu
+	extendCalls int64          // extend script calls, guarded by mu
+	published   []message      // release notices, guarded by mu
+	listeners   map[string]int // subscribers per channel, guarded by mu (PUBLISH's count)
 
 	failMu  sync.Mutex
 	failing map[string]error // script name -> error it returns
@@ -327,15 +328,29 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 				return
 			}
 			w := first[0]
-			f.zrem(k[2], w)
-			cid, _, dotted := strings.Cut(w, ".")
-			if i := strings.LastIndexByte(w, '+'); i >= 0 && dotted && cid != "" && len(a) >= 8 && !f.exists(k[0]) {
-				if ms := atoi(w[i+1:]); ms > 0 {
-					f.setStr(k[0], w, ms)
-					f.published = append(f.published, message{a[7] + cid, "!" + w + "|" + k[0]})
+			for try := 0; ; try++ {
+				f.zrem(k[2], w)
+				cid, _, dotted := strings.Cut(w, ".")
+				i := strings.LastIndexByte(w, '+')
+				if i < 0 || !dotted || cid == "" || len(a) < 8 || f.exists(k[0]) || atoi(w[i+1:]) <= 0 {
+					break
+				}
+				// a waiter that takes the key itself, if its Client listens
+				f.published = append(f.published, message{a[7] + cid, "!" + w + "|" + k[0]})
+				if f.listeners[a[7]+cid] > 0 {
+					f.setStr(k[0], w, atoi(w[i+1:]))
 					return
 				}
+				next := f.zfirst(k[2], 1)
+				if len(next) == 0 || try == 3 {
+					if tellAll {
+						f.published = append(f.published, message{a[1], ""})
+					}
+					return
+				}
+				w = next[0]
 			}
+			cid, _, dotted := strings.Cut(w, ".")
 			f.setStr(k[3], w, atoi(a[4]))
 			if dotted && cid != "" && len(a) >= 8 {
 				f.published = append(f.published, message{a[7] + cid, w + "|" + k[0]})

@@ -2,11 +2,13 @@ package redlock
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/drift"
@@ -143,4 +145,41 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 		}
 	}
 	requireFreeEverywhere(t, ucs, key, "a key handed to one of the waiters was left behind")
+}
+
+// A waiter whose process is gone (its Client's connections closed) is
+// passed over: the release hands the key to the next in line instead of
+// to an id nobody will take it for, which would hold the key up for that
+// id's ttl.
+func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
+	key, la := heldKey(t, a)
+	// The gone waiter's place is ahead of b's on every node, and its id
+	// takes hand-offs for 5 s.
+	place := time.Now().UnixMicro() - 1000
+	gone := "gone.x~" + strconv.FormatInt(place, 10) + "+5000"
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(place), Member: gone}).Err())
+	}
+	lb := make(chan *Lease, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 5*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	requireLineLen(t, ucs, key, 2, "b never joined the line")
+	start := time.Now()
+	l := releaseTo(t, la, lb)
+	t.Logf("b had the key %v after the release", time.Since(start))
+	require.Less(t, time.Since(start), time.Second, "the key was handed to the gone waiter")
+	for i, uc := range ucs {
+		v, _ := uc.Get(ctx, key).Result()
+		require.NotEqual(t, gone, v, "node %d handed the key to the gone waiter", i)
+	}
+	require.NoError(t, l.Release(ctx))
 }

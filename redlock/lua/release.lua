@@ -56,30 +56,41 @@ local function handoff(tellAll)
       first = redis.call('ZRANGE', KEYS[3], 0, 0)
     end
   end
-  local w = first[1]
-  if w == nil then
-    if tellAll then
-      redis.call('PUBLISH', ARGV[2], '')
+  -- A few tries: a first in line whose Client no longer listens is passed
+  -- over (below), and the next one is named instead.
+  for _ = 1, 4 do
+    local w = first[1]
+    if w == nil then
+      break
     end
-    return
+    redis.call('ZREM', KEYS[3], w)
+    local cid = string.match(w, '^([^.]+)%.')
+    local httl = string.match(w, '%+(%d+)$')
+    if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) then
+      -- A waiter whose id ends in '+<ttl ms>' takes the key itself: set
+      -- for it, as its SET NX would have been on the free key, and told
+      -- so ('!id|key'); it holds the lock once a majority of nodes told
+      -- it, with no round trip of its own (docs/fencing.md, "Hand-off
+      -- inside the release"). Only if its Client is subscribed, though:
+      -- one whose process is gone (its connection closed) would hold the
+      -- key up for its ttl.
+      if redis.call('PUBLISH', ARGV[8] .. cid, '!' .. w .. '|' .. KEYS[1]) > 0 then
+        redis.call('SET', KEYS[1], w, 'PX', httl)
+        return
+      end
+      first = redis.call('ZRANGE', KEYS[3], 0, 0)
+    else
+      redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
+      if cid and ARGV[8] then
+        redis.call('PUBLISH', ARGV[8] .. cid, w .. '|' .. KEYS[1])
+      else
+        redis.call('PUBLISH', ARGV[2], w)
+      end
+      return
+    end
   end
-  redis.call('ZREM', KEYS[3], w)
-  local cid = string.match(w, '^([^.]+)%.')
-  local httl = string.match(w, '%+(%d+)$')
-  if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) then
-    -- A waiter whose id ends in '+<ttl ms>' takes the key itself: set
-    -- for it, as its SET NX would have been on the free key, and told
-    -- so ('!id|key'); it holds the lock once a majority of nodes told it,
-    -- with no round trip of its own (docs/fencing.md, "hand-off").
-    redis.call('SET', KEYS[1], w, 'PX', httl)
-    redis.call('PUBLISH', ARGV[8] .. cid, '!' .. w .. '|' .. KEYS[1])
-    return
-  end
-  redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
-  if cid and ARGV[8] then
-    redis.call('PUBLISH', ARGV[8] .. cid, w .. '|' .. KEYS[1])
-  else
-    redis.call('PUBLISH', ARGV[2], w)
+  if tellAll then
+    redis.call('PUBLISH', ARGV[2], '')
   end
 end
 
