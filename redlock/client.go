@@ -251,8 +251,9 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	c.wake = newWaker(c)
 	// A release hands the key itself to a Lock call only when the call
 	// can hear of it: notices on, every node subscribable. Fenced calls
-	// get the reservation instead (a handed key has no fencing commit).
-	c.handoffs = !cfg.fencing && cfg.wake
+	// get the reservation instead (a handed key has no fencing commit),
+	// as do calls of a Client WithoutKeyHandOff.
+	c.handoffs = !cfg.fencing && cfg.wake && cfg.handOff
 	for _, nd := range c.nodes {
 		if nd.uc == nil {
 			c.handoffs = false

@@ -183,3 +183,34 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 	}
 	require.NoError(t, l.Release(ctx))
 }
+
+// WithoutKeyHandOff: the release keeps the free key for the first in line
+// (a reservation), and the call takes it with an acquire round of its own,
+// as fenced calls do.
+func TestIntegrationWithoutKeyHandOffTheWaiterTakesTheKeyItself(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	ctx := context.Background()
+	a := wakeClient(t, ucs)
+	var calls evalCounter
+	b := countedClient(t, nodes, &calls, slowRetry, WithoutKeyHandOff())
+	key, la := heldKey(t, a)
+	lb := make(chan *Lease, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	requireLineLen(t, ucs, key, 1, "b never joined the line")
+	id, err := ucs[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	require.NoError(t, err)
+	require.NotContains(t, id[0], "+", "the waiter id offers to take hand-offs")
+	time.Sleep(100 * time.Millisecond)
+	calls.n.Store(0)
+	l := releaseTo(t, la, lb)
+	require.Positive(t, calls.n.Load(), "the waiter took the key without an attempt")
+	require.NotEqual(t, id[0], l.value)
+	require.NoError(t, l.Release(ctx))
+}

@@ -35,6 +35,7 @@ type config struct {
 	maxHold       time.Duration
 	logger        *slog.Logger
 	wake          bool
+	handOff       bool
 	probe         time.Duration
 	meters        metric.MeterProvider
 }
@@ -61,6 +62,7 @@ func defaults() config {
 		quarantine:    true,
 		logger:        slog.New(slog.DiscardHandler),
 		wake:          true,
+		handOff:       true,
 		probe:         DefaultProbeTimeout,
 	}
 }
@@ -194,6 +196,18 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 		return nil
 	})
+}
+
+// WithoutKeyHandOff makes a release keep the free key for the first Lock
+// call in line for a few round trips (its reservation) and wake it, and
+// the call take the key with an acquire round of its own, instead of the
+// release handing the key to the call (see Client.Lock). A waiter that is
+// frozen (a stopped process, a long pause) when a release reaches it then
+// holds the key up for one reservation, not until it thaws or its ttl
+// runs out; each hand-off costs one more round. Clients WithFencing always
+// work this way. Default: releases hand the key over.
+func WithoutKeyHandOff() Option {
+	return optionFunc(func(c *config) error { c.handOff = false; return nil })
 }
 
 // WithoutReleaseNotify turns off waking Lock's waiters through Pub/Sub when
