@@ -252,7 +252,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	// A release hands the key itself to a Lock call only when the call
 	// can hear of it: notices on, every node subscribable. Fenced calls
 	// get the reservation instead (a handed key has no fencing commit),
-	// as do calls of a Client WithoutKeyHandOff.
+	// as do calls of a Client without WithKeyHandOff.
 	c.handoffs = !cfg.fencing && cfg.wake && cfg.handOff
 	for _, nd := range c.nodes {
 		if nd.uc == nil {

@@ -31,7 +31,7 @@
 // "quorumlock:" (fences, admission markers, quarantines, tombstones of
 // given-up attempts, the line of Lock calls per key), and keys that start
 // with it are refused. Waiters are woken through Pub/Sub: a release that
-// names the first Lock call in the key's line (and, without fencing, hands
+// names the first Lock call in the key's line (and, WithKeyHandOff, hands
 // it the key) tells that call's Client on the channel
 // quorumlock:wake:CLIENT, and one that names nobody tells every waiter on
 // quorumlock:released:KEY. While a release has handed a key to a Lock

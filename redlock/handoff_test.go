@@ -26,7 +26,7 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	ctx := context.Background()
 	a := wakeClient(t, ucs)
 	var calls evalCounter
-	b := countedClient(t, nodes, &calls, slowRetry)
+	b := countedClient(t, nodes, &calls, slowRetry, WithKeyHandOff())
 	key, la := heldKey(t, a)
 
 	const ttl = 2 * time.Second
@@ -96,7 +96,7 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 	ctx := context.Background()
 	a := wakeClient(t, ucs)
 	poll := WithRetry(func(int) time.Duration { return 50 * time.Millisecond }, 0)
-	ws := []*Client{wakeClient(t, ucs, poll), wakeClient(t, ucs, poll), wakeClient(t, ucs, poll)}
+	ws := []*Client{wakeClient(t, ucs, poll, WithKeyHandOff()), wakeClient(t, ucs, poll, WithKeyHandOff()), wakeClient(t, ucs, poll, WithKeyHandOff())}
 	key, _ := heldKey(t, a) // a's key is replaced below; its lease is left to expire unused
 
 	var inside atomic.Int32
@@ -155,7 +155,7 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
+	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry, WithKeyHandOff())
 	key, la := heldKey(t, a)
 	// The gone waiter's place is ahead of b's on every node, and its id
 	// takes hand-offs for 5 s.
@@ -184,16 +184,16 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-// WithoutKeyHandOff: the release keeps the free key for the first in line
-// (a reservation), and the call takes it with an acquire round of its own,
-// as fenced calls do.
-func TestIntegrationWithoutKeyHandOffTheWaiterTakesTheKeyItself(t *testing.T) {
+// Without WithKeyHandOff (the default) the release keeps the free key for
+// the first in line (a reservation), and the call takes it with an acquire
+// round of its own, as fenced calls do.
+func TestIntegrationByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 	nodes := testenv.RedisNodes(t, 3)
 	ucs := testenv.Clients(t, nodes)
 	ctx := context.Background()
 	a := wakeClient(t, ucs)
 	var calls evalCounter
-	b := countedClient(t, nodes, &calls, slowRetry, WithoutKeyHandOff())
+	b := countedClient(t, nodes, &calls, slowRetry)
 	key, la := heldKey(t, a)
 	lb := make(chan *Lease, 1)
 	go func() {

@@ -451,9 +451,20 @@ func TestIntegrationScriptCacheFlushed(t *testing.T) {
 // reach some nodes after the release does), so this counts: without it the
 // releaser, which needs no wake-up, takes the lock back nearly every time.
 func TestIntegrationReleaseHandsOffToTheWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []redlock.Option
+	}{{"reservation", nil}, {"key hand-off", []redlock.Option{redlock.WithKeyHandOff()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			testReleaseHandsOffToTheWaiter(t, tc.opts...)
+		})
+	}
+}
+
+func testReleaseHandsOffToTheWaiter(t *testing.T, opts ...redlock.Option) {
 	cl := newCluster(t)
-	a := cl.client(t)
-	b := cl.client(t, redlock.WithRetry(func(int) time.Duration { return 5 * time.Second }, 0))
+	a := cl.client(t, opts...)
+	b := cl.client(t, append([]redlock.Option{redlock.WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)}, opts...)...)
 	ctx := context.Background()
 	key := testenv.Key(t)
 	lock := func(c *redlock.Client) <-chan *redlock.Lease {

@@ -24,10 +24,10 @@ import (
 // gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
 // quorumlock's namespace ("quorumlock:..."), a ttl not above its drift or
 // above the max ttl, or a closed Client is an error that touches no node.
-// TryLock never joins the key's line on the nodes: a release hands the key
-// to the first Lock call in line (see Lock), or, for a fenced call, keeps
-// it for that call for a short while, and TryLock is refused with
-// ReasonHeld meanwhile. A caller that polls with TryLock therefore yields
+// TryLock never joins the key's line on the nodes: a release keeps the
+// key for the first Lock call in line for a short while (or hands it to
+// that call, see WithKeyHandOff), and TryLock is refused with ReasonHeld
+// meanwhile. A caller that polls with TryLock therefore yields
 // to Lock callers and, under steady contention from them, can keep
 // losing; use Lock to wait in line. Safe for concurrent use.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
@@ -78,15 +78,13 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 // errors and *ConfigError are those of TryLock and end the wait at once.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
-// began. Without fencing, a release hands the key itself to the first in
-// line: it sets the key to that call's id, with the call's ttl, and tells
-// its Client. The call holds the lock once a majority of nodes did so,
-// without a round of its own, and its lease counts from before its first
-// attempt. A call that is gone (crashed, frozen) when a release hands it
-// the key holds the key up until its ttl runs out, as a holder that is
-// gone does. With fencing, the release keeps the key free for the first
-// in line for a few round trips instead, and the call takes it with an
-// attempt and its fencing commit. Safe for concurrent use.
+// began. A release keeps the free key for the first in line for a few
+// round trips and wakes it, and the call takes the key with an attempt of
+// its own. With WithKeyHandOff (and without fencing), a release hands the
+// key itself to the first in line instead: it sets the key to that call's
+// id, with the call's ttl, and tells its Client; the call holds the lock
+// once a majority of nodes did so, without a round of its own, and its
+// lease counts from before its first attempt. Safe for concurrent use.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -237,9 +235,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			if !live {
 				if c.handoffs {
 					// A release may hand this call the key and tell it
-					// only by notice: wait (briefly) until a majority
-					// listens, so that none after the retry goes unheard.
-					t := time.NewTimer(c.nodeTimeout(ttl))
+					// only by notice: wait until a majority listens (at
+					// most the cleanup timeout), so that none after the
+					// retry goes unheard.
+					t := time.NewTimer(c.cfg.cleanup)
 					select {
 					case <-c.wake.subscribed(key):
 					case <-t.C:

@@ -62,7 +62,6 @@ func defaults() config {
 		quarantine:    true,
 		logger:        slog.New(slog.DiscardHandler),
 		wake:          true,
-		handOff:       true,
 		probe:         DefaultProbeTimeout,
 	}
 }
@@ -198,16 +197,20 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithoutKeyHandOff makes a release keep the free key for the first Lock
-// call in line for a few round trips (its reservation) and wake it, and
-// the call take the key with an acquire round of its own, instead of the
-// release handing the key to the call (see Client.Lock). A waiter that is
-// frozen (a stopped process, a long pause) when a release reaches it then
-// holds the key up for one reservation, not until it thaws or its ttl
-// runs out; each hand-off costs one more round. Clients WithFencing always
-// work this way. Default: releases hand the key over.
-func WithoutKeyHandOff() Option {
-	return optionFunc(func(c *config) error { c.handOff = false; return nil })
+// WithKeyHandOff makes a release hand the free key to the first Lock call
+// in line itself (see Client.Lock): the key is set to the call's id with
+// its ttl, and the call holds the lock once a majority of nodes told it
+// so, with no acquire round of its own. A hand-off between processes then
+// costs one round less, and the releaser cannot take the key back past the
+// waiter. The price: a waiter that is frozen (a stopped process, a long
+// pause, a link that drops its packets) when a release hands it the key
+// holds the key up until it wakes or its ttl runs out, as a frozen holder
+// does, where without this option a release only keeps the key free for
+// the first in line for one short reservation. A waiter whose process has
+// exited is passed over. It applies to Lock calls without fencing; with
+// WithFencing or WithoutReleaseNotify it has no effect. Default: off.
+func WithKeyHandOff() Option {
+	return optionFunc(func(c *config) error { c.handOff = true; return nil })
 }
 
 // WithoutReleaseNotify turns off waking Lock's waiters through Pub/Sub when

@@ -275,7 +275,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		got := heard[wakePrefix+w.wake.id]
 		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
 		for _, p := range got {
-			require.Equal(t, "!"+line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
+			require.Equal(t, line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
 		}
 	}
 	// The key's channel carries only "nobody is in line" (d's release,
