@@ -108,6 +108,12 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 		add("contended, 8 Clients: throughput / redsync's", qs.OpsPerSec/rc.OpsPerSec, 0.8, "x", false,
 			fmt.Sprintf("%.0f / %.0f acquisitions/s", qs.OpsPerSec, rc.OpsPerSec))
 	}
+	for _, h := range rs {
+		if h.Scenario == suite.ContendedSeparate && h.Variant == suite.HandOffVariant && h.Samples > 0 && okRC {
+			add("contended, 8 Clients WithKeyHandOff: throughput / redsync's", h.OpsPerSec/rc.OpsPerSec, 0.8, "x", false,
+				fmt.Sprintf("%.0f / %.0f acquisitions/s (an option, not the default)", h.OpsPerSec, rc.OpsPerSec))
+		}
+	}
 	if qs, ok := get(suite.ContendedSeparate, "quorumlock"); ok && qs.WaiterShare != nil {
 		add("contended, 8 Clients: share of acquisitions by a waiter", *qs.WaiterShare, 0.5, "share", false, "")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
 	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // Contenders is the number of goroutines competing for one key.
@@ -37,6 +38,10 @@ type contender struct {
 	firstErr                error
 }
 
+// HandOffVariant is the contended-separate row whose Clients are built
+// WithKeyHandOff (a release hands the key to the first waiter).
+const HandOffVariant = "8 Clients, WithKeyHandOff"
+
 // contended runs 8 goroutines looping Lock, a counter increment, Release on
 // one key, for quorumlock (one Client shared by the goroutines, as in one
 // service), quorumlock with one Client (and its own connections) per
@@ -48,12 +53,16 @@ func contended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, ke
 		return nil, err
 	}
 	defer ql.Close()
-	sep := make([]*impl.QL, Contenders)
+	sep, hand := make([]*impl.QL, Contenders), make([]*impl.QL, Contenders)
 	for g := range sep {
 		if sep[g], err = impl.NewQL(impl.Clients(addrs), true, cfg.TTL); err != nil {
 			return nil, err
 		}
 		defer sep[g].Close()
+		if hand[g], err = impl.NewQL(impl.Clients(addrs), true, cfg.TTL, redlock.WithKeyHandOff()); err != nil {
+			return nil, err
+		}
+		defer hand[g].Close()
 	}
 	rs := impl.NewRS(impl.Clients(addrs), cfg.TTL)
 	defer rs.Close()
@@ -83,6 +92,13 @@ func contended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, ke
 			fs := make([]lockFn, Contenders)
 			for g := range fs {
 				fs[g] = func(ctx context.Context) (func(context.Context) error, error) { return sep[g].Lock(ctx, key) }
+			}
+			return fs
+		}},
+		{scenario: ContendedSeparate, name: impl.Quorumlock, variant: HandOffVariant, lockers: func(key string) []lockFn {
+			fs := make([]lockFn, Contenders)
+			for g := range fs {
+				fs[g] = func(ctx context.Context) (func(context.Context) error, error) { return hand[g].Lock(ctx, key) }
 			}
 			return fs
 		}},
