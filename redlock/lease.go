@@ -29,6 +29,18 @@ type Lease struct {
 	done     chan struct{}
 	pass     func() // passes this Client's gate for the key on; nil for TryLock
 	lostBy   error  // why an extend found it lost
+	// With WithKeyHandOff: the Lock call's waiter id and its last failed
+	// attempt's cleanup (see leaveAfter).
+	waiter  string
+	cleanup <-chan struct{}
+}
+
+// leaveAfter records the Lock call's waiter id and its last failed
+// attempt's cleanup (nil: none), for Release.
+func (l *Lease) leaveAfter(waiter string, cleanup <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waiter, l.cleanup = waiter, cleanup
 }
 
 // holdGate makes the lease hold its key's local gate until it ends.
@@ -176,6 +188,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	expired := !c.cfg.clock.Now().Before(l.deadline)
 	l.endLocked(released)
 	ttl := l.ttl
+	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
@@ -195,6 +208,18 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.passGateLocked()
 	l.mu.Unlock()
 	c.wake.local(l.key)
+	if cleanup != nil {
+		select {
+		case <-cleanup:
+		default:
+			// The Lock call's last failed attempt is still being cleaned
+			// up, and that cleanup puts the call back in its place in
+			// line where it lands: leave the line again once it is over,
+			// or a later release would hand the key to an id nobody
+			// takes (and the key would wait out its ttl).
+			c.leaveLine(l.key, waiter, ttl, cleanup)
+		}
+	}
 	c.spawn(func() {
 		defer cancel()
 		round.Wait()

@@ -112,11 +112,16 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 		}
 	}()
 	var last outcome
+	// pending is closed once every cleanup of a failed attempt under the
+	// current waiter id is over: each puts the id back in its place in
+	// line where it lands, so leaving the line (or giving keys back) must
+	// come after all of them.
+	var pending <-chan struct{}
 	var since time.Time // when the last attempt started
 	inLine := false     // an attempt reached the nodes, so the call may be in line there
 	defer func() {
 		if inLine && last.err != nil {
-			c.leaveLine(key, waiter, ttl, last.cleaned)
+			c.leaveLine(key, waiter, ttl, pending)
 		}
 	}()
 	// Nodes where a release handed the key to waiter (attempts' replies;
@@ -150,11 +155,15 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 				unregister()
 				wake, unregister, _ = c.wake.register(key, waiter, time.Now())
 			}
-			c.giveBack(key, old, waiter, place, ttl, last.cleaned)
+			c.giveBack(key, old, waiter, place, ttl, pending)
+			pending = nil // the new id is in no cleanup yet
 		}
 		return nil
 	}
 	won := func(l *Lease) (*Lease, error) {
+		if c.handoffs {
+			l.leaveAfter(waiter, pending)
+		}
 		l.holdGate(pass)
 		pass = nil
 		c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(start).Seconds())
@@ -188,6 +197,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			if errors.Is(last.err, ErrConfigMismatch) || errors.Is(last.err, ErrClosed) {
 				return nil, last.err
 			}
+			pending = c.bothDone(pending, last.cleaned)
 			for _, i := range last.handed {
 				handed[i] = true
 			}
@@ -411,6 +421,24 @@ func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration,
 	v := newValue()
 	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
+}
+
+// bothDone returns a channel closed once a and b are (nil counts as
+// closed).
+func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	done := make(chan struct{})
+	c.spawn(func() {
+		<-a
+		<-b
+		close(done)
+	})
+	return done
 }
 
 // everyNode runs a line-keeping release call p on every node in the
