@@ -347,9 +347,12 @@ func (w *waker) confirmed(kw *keyWaiters) {
 
 // handedBy records that node handed key to waiter id (release.lua sets
 // the key to the id there) and tells the waiter: wakeHanded once a
-// majority of nodes did, else wakePart. A waiter that is not registered
-// (not yet, or no longer, waiting) is not told; its next attempt takes the
-// node's key over, as it would a free one.
+// majority of nodes did, else wakePart. For an id that is not registered
+// (its first attempt has not returned yet, or it has stopped waiting) the
+// hand-off is only recorded, at most maxEarly ids per key: register tells
+// the waiter. An id is never registered again once unregistered (a
+// give-back retires it), so a late notice for a retired id counts for
+// nothing.
 func (w *waker) handedBy(node int, key, id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
