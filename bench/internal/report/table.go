@@ -90,6 +90,15 @@ func Text(w io.Writer, rs []suite.Result, ts []Target) {
 		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 	}
 	_ = tw.Flush()
+	if cr := CostRows(rs); len(cr) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(CostHeader, "\t")+"\t")
+		for _, r := range cr {
+			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+		}
+		_ = tw.Flush()
+	}
 	if rr := RenewRows(rs); len(rr) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -114,6 +123,10 @@ func Markdown(w io.Writer, m Meta, rs []suite.Result, ts []Target) {
 		m.Mode, m.Seconds, m.Started, m.GoVersion, m.GOMAXPROCS, m.CPUs, m.RedisVersion, m.TTLms)
 	fmt.Fprintf(w, "Load average (1, 5, 15 min): before %s, after %s.\n\n", Load(m.LoadBefore), Load(m.LoadAfter))
 	mdTable(w, Header, Rows(rs))
+	if cr := CostRows(rs); len(cr) > 0 {
+		fmt.Fprintln(w)
+		mdTable(w, CostHeader, cr)
+	}
 	if rr := RenewRows(rs); len(rr) > 0 {
 		fmt.Fprintln(w)
 		mdTable(w, RenewHeader, rr)
@@ -141,6 +154,33 @@ func Load(l []float64) string {
 		s[i] = fmt.Sprintf("%.2f", v)
 	}
 	return strings.Join(s, " ")
+}
+
+// CostHeader names the columns of the table of where the work went
+// (many-keys).
+var CostHeader = Row{"scenario", "impl", "variant", "ops/s", "sent cmds/op", "round trips/op", "node cmds/op",
+	"nodes CPU µs/op", "client CPU µs/op", "CPU µs/op", "cores busy"}
+
+// CostRows formats the rows that measured CPU per operation. "cores
+// busy" is the CPU the nodes and this process used per second of the
+// run, in cores: at the machine's core count the run was CPU-bound.
+func CostRows(rs []suite.Result) []Row {
+	var out []Row
+	for _, r := range rs {
+		if r.NodesCPUusPerOp == nil {
+			continue
+		}
+		total, busy := "-", "-"
+		if r.ClientCPUusPerOp != nil {
+			t := *r.NodesCPUusPerOp + *r.ClientCPUusPerOp
+			total = fmt.Sprintf("%.0f", t)
+			busy = fmt.Sprintf("%.2f", t*r.OpsPerSec/1e6)
+		}
+		out = append(out, Row{r.Scenario, r.Impl, r.Variant, fmt.Sprintf("%.0f", r.OpsPerSec),
+			opt(r.CallsPerOp, "%.1f"), opt(r.TripsPerOp, "%.2f"), opt(r.NodeCmdsPerOp, "%.1f"),
+			opt(r.NodesCPUusPerOp, "%.0f"), opt(r.ClientCPUusPerOp, "%.0f"), total, busy})
+	}
+	return out
 }
 
 // RenewHeader names the columns of the renew table.

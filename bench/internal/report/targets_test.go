@@ -168,3 +168,24 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(nil) = %q", got)
 	}
 }
+
+func TestCostRows(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	rs := []suite.Result{
+		{Scenario: suite.Uncontended, Impl: "quorumlock", OpsPerSec: 2000},
+		{Scenario: suite.ManyKeys, Impl: "floor", OpsPerSec: 20000, NodesCPUusPerOp: f(30), ClientCPUusPerOp: f(60)},
+		{Scenario: suite.ManyKeys, Impl: "quorumlock", OpsPerSec: 5000, NodesCPUusPerOp: f(100)},
+	}
+	cr := CostRows(rs)
+	if len(cr) != 2 || len(cr[0]) != len(CostHeader) {
+		t.Fatalf("CostRows = %v, want the two many-keys rows of %d columns", cr, len(CostHeader))
+	}
+	// 90 µs of CPU per operation at 20,000 operations a second: 1.8 cores.
+	if cr[0][9] != "90" || cr[0][10] != "1.80" {
+		t.Errorf("floor: CPU µs/op %q, cores busy %q; want 90 and 1.80", cr[0][9], cr[0][10])
+	}
+	// Without the client's CPU there is no total to give.
+	if cr[1][7] != "100" || cr[1][9] != "-" || cr[1][10] != "-" {
+		t.Errorf("quorumlock: nodes CPU %q, total %q, busy %q; want 100, -, -", cr[1][7], cr[1][9], cr[1][10])
+	}
+}

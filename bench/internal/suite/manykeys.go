@@ -6,8 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
 	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/bench/internal/nodestats"
 )
 
 // ManyKeysGoroutines is the number of goroutines in the many-keys
@@ -25,6 +28,18 @@ type mkEntry struct {
 	sent    impl.TripCount
 	errs    int
 	first   error
+
+	// Where the work went, summed over the measured blocks: commands the
+	// nodes executed (inside scripts included), the nodes' CPU time and
+	// this process's. The blocks run one implementation at a time, so the
+	// process's CPU in a block is that implementation's (plus the
+	// runtime's own upkeep, the same for all).
+	nodeCmds  int64
+	nodesCPU  float64 // seconds
+	clientCPU time.Duration
+	cpuOK     bool // clientCPU could be read in every block
+	statsErr  error
+	probes    []*redis.Client
 }
 
 // manyKeys runs 64 goroutines, each looping Lock+Release on its own key,
@@ -46,11 +61,20 @@ func manyKeys(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key
 		return nil, err
 	}
 	defer fl.Close()
+	probes := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		probes[i] = redis.NewClient(&redis.Options{Addr: a})
+	}
+	defer func() {
+		for _, p := range probes {
+			_ = p.Close()
+		}
+	}()
 
 	es := []*mkEntry{
-		{l: fl, variant: "SET NX PX + CAD script, pipelined per node", trips: tf},
-		{l: rs, variant: "one Mutex per key", trips: tr},
-		{l: ql, variant: "one Client, 64 keys", trips: tq},
+		{l: fl, variant: "SET NX PX + CAD script, pipelined per node", trips: tf, probes: probes, cpuOK: true},
+		{l: rs, variant: "one Mutex per key", trips: tr, probes: probes, cpuOK: true},
+		{l: ql, variant: "one Client, 64 keys", trips: tq, probes: probes, cpuOK: true},
 	}
 	for _, e := range es {
 		e.block(ctx, fmt.Sprintf("%s:%s", key, e.l.Name()), pick(cfg, 200*time.Millisecond, 500*time.Millisecond), false)
@@ -81,7 +105,13 @@ func (e *mkEntry) block(ctx context.Context, prefix string, dur time.Duration, m
 	var errs int
 	var first error
 	var wg sync.WaitGroup
+	var n0 []nodestats.Stats
+	var nerr error
+	if measure {
+		n0, nerr = nodestats.ReadAll(ctx, e.probes)
+	}
 	a0, s0 := allocs(), e.trips.Snapshot()
+	c0, ok0 := processCPU()
 	start := time.Now()
 	end := start.Add(dur)
 	for g := range ManyKeysGoroutines {
@@ -108,7 +138,22 @@ func (e *mkEntry) block(ctx context.Context, prefix string, dur time.Duration, m
 		return
 	}
 	e.wall += time.Since(start)
+	c1, ok1 := processCPU()
 	e.allocs += allocs() - a0
+	e.clientCPU += c1 - c0
+	e.cpuOK = e.cpuOK && ok0 && ok1
+	if nerr == nil {
+		var n1 []nodestats.Stats
+		if n1, nerr = nodestats.ReadAll(context.WithoutCancel(ctx), e.probes); nerr == nil {
+			for _, d := range nodestats.SubAll(n1, n0) {
+				e.nodeCmds += d.Total()
+				e.nodesCPU += d.CPU
+			}
+		}
+	}
+	if nerr != nil && e.statsErr == nil {
+		e.statsErr = nerr
+	}
 	d := impl.Total(impl.Sub(e.trips.Snapshot(), s0))
 	e.sent.Trips += d.Trips
 	e.sent.Cmds += d.Cmds
@@ -137,5 +182,14 @@ func (e *mkEntry) result() Result {
 	r.AllocsPerOp = ptr(float64(e.allocs) / n)
 	r.CallsPerOp = ptr(float64(e.sent.Cmds) / n)
 	r.TripsPerOp = ptr(float64(e.sent.Trips) / n)
+	if e.statsErr == nil {
+		r.NodeCmdsPerOp = ptr(float64(e.nodeCmds) / n)
+		r.NodesCPUusPerOp = ptr(e.nodesCPU * 1e6 / n)
+	} else if r.FirstError == "" {
+		r.FirstError = "reading the nodes' INFO: " + e.statsErr.Error()
+	}
+	if e.cpuOK {
+		r.ClientCPUusPerOp = ptr(float64(e.clientCPU.Microseconds()) / n)
+	}
 	return r
 }

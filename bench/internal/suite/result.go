@@ -33,6 +33,12 @@ type Result struct {
 	Overlaps      *int     `json:"overlaps,omitempty"`           // mutual-exclusion violations seen
 	CallsPerOp    *float64 `json:"calls_per_op,omitempty"`       // Redis commands per operation (--count-calls; always in many-keys)
 	TripsPerOp    *float64 `json:"round_trips_per_op,omitempty"` // many-keys: round trips (lone commands or pipelines) per operation
+	// many-keys: where the work went, per operation: commands the nodes
+	// executed (those a script runs included), the five nodes' CPU time
+	// and this process's CPU time, in microseconds.
+	NodeCmdsPerOp    *float64 `json:"node_cmds_per_op,omitempty"`
+	NodesCPUusPerOp  *float64 `json:"nodes_cpu_us_per_op,omitempty"`
+	ClientCPUusPerOp *float64 `json:"client_cpu_us_per_op,omitempty"`
 
 	// renew-many and renew-few: p50_us and p99_us are the round trips to
 	// the nodes during the window, and ops_per_sec the commands sent per
