@@ -39,12 +39,19 @@ type queued struct {
 }
 
 const (
-	// Direct calls in flight per node before calls queue: a few rounds
-	// overlapping (a Release while the acquire's stragglers are out) stay
-	// direct; only real load is batched.
-	maxDirect = 4
-	maxPipes  = 2   // pipelines in flight per node, so one slow batch does not hold up the next
-	maxBatch  = 256 // calls per pipeline
+	// Direct calls in flight per node before calls queue: two rounds
+	// overlapping (a Release while the acquire's straggler is out) stay
+	// direct, so the single lock pays no goroutine hop and no pipeline's
+	// allocations; only real load is batched.
+	maxDirect = 2
+	// Pipelines in flight per node. One: calls that arrive while it is out
+	// wait for it and leave together, which makes the batches larger and
+	// the round trips fewer. Measured in bench's many-keys (64 keys, one
+	// Client, alternated quick runs): 2 direct and 1 pipeline gave 1.15-
+	// 1.19x the throughput of 4 and 2, at 0.9 round trips per Lock+Release
+	// instead of 1.7 and about a seventh less CPU per operation.
+	maxPipes = 1
+	maxBatch = 256 // calls per pipeline
 )
 
 func newBatcher(uc redis.UniversalClient, timeout time.Duration) *batcher {
