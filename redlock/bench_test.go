@@ -2,7 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,4 +115,38 @@ func BenchmarkFloor(b *testing.B) {
 		round()
 		round()
 	}
+}
+
+// BenchmarkManyKeys is bench's many-keys scenario in miniature: 64
+// goroutines, each looping Lock+Release on a key of its own, through one
+// Client. Profile the client's side of it with -cpuprofile.
+func BenchmarkManyKeys(b *testing.B) {
+	c, err := redlock.New(benchCluster(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Bootstrap(ctx); err != nil {
+		b.Fatal(err)
+	}
+	prefix := testenv.Key(b)
+	var next atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on GOMAXPROCS=2
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("%s:%d", prefix, next.Add(1))
+		for pb.Next() {
+			l, err := c.Lock(ctx, key, 10*time.Second)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
