@@ -90,18 +90,40 @@ func (b *batcher) do(ctx context.Context, args []any) *redis.Cmd {
 // maxPipes are in flight. b.mu must be held.
 func (b *batcher) flushLocked() {
 	for b.pipes < maxPipes && len(b.queue) > 0 {
-		n := min(len(b.queue), maxBatch)
-		batch := make([]*queued, n)
-		copy(batch, b.queue)
-		b.queue = append(b.queue[:0], b.queue[n:]...)
 		b.pipes++
-		go b.send(batch)
+		go b.send(b.takeLocked())
 	}
 }
 
-// send runs one pipeline. Calls whose caller already gave up are left
-// out; the pipeline is bounded by the latest deadline of its calls.
+// takeLocked takes the next batch off the queue. b.mu must be held.
+func (b *batcher) takeLocked() []*queued {
+	n := min(len(b.queue), maxBatch)
+	batch := make([]*queued, n)
+	copy(batch, b.queue)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	return batch
+}
+
+// send runs pipelines until the queue is empty: the calls that queued
+// while one was out leave in the next, from the same goroutine (a new
+// goroutine per pipeline would grow its stack through go-redis's calls
+// each time). Calls whose caller already gave up are left out; each
+// pipeline is bounded by the latest deadline of its calls.
 func (b *batcher) send(batch []*queued) {
+	for {
+		b.sendOne(batch)
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.pipes--
+			b.mu.Unlock()
+			return
+		}
+		batch = b.takeLocked()
+		b.mu.Unlock()
+	}
+}
+
+func (b *batcher) sendOne(batch []*queued) {
 	live := batch[:0]
 	var deadline time.Time
 	for _, q := range batch {
@@ -119,21 +141,18 @@ func (b *batcher) send(batch []*queued) {
 			deadline = d
 		}
 	}
-	if len(live) > 0 {
-		b.batched.Add(int64(len(live)))
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		pipe := b.uc.Pipeline()
-		for _, q := range live {
-			_ = pipe.Process(ctx, q.cmd)
-		}
-		_, _ = pipe.Exec(ctx) // each call's error is in its cmd
-		cancel()
-		for _, q := range live {
-			close(q.done)
-		}
+	if len(live) == 0 {
+		return
 	}
-	b.mu.Lock()
-	b.pipes--
-	b.flushLocked()
-	b.mu.Unlock()
+	b.batched.Add(int64(len(live)))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	pipe := b.uc.Pipeline()
+	for _, q := range live {
+		_ = pipe.Process(ctx, q.cmd)
+	}
+	_, _ = pipe.Exec(ctx) // each call's error is in its cmd
+	cancel()
+	for _, q := range live {
+		close(q.done)
+	}
 }
