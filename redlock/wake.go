@@ -113,13 +113,18 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 		w.idle--
 	}
 	kw.set[id] = ch
-	if kw.handed[id] != nil {
-		w.tellHanded(kw, id, ch) // releases handed it the key before it registered
-	}
 	live = !kw.liveSince.IsZero() && kw.liveSince.Before(since)
-	if live && kw.lastAt.After(since) {
+	switch {
+	case kw.handed[id] != nil:
+		// Releases handed it the key before it registered: that is the
+		// one wake-up it gets (ch holds one; a second send here, under
+		// w.mu, would block the waker for good). A release notice that
+		// came as well adds nothing: the waiter counts the hand-offs and
+		// tries again when they are short of a majority.
+		w.tellHanded(kw, id, ch)
+	case live && kw.lastAt.After(since):
 		if pos, ok := position(kw.lastNames, id); ok {
-			ch <- pos
+			ch <- pos // ch is new and empty
 		}
 	}
 	return ch, func() {

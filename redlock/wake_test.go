@@ -55,6 +55,41 @@ func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
 	}
 }
 
+// A waiter that registers with both a hand-off recorded for its id and a
+// release notice from after its attempt began gets one wake-up, the
+// hand-off, and register returns. Before the fix register sent the second
+// wake-up into the full channel while holding the waker's lock, and the
+// Client's waker hung for good (every later notice, Close too).
+func TestWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
+	c, _ := newFake(t, 5)
+	w := c.wake
+	_, unregister, _ := w.register("k", "early", time.Now())
+	w.mu.Lock()
+	w.waiters["k"].liveSince = time.Now().Add(-time.Second) // as if a majority confirmed it
+	w.mu.Unlock()
+	unregister() // the key lingers, still subscribed
+
+	since := time.Now()
+	w.handedBy(0, "k", "late") // a release handed node 0 to it before it registered
+	w.notify("k", "")          // and a release with nobody in line woke everyone
+	type reg struct {
+		ch         chan int
+		unregister func()
+	}
+	done := make(chan reg, 1)
+	go func() {
+		ch, unregister, _ := w.register("k", "late", since)
+		done <- reg{ch, unregister}
+	}()
+	select {
+	case r := <-done:
+		defer r.unregister()
+		requireWake(t, r.ch, wakePart)
+	case <-time.After(2 * time.Second):
+		t.Fatal("register blocked: a second wake-up was sent into the waiter's full channel under the waker's lock")
+	}
+}
+
 // A key whose last waiter left stays subscribed for linger, then is
 // unsubscribed: a key contended again and again costs no SUBSCRIBE per
 // Lock call, and an idle one costs nothing for long.
