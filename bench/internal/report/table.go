@@ -84,32 +84,18 @@ func Rows(rs []suite.Result) []Row {
 
 // Text writes the results and the targets as aligned text.
 func Text(w io.Writer, rs []suite.Result, ts []Target) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(Header, "\t")+"\t")
-	for _, r := range Rows(rs) {
-		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-	}
-	_ = tw.Flush()
-	if cr := CostRows(rs); len(cr) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(CostHeader, "\t")+"\t")
-		for _, r := range cr {
-			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	textTable(w, Header, Rows(rs))
+	for _, t := range []struct {
+		h    Row
+		rows []Row
+	}{{CostHeader, CostRows(rs)}, {RenewHeader, RenewRows(rs)}} {
+		if len(t.rows) > 0 {
+			fmt.Fprintln(w)
+			textTable(w, t.h, t.rows)
 		}
-		_ = tw.Flush()
-	}
-	if rr := RenewRows(rs); len(rr) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(RenewHeader, "\t")+"\t")
-		for _, r := range rr {
-			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-		}
-		_ = tw.Flush()
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tmeasured\tlimit\tresult\tdetail")
 	for _, t := range ts {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, num(t.Measured, t.Unit), limit(t), verdict(t), t.Detail)
@@ -135,6 +121,16 @@ func Markdown(w io.Writer, m Meta, rs []suite.Result, ts []Target) {
 	for _, t := range ts {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, num(t.Measured, t.Unit), limit(t), verdict(t), t.Detail)
 	}
+}
+
+// textTable writes one table as right-aligned text columns.
+func textTable(w io.Writer, h Row, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(h, "\t")+"\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	}
+	_ = tw.Flush()
 }
 
 func mdTable(w io.Writer, h Row, rows []Row) {

@@ -61,15 +61,8 @@ func manyKeys(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key
 		return nil, err
 	}
 	defer fl.Close()
-	probes := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		probes[i] = redis.NewClient(&redis.Options{Addr: a})
-	}
-	defer func() {
-		for _, p := range probes {
-			_ = p.Close()
-		}
-	}()
+	probes, closeProbes := openProbes(addrs)
+	defer closeProbes()
 
 	es := []*mkEntry{
 		{l: fl, variant: "SET NX PX + CAD script, pipelined per node", trips: tf, probes: probes, cpuOK: true},

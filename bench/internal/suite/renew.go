@@ -63,15 +63,8 @@ type renewCounts struct {
 // extended by a goroutine of its own every ttl/3 (redsync has no Do).
 func renewMany(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
 	window, rsWindow, fewWindow := pick(cfg, 6*time.Second, 30*time.Second), pick(cfg, 3*time.Second, 10*time.Second), pick(cfg, 3*time.Second, 6*time.Second)
-	probes := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		probes[i] = redis.NewClient(&redis.Options{Addr: a})
-	}
-	defer func() {
-		for _, p := range probes {
-			_ = p.Close()
-		}
-	}()
+	probes, closeProbes := openProbes(addrs)
+	defer closeProbes()
 	runs := []struct {
 		scenario, impl, variant string
 		leases                  int
@@ -290,6 +283,21 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	c.releasePhase = impl.Total(impl.Sub(t3, t2))
 	c.lat = trips.Latencies()
 	return c, ctx.Err()
+}
+
+// openProbes opens one client per node for INFO readings, apart from the
+// clients under test so that the readings are not counted as their
+// traffic.
+func openProbes(addrs []string) ([]*redis.Client, func()) {
+	probes := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		probes[i] = redis.NewClient(&redis.Options{Addr: a})
+	}
+	return probes, func() {
+		for _, p := range probes {
+			_ = p.Close()
+		}
+	}
 }
 
 func total(ss []nodestats.Stats) int64 {
