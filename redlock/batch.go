@@ -28,7 +28,8 @@ type batcher struct {
 	queue   []*queued     // calls waiting for the next pipeline
 	timeout time.Duration // bound of a pipeline whose calls carry no deadline
 
-	batched atomic.Int64 // calls sent in pipelines, for tests
+	batched   atomic.Int64 // calls sent in pipelines, for tests
+	pipelines atomic.Int64 // pipelines sent, for tests
 }
 
 // queued is one call waiting in a batcher's queue.
@@ -145,6 +146,7 @@ func (b *batcher) sendOne(batch []*queued) {
 		return
 	}
 	b.batched.Add(int64(len(live)))
+	b.pipelines.Add(1)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	pipe := b.uc.Pipeline()
 	for _, q := range live {

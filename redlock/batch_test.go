@@ -42,6 +42,12 @@ func TestBatcherRepliesUnderLoad(t *testing.T) {
 		t.Error(err)
 	}
 	require.Positive(t, b.batched.Load(), "64 callers and no call went in a pipeline")
+	// Calls that queue while the pipeline is out leave together in the
+	// next one: with 64 callers and at most maxDirect calls outside
+	// pipelines, a pipeline carries many calls, not one or two.
+	perPipe := float64(b.batched.Load()) / float64(b.pipelines.Load())
+	t.Logf("%d calls in %d pipelines (%.1f each), %d direct", b.batched.Load(), b.pipelines.Load(), perPipe, callers*calls-int(b.batched.Load()))
+	require.GreaterOrEqual(t, perPipe, 4.0, "pipelines carried %.1f calls each", perPipe)
 	// A NOSCRIPT in a pipeline stays with its own call.
 	var nos sync.WaitGroup
 	for i := range 20 {
