@@ -153,7 +153,7 @@ func Load(l []float64) string {
 }
 
 // CostHeader names the columns of the table of where the work went
-// (many-keys).
+// (uncontended and many-keys).
 var CostHeader = Row{"scenario", "impl", "variant", "ops/s", "sent cmds/op", "round trips/op", "node cmds/op",
 	"nodes CPU µs/op", "client CPU µs/op", "CPU µs/op", "cores busy"}
 

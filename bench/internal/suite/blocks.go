@@ -16,6 +16,7 @@ type entry struct {
 	ops      int           // per block
 	timeout  time.Duration // per operation; 0: none (no extra allocation)
 	s        sampler
+	cost     cost // measured when cost.probes is set
 }
 
 func (e *entry) op(ctx context.Context) {
@@ -35,6 +36,7 @@ func (e *entry) op(ctx context.Context) {
 func (e *entry) result() Result {
 	r := e.s.result(e.scenario, e.l.Name())
 	r.Variant = e.variant
+	e.cost.fill(&r, e.s.ops)
 	return r
 }
 
@@ -59,6 +61,7 @@ func interleave(ctx context.Context, es []*entry, blocks int) error {
 	for b := range blocks {
 		for k := range es {
 			e := es[(b+k)%len(es)]
+			e.cost.begin(ctx)
 			a0, c0 := allocs(), impl.Calls()
 			n := 0
 			for ; n < e.ops && ctx.Err() == nil; n++ {
@@ -66,6 +69,7 @@ func interleave(ctx context.Context, es []*entry, blocks int) error {
 			}
 			e.s.allocs += allocs() - a0
 			e.s.calls += impl.Calls() - c0
+			e.cost.end(ctx)
 			e.s.ops += n
 			if ctx.Err() != nil {
 				return ctx.Err()

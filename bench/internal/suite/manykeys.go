@@ -6,11 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
 	"github.com/quorumlock/quorumlock/bench/internal/nodes"
-	"github.com/quorumlock/quorumlock/bench/internal/nodestats"
 )
 
 // ManyKeysGoroutines is the number of goroutines in the many-keys
@@ -29,17 +26,7 @@ type mkEntry struct {
 	errs    int
 	first   error
 
-	// Where the work went, summed over the measured blocks: commands the
-	// nodes executed (inside scripts included), the nodes' CPU time and
-	// this process's. The blocks run one implementation at a time, so the
-	// process's CPU in a block is that implementation's (plus the
-	// runtime's own upkeep, the same for all).
-	nodeCmds  int64
-	nodesCPU  float64 // seconds
-	clientCPU time.Duration
-	cpuOK     bool // clientCPU could be read in every block
-	statsErr  error
-	probes    []*redis.Client
+	cost cost // where the work went
 }
 
 // manyKeys runs 64 goroutines, each looping Lock+Release on its own key,
@@ -65,9 +52,9 @@ func manyKeys(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key
 	defer closeProbes()
 
 	es := []*mkEntry{
-		{l: fl, variant: "SET NX PX + CAD script, pipelined per node", trips: tf, probes: probes, cpuOK: true},
-		{l: rs, variant: "one Mutex per key", trips: tr, probes: probes, cpuOK: true},
-		{l: ql, variant: "one Client, 64 keys", trips: tq, probes: probes, cpuOK: true},
+		{l: fl, variant: "SET NX PX + CAD script, pipelined per node", trips: tf, cost: cost{probes: probes}},
+		{l: rs, variant: "one Mutex per key", trips: tr, cost: cost{probes: probes}},
+		{l: ql, variant: "one Client, 64 keys", trips: tq, cost: cost{probes: probes}},
 	}
 	for _, e := range es {
 		e.block(ctx, fmt.Sprintf("%s:%s", key, e.l.Name()), pick(cfg, 200*time.Millisecond, 500*time.Millisecond), false)
@@ -98,13 +85,10 @@ func (e *mkEntry) block(ctx context.Context, prefix string, dur time.Duration, m
 	var errs int
 	var first error
 	var wg sync.WaitGroup
-	var n0 []nodestats.Stats
-	var nerr error
 	if measure {
-		n0, nerr = nodestats.ReadAll(ctx, e.probes)
+		e.cost.begin(ctx)
 	}
 	a0, s0 := allocs(), e.trips.Snapshot()
-	c0, ok0 := processCPU()
 	start := time.Now()
 	end := start.Add(dur)
 	for g := range ManyKeysGoroutines {
@@ -131,22 +115,8 @@ func (e *mkEntry) block(ctx context.Context, prefix string, dur time.Duration, m
 		return
 	}
 	e.wall += time.Since(start)
-	c1, ok1 := processCPU()
-	e.allocs += allocs() - a0
-	e.clientCPU += c1 - c0
-	e.cpuOK = e.cpuOK && ok0 && ok1
-	if nerr == nil {
-		var n1 []nodestats.Stats
-		if n1, nerr = nodestats.ReadAll(context.WithoutCancel(ctx), e.probes); nerr == nil {
-			for _, d := range nodestats.SubAll(n1, n0) {
-				e.nodeCmds += d.Total()
-				e.nodesCPU += d.CPU
-			}
-		}
-	}
-	if nerr != nil && e.statsErr == nil {
-		e.statsErr = nerr
-	}
+	e.allocs += allocs() - a0 // before the INFO readings allocate
+	e.cost.end(ctx)
 	d := impl.Total(impl.Sub(e.trips.Snapshot(), s0))
 	e.sent.Trips += d.Trips
 	e.sent.Cmds += d.Cmds
@@ -175,14 +145,6 @@ func (e *mkEntry) result() Result {
 	r.AllocsPerOp = ptr(float64(e.allocs) / n)
 	r.CallsPerOp = ptr(float64(e.sent.Cmds) / n)
 	r.TripsPerOp = ptr(float64(e.sent.Trips) / n)
-	if e.statsErr == nil {
-		r.NodeCmdsPerOp = ptr(float64(e.nodeCmds) / n)
-		r.NodesCPUusPerOp = ptr(e.nodesCPU * 1e6 / n)
-	} else if r.FirstError == "" {
-		r.FirstError = "reading the nodes' INFO: " + e.statsErr.Error()
-	}
-	if e.cpuOK {
-		r.ClientCPUusPerOp = ptr(float64(e.clientCPU.Microseconds()) / n)
-	}
+	e.cost.fill(&r, len(e.lat))
 	return r
 }

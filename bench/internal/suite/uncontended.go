@@ -29,6 +29,10 @@ func uncontended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, 
 	floor := impl.NewFloor(impl.Clients(addrs))
 	defer floor.Close()
 
+	// Each block's CPU and node commands are read too (INFO on every node
+	// before and after a block of ops operations, outside the timings).
+	probes, closeProbes := openProbes(addrs)
+	defer closeProbes()
 	ops := pick(cfg, 300, 1000)
 	es := []*entry{
 		{scenario: Uncontended, l: floor, key: key + ":floor", ops: ops},
@@ -36,6 +40,9 @@ func uncontended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, 
 		{scenario: Uncontended, l: rs, key: key + ":redsync", ops: ops},
 		{scenario: Uncontended, l: ql, key: key + ":quorumlock", ops: ops},
 		{scenario: UncontendedFenced, variant: "WithFencing", l: qf, key: key + ":fenced", ops: ops},
+	}
+	for _, e := range es {
+		e.cost.probes = probes
 	}
 	warm(ctx, es, pick(cfg, 100, 500))
 	err = interleave(ctx, es, pick(cfg, 5, 20))
