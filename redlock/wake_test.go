@@ -208,6 +208,19 @@ func requireFreeEverywhere(t *testing.T, ucs []redis.UniversalClient, key, what 
 	}, 2*time.Second, time.Millisecond, what)
 }
 
+// requireHeldEverywhere waits until every node of ucs holds key.
+func requireHeldEverywhere(t *testing.T, ucs []redis.UniversalClient, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			if n, err := uc.Exists(context.Background(), key).Result(); err != nil || n != 1 {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, time.Millisecond, "the lease's key never reached every node")
+}
+
 // requireLineLen waits until key's line holds n Lock calls on each of ucs.
 func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
 	t.Helper()
@@ -516,6 +529,12 @@ func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 	b := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond),
 		slowRetry)
 	key, la := heldKey(t, a)
+	// TryLock returns at two grants of three: wait for the third before
+	// freezing node 2. Otherwise a's acquire could still be on its way to
+	// node 1, b's first attempt could win node 1 before it, and b's own
+	// cleanup would then name b there (a reservation, not the line), which
+	// is correct but not what this test is about.
+	requireHeldEverywhere(t, ucs, key)
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
 	got := make(chan error, 1)
