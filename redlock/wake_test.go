@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -198,9 +199,22 @@ func releaseTo(t *testing.T, la *Lease, lb <-chan *Lease) *Lease {
 // requireFreeEverywhere waits until no node of ucs holds key.
 func requireFreeEverywhere(t *testing.T, ucs []redis.UniversalClient, key, what string) {
 	t.Helper()
+	requireOnEveryNode(t, ucs, key, 0, what)
+}
+
+// requireHeldEverywhere waits until every node of ucs holds key.
+func requireHeldEverywhere(t *testing.T, ucs []redis.UniversalClient, key string) {
+	t.Helper()
+	requireOnEveryNode(t, ucs, key, 1, "the lease's key never reached every node")
+}
+
+// requireOnEveryNode waits until EXISTS key answers n (0 or 1) on every
+// node of ucs.
+func requireOnEveryNode(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, uc := range ucs {
-			if n, err := uc.Exists(context.Background(), key).Result(); err != nil || n != 0 {
+			if got, err := uc.Exists(context.Background(), key).Result(); err != nil || got != n {
 				return false
 			}
 		}
@@ -208,31 +222,27 @@ func requireFreeEverywhere(t *testing.T, ucs []redis.UniversalClient, key, what 
 	}, 2*time.Second, time.Millisecond, what)
 }
 
-// requireHeldEverywhere waits until every node of ucs holds key.
-func requireHeldEverywhere(t *testing.T, ucs []redis.UniversalClient, key string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			if n, err := uc.Exists(context.Background(), key).Result(); err != nil || n != 1 {
-				return false
-			}
-		}
-		return true
-	}, 2*time.Second, time.Millisecond, "the lease's key never reached every node")
-}
-
-// requireLineLen waits until key's line holds n Lock calls on each of ucs.
+// requireLineLen waits until key's line holds n Lock calls on each of ucs;
+// if it never does, it logs what each node holds before failing.
 func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
 	t.Helper()
 	ctx := context.Background()
-	require.Eventually(t, func() bool {
+	if assert.Eventually(t, func() bool {
 		for _, uc := range ucs {
 			if got, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || got != n {
 				return false
 			}
 		}
 		return true
-	}, 3*time.Second, time.Millisecond, what)
+	}, 3*time.Second, time.Millisecond, what) {
+		return
+	}
+	for i, uc := range ucs {
+		v, _ := uc.Get(ctx, key).Result()
+		q, err := uc.ZRangeWithScores(ctx, queueKey(key), 0, -1).Result()
+		t.Logf("node %d holds %q, line %v (%v)", i, v, q, err)
+	}
+	t.FailNow()
 }
 
 // heldKey admits a's nodes at once and has a take a fresh key for 5 s.
@@ -545,30 +555,7 @@ func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 		}
 		got <- err
 	}()
-	// b's first attempt joins the line on the two live nodes; it has 5 s
-	// before its retry, so allow it most of that under a loaded machine,
-	// and say what the nodes held if it never does.
-	joined := false
-	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		n0, err0 := ucs[0].ZCard(ctx, queueKey(key)).Result()
-		n1, err1 := ucs[1].ZCard(ctx, queueKey(key)).Result()
-		if joined = err0 == nil && err1 == nil && n0 == 1 && n1 == 1; joined {
-			break
-		}
-	}
-	if !joined {
-		for i, uc := range ucs[:2] {
-			v, _ := uc.Get(ctx, key).Result()
-			q, err := uc.ZRangeWithScores(ctx, queueKey(key), 0, -1).Result()
-			t.Logf("node %d holds %q, line %v (%v)", i, v, q, err)
-		}
-		select {
-		case err := <-got:
-			t.Fatalf("b's Lock returned (%v) without joining the line on the live nodes", err)
-		default:
-			t.Fatal("b never joined the line on the live nodes")
-		}
-	}
+	requireLineLen(t, ucs[:2], key, 1, "b never joined the line on the live nodes")
 	require.Eventually(t, func() bool {
 		b.wake.mu.Lock()
 		defer b.wake.mu.Unlock()
