@@ -73,19 +73,26 @@ func TestWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
 	since := time.Now()
 	w.handedBy(0, "k", "late") // a release handed node 0 to it before it registered
 	w.notify("k", "")          // and a release with nobody in line woke everyone
+	requireRegistersWith(t, w, "k", "late", since, wakePart)
+}
+
+// requireRegistersWith registers id for key in w and requires register to
+// return within 2 s with the one wake-up want waiting in the channel.
+func requireRegistersWith(t *testing.T, w *waker, key, id string, since time.Time, want int) {
+	t.Helper()
 	type reg struct {
 		ch         chan int
 		unregister func()
 	}
 	done := make(chan reg, 1)
 	go func() {
-		ch, unregister, _ := w.register("k", "late", since)
+		ch, unregister, _ := w.register(key, id, since)
 		done <- reg{ch, unregister}
 	}()
 	select {
 	case r := <-done:
 		defer r.unregister()
-		requireWake(t, r.ch, wakePart)
+		requireWake(t, r.ch, want)
 	case <-time.After(2 * time.Second):
 		t.Fatal("register blocked: a second wake-up was sent into the waiter's full channel under the waker's lock")
 	}
@@ -175,6 +182,40 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 		return w.waiters[key].lastNames == "w other"
 	}, 5*time.Second, 5*time.Millisecond, "the second notice never arrived")
 	requireWake(t, ch, wakeFirst)
+}
+
+// The same through real redis-server Pub/Sub and a Client that takes
+// hand-offs: a hand-off notice for an id not yet registered ('!id|key' on
+// the Client's own channel) and a release notice for the key (” on the
+// key's channel) both arrive before the id registers; register returns at
+// once with one wake-up, the hand-off.
+func TestIntegrationWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
+	nodes := testenv.RedisNodes(t, 3)
+	ucs := testenv.Clients(t, nodes)
+	c := wakeClient(t, ucs, WithKeyHandOff())
+	key := testenv.Key(t)
+	w := c.wake
+	_, unregister, _ := w.register(key, "early", time.Now())
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.waiters[key].liveSince.IsZero()
+	}, 5*time.Second, 10*time.Millisecond, "the subscription was never confirmed by a majority")
+	unregister() // the key lingers, still subscribed
+
+	ctx := context.Background()
+	since := time.Now()
+	late := w.id + ".late"
+	require.NoError(t, ucs[0].Publish(ctx, wakePrefix+w.id, "!"+late+"|"+key).Err())
+	require.NoError(t, ucs[1].Publish(ctx, releaseChannel(key), "").Err())
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		kw := w.waiters[key]
+		return kw.handed[late] != nil && kw.lastAt.After(since)
+	}, 5*time.Second, 5*time.Millisecond, "the two notices never arrived")
+
+	requireRegistersWith(t, w, key, late, since, wakePart)
 }
 
 // slowRetry puts a waiter's own next try 5 s away, so that within a test
