@@ -79,15 +79,7 @@ func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	b := newBatcher(rc, time.Second)
-	var warm sync.WaitGroup
-	for range 3 * maxDirect {
-		warm.Go(func() {
-			if err := rc.Do(context.Background(), "blpop", "warm-up", "0.05").Err(); !errors.Is(err, redis.Nil) {
-				t.Errorf("warm-up: %v", err)
-			}
-		})
-	}
-	warm.Wait()
+	openConns(t, rc, 3*maxDirect)
 	require.NoError(t, n.Pause())
 	thawed := false
 	defer func() {
@@ -118,4 +110,82 @@ func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
 		defer cancel()
 		return b.do(ctx, []any{"ping"}).Err() == nil
 	}, 5*time.Second, 10*time.Millisecond, "the node did not answer after it thawed")
+}
+
+// One pipeline per node: a call that queues behind a pipeline stuck on a
+// frozen node waits only as long as its own ctx, and, once its caller has
+// given up, it is never sent, not even after the node thaws (a late
+// acquire would only take a key its caller no longer counts).
+func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
+	n := testenv.Redis(t)
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	b := newBatcher(rc, time.Second)
+	openConns(t, rc, maxDirect+maxPipes)
+	marker := testenv.Key(t)
+	require.NoError(t, n.Pause())
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = n.Resume()
+		}
+	}()
+	// Fill the direct slots and the pipeline with calls that wait 1.5 s.
+	var long sync.WaitGroup
+	for range maxDirect + 1 {
+		long.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			_ = b.do(ctx, []any{"ping"}).Err()
+		})
+	}
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.direct == maxDirect && b.pipes == maxPipes && len(b.queue) == 0
+	}, time.Second, time.Millisecond, "the long calls never filled the direct slots and the pipeline")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.do(ctx, []any{"set", marker, "sent late"}).Err()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second, "a call behind the stuck pipeline waited for the pipeline, not its own ctx")
+
+	// A live call queues behind it, so the next pipeline after the thaw
+	// holds both and is sent.
+	fresh := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		fresh <- b.do(ctx, []any{"ping"}).Err()
+	}()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 2
+	}, time.Second, time.Millisecond, "the live call never queued behind the given-up one")
+
+	require.NoError(t, n.Resume())
+	thawed = true
+	long.Wait()
+	require.NoError(t, <-fresh, "the call queued behind the stuck pipeline failed after the thaw")
+	exists, err := rc.Exists(context.Background(), marker).Result()
+	require.NoError(t, err)
+	require.Zero(t, exists, "a call whose caller had given up was sent once the node thawed")
+}
+
+// openConns opens n connections in rc's pool before a node is frozen (a
+// new connection's handshake is not bounded by the ctx).
+func openConns(t *testing.T, rc *redis.Client, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if err := rc.Do(context.Background(), "blpop", "warm-up", "0.05").Err(); !errors.Is(err, redis.Nil) {
+				t.Errorf("warm-up: %v", err)
+			}
+		})
+	}
+	wg.Wait()
 }
