@@ -71,22 +71,7 @@ func TestBatcherRepliesUnderLoad(t *testing.T) {
 // went out directly or waits in the queue, and the node works again once
 // it thaws.
 func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
-	n := testenv.Redis(t)
-	// go-redis bounds a direct call by the ctx only with this option (and
-	// a new connection's handshake never); redlock does not wait for its
-	// calls, but this test does, so it opens the connections first and
-	// lets the ctx bound them.
-	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rc.Close() })
-	b := newBatcher(rc, time.Second)
-	openConns(t, rc, 3*maxDirect)
-	require.NoError(t, n.Pause())
-	thawed := false
-	defer func() {
-		if !thawed {
-			_ = n.Resume()
-		}
-	}()
+	n, _, b := frozenBatcher(t, 3*maxDirect)
 	var wg sync.WaitGroup
 	for range 3 * maxDirect {
 		wg.Go(func() {
@@ -104,7 +89,6 @@ func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, n.Resume())
-	thawed = true
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -117,19 +101,8 @@ func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
 // given up, it is never sent, not even after the node thaws (a late
 // acquire would only take a key its caller no longer counts).
 func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
-	n := testenv.Redis(t)
-	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rc.Close() })
-	b := newBatcher(rc, time.Second)
-	openConns(t, rc, maxDirect+maxPipes)
 	marker := testenv.Key(t)
-	require.NoError(t, n.Pause())
-	thawed := false
-	defer func() {
-		if !thawed {
-			_ = n.Resume()
-		}
-	}()
+	n, rc, b := frozenBatcher(t, maxDirect+maxPipes)
 	// Fill the direct slots and the pipeline with calls that wait 1.5 s.
 	var long sync.WaitGroup
 	for range maxDirect + 1 {
@@ -167,7 +140,6 @@ func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	}, time.Second, time.Millisecond, "the live call never queued behind the given-up one")
 
 	require.NoError(t, n.Resume())
-	thawed = true
 	long.Wait()
 	require.NoError(t, <-fresh, "the call queued behind the stuck pipeline failed after the thaw")
 	exists, err := rc.Exists(context.Background(), marker).Result()
@@ -175,12 +147,19 @@ func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	require.Zero(t, exists, "a call whose caller had given up was sent once the node thawed")
 }
 
-// openConns opens n connections in rc's pool before a node is frozen (a
-// new connection's handshake is not bounded by the ctx).
-func openConns(t *testing.T, rc *redis.Client, n int) {
+// frozenBatcher returns a batcher over a client of a new redis-server
+// node that it then freezes (SIGSTOP; resumed when the test ends, if the
+// test has not). The client bounds a direct call by its ctx (go-redis
+// does so only with ContextTimeoutEnabled; redlock does not wait for its
+// calls, but these tests do), and conns connections are opened before the
+// freeze, since a new connection's handshake is never bounded by the ctx.
+func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, *batcher) {
 	t.Helper()
+	n := testenv.Redis(t)
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
 	var wg sync.WaitGroup
-	for range n {
+	for range conns {
 		wg.Go(func() {
 			if err := rc.Do(context.Background(), "blpop", "warm-up", "0.05").Err(); !errors.Is(err, redis.Nil) {
 				t.Errorf("warm-up: %v", err)
@@ -188,4 +167,7 @@ func openConns(t *testing.T, rc *redis.Client, n int) {
 		})
 	}
 	wg.Wait()
+	require.NoError(t, n.Pause())
+	t.Cleanup(func() { _ = n.Resume() }) // a second SIGCONT is harmless
+	return n, rc, newBatcher(rc, time.Second)
 }
