@@ -521,7 +521,7 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t)-777, score, 500_000)
 		}},
 	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place", script: releaseScript, keys: ctRelKeys,
-		published: []string{"me"},
+		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
@@ -536,11 +536,62 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			// Back in its place, it is first: named, and so out of the
-			// line again; w1 and w2 keep their places.
+			// line again; w1 and w2 keep their places. It is not told
+			// (nothing published): it has just lost this attempt.
 			requireKey(t, n, namedKey(ctKey), "me")
 			requireInLine(t, n, false, "me")
 			requireInLine(t, n, true, "w1", "w2")
 			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+		}},
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a failed attempt's cleanup that is first in line tells nobody, on its Client's channel either", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, queueKey(ctKey), "c2.w1", n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: func(t *testing.T, n contractNode) []any {
+				return []any{ctValue, releaseChannel(ctKey), 5000, "c1.me", 3000, n.nowUs(t) - 1_000_000, ctLineMs, wakePrefix}
+			},
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, namedKey(ctKey), "c1.me")
+				require.Empty(t, heard(), "the cleaning call's Client")
+			}}
+	}(),
+	{name: "release/a failed attempt's cleanup behind another in line names and tells that one", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t)-2_000_000)
+		},
+		args: func(t *testing.T, n contractNode) []any {
+			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
+		},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, namedKey(ctKey), "w1")
+			requireInLine(t, n, true, "me")
+			requireInLine(t, n, false, "w1")
+		}},
+	{name: "release/a failed attempt's cleanup whose call has been in line too long tells nobody", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+		},
+		args: func(t *testing.T, n contractNode) []any {
+			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - (ctLineMs+1000)*1000, ctLineMs}
+		},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, namedKey(ctKey))
+			requireInLine(t, n, false, "me")
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
 		published: []string{},

@@ -318,6 +318,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		return []any{st, pttl, fence, us / 1e6, us % 1e6}, nil
 	case "release":
 		cur, held := f.get(k[0])
+		cleaning := a[3] != "" && a[5] != ""
 		handoff := func(tellAll bool) {
 			f.zprune(k[2], atoi(a[6]))
 			first := f.zfirst(k[2], 1)
@@ -352,6 +353,9 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			}
 			cid, _, dotted := strings.Cut(w, ".")
 			f.setStr(k[3], w, atoi(a[4]))
+			if cleaning && w == a[3] {
+				return // kept for the cleaning call, which is not told
+			}
 			if dotted && cid != "" && len(a) >= 8 {
 				f.published = append(f.published, message{a[7] + cid, w + "|" + k[0]})
 			} else {
@@ -384,7 +388,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		}
 		if held && (cur == a[0] || (a[3] != "" && a[5] == "" && cur == a[3])) {
 			f.del(k[0])
-			handoff(true)
+			handoff(!cleaning)
 			return int64(1), nil
 		}
 		if a[2] != "0" {

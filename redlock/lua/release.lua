@@ -47,6 +47,14 @@ local cur = redis.call('MGET', KEYS[1], KEYS[4])
 -- id without a Client part (an older client), on the key's channel, which
 -- every waiter of the key listens to. With nobody in line, tellAll says
 -- whether to tell every waiter of the key that it is free ('').
+-- A failed attempt's cleanup (ARGV[6] ~= '') that finds its own call first
+-- keeps the key for it but does not tell it, and tells nobody when the
+-- line is empty: the call has just lost this attempt, and a notice would
+-- send it straight back to win this node and lose the others again, one
+-- attempt per round trip until the holder lets go. It tries again when a
+-- release elsewhere names it, or after its retry delay (docs/fencing.md,
+-- "A cleanup does not wake its own call").
+local cleaning = ARGV[4] ~= '' and ARGV[6] ~= ''
 local function handoff(tellAll)
   local first = redis.call('ZRANGE', KEYS[3], 0, 0)
   if #first > 0 then
@@ -81,7 +89,9 @@ local function handoff(tellAll)
       first = redis.call('ZRANGE', KEYS[3], 0, 0)
     else
       redis.call('SET', KEYS[4], w, 'PX', ARGV[5])
-      if cid and ARGV[8] then
+      if cleaning and w == ARGV[4] then
+        -- kept for the cleaning call, which is not told (above)
+      elseif cid and ARGV[8] then
         redis.call('PUBLISH', ARGV[8] .. cid, w .. '|' .. KEYS[1])
       else
         redis.call('PUBLISH', ARGV[2], w)
@@ -133,7 +143,7 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
-  handoff(true)
+  handoff(not cleaning)
   return 1
 end
 if ARGV[3] ~= '0' then

@@ -1,0 +1,71 @@
+package redlock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// How often a waiting Lock call tries, on real redis-server processes.
+
+// A Lock call whose attempts win a minority of the nodes (another owner
+// holds the key on the rest) puts itself back in line where it won, and
+// is first in line there. Its cleanup must not wake it: it would try again
+// at once, win the same nodes, clean up, wake itself, and so on, one
+// attempt per round trip until the holder lets go, instead of waiting for
+// the holder's release or its retry delay (docs/fencing.md, "A cleanup
+// does not wake its own call").
+func TestIntegrationACleanupDoesNotWakeItsOwnCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"reservation", nil},
+		{"key hand-off", []Option{WithKeyHandOff()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := newRealCluster(t, 5)
+			ctx := context.Background()
+			var attempts atomic.Int64
+			count := func(i int, sc redis.Scripter) redis.Scripter {
+				if i != 3 {
+					return sc
+				}
+				return hookScripter{Scripter: sc, before: func(_ context.Context, script string, _ []string, _ []any) *redis.Cmd {
+					if script == "acquire" {
+						attempts.Add(1)
+					}
+					return nil
+				}}
+			}
+			const delay = 200 * time.Millisecond
+			opts := append([]Option{WithNodeTimeout(200 * time.Millisecond),
+				WithRetry(func(int) time.Duration { return delay }, 0)}, tc.opts...)
+			c := rc.client(t, count, nil, opts...)
+			require.NoError(t, c.Bootstrap(ctx))
+			key := testenv.Key(t)
+			// Another owner holds nodes 0-2 for longer than the test, and
+			// never releases: no notice is due, and nodes 3 and 4 are free.
+			rc.hold(t, key, 30*time.Second, 0, 1, 2)
+			const wait = time.Second
+			lctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			_, err := c.Lock(lctx, key, 5*time.Second)
+			require.ErrorIs(t, err, ErrNotObtained)
+			// One attempt per retry delay, plus the one right after the
+			// call subscribed to the key's notices; the rest is slack for
+			// a loaded machine.
+			most := int64(wait/delay) + 4
+			require.LessOrEqual(t, attempts.Load(), most,
+				"a Lock call that could not win sent %d attempts in %v with a %v retry delay", attempts.Load(), wait, delay)
+			require.Positive(t, attempts.Load())
+			t.Logf("%d attempts", attempts.Load())
+		})
+	}
+}
