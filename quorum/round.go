@@ -28,8 +28,13 @@ type Round[T any] struct {
 // goroutine, and returns at once. The ctx each call gets is derived from
 // ctx and is cancelled by Cancel. A panic in call is not recovered.
 func Start[T any](ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+	return StartOn(nil, ctx, n, call)
+}
+
+// StartOn is Start with the calls run on p's goroutines (see Pool).
+func StartOn[T any](p *Pool, ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
 	cctx, cancel := context.WithCancel(ctx)
-	return StartOwned(cctx, cancel, n, call)
+	return StartOwnedOn(p, cctx, cancel, n, call)
 }
 
 // StartOwned is Start for a caller that already derived a context for this
@@ -37,14 +42,20 @@ func Start[T any](ctx context.Context, n int, call func(ctx context.Context, nod
 // (and Wait, once every call has returned). It saves Start's derived
 // context, which a hot path pays for in allocations.
 func StartOwned[T any](ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+	return StartOwnedOn(nil, ctx, cancel, n, call)
+}
+
+// StartOwnedOn is StartOwned with the calls run on p's goroutines (see
+// Pool).
+func StartOwnedOn[T any](p *Pool, ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
 	r := &Round[T]{n: n, ch: make(chan Reply[T], n), cancel: cancel}
 	r.wg.Add(n)
 	for i := range n {
-		go func() {
+		p.Go(func() {
 			defer r.wg.Done()
 			v, err := call(ctx, i)
 			r.ch <- Reply[T]{Node: i, Val: v, Err: err}
-		}()
+		})
 	}
 	return r
 }

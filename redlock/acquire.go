@@ -135,7 +135,7 @@ func (a *attempt) release(back any) *prepared {
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
-	a.round = quorum.StartOwned(rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
+	a.round = quorum.StartOwnedOn(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
 		res, err := a.c.run(ctx, i, a.acq).Slice()
 		a.c.observe(i, err)
 		if err != nil {
@@ -247,7 +247,7 @@ func (a *attempt) commit(ctx context.Context) {
 	// still go out after success: a fence raised on more nodes survives
 	// more restarts.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
-	round := quorum.Start(rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	round := quorum.StartOn(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		v, err := c.run(ctx, i, p).Int64()
 		c.observe(i, err)
 		return v == 1, err
@@ -337,7 +337,7 @@ func (a *attempt) abandon() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	ra := a.release(a.relBack)
-	rel := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	rel := quorum.StartOn(c.pool, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		if settled[i] {
 			return false, nil
 		}

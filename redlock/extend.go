@@ -75,7 +75,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	p := prepare(extendScript, keys, args...)
 	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
-	round := quorum.Start(rctx, n, func(ctx context.Context, i int) ([]int64, error) {
+	round := quorum.StartOn(c.pool, rctx, n, func(ctx context.Context, i int) ([]int64, error) {
 		v, err := c.run(ctx, i, p).Int64Slice()
 		c.observe(i, err)
 		if err == nil && len(v) != len(ls) {

@@ -1,0 +1,170 @@
+package quorum
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// goid is the id of the calling goroutine, from its stack header.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf)
+	return string(f[1])
+}
+
+// waitIdle waits until p has n idle goroutines.
+func waitIdle(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.idleCount() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool has %d idle goroutines, want %d", p.idleCount(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// run runs f on p and waits for it, returning the goroutine it ran on.
+func run(p *Pool) string {
+	ran := make(chan string)
+	p.Go(func() { ran <- goid() })
+	return <-ran
+}
+
+func TestPoolReusesTheGoroutineIdleLongestAgoLast(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := NewPool(time.Minute)
+	defer p.Close()
+	first := run(p)
+	waitIdle(t, p, 1)
+	if again := run(p); again != first {
+		t.Fatalf("the second call ran on goroutine %s, not on the idle %s", again, first)
+	}
+	waitIdle(t, p, 1)
+
+	// Two at once: two goroutines; the next call gets the one that went
+	// idle last.
+	gate := make(chan struct{})
+	ids := make(chan string, 2)
+	for range 2 {
+		p.Go(func() { <-gate; ids <- goid() })
+	}
+	waitIdle(t, p, 0)
+	close(gate)
+	a, b := <-ids, <-ids
+	waitIdle(t, p, 2)
+	if a == b {
+		t.Fatalf("two calls at once ran on one goroutine %s", a)
+	}
+	last, oldest := top(p), bottom(p)
+	p.Go(func() {})
+	waitIdle(t, p, 2)
+	if top(p) != last || bottom(p) != oldest {
+		t.Fatal("the call did not run on the goroutine that went idle last")
+	}
+}
+
+func top(p *Pool) *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idle[len(p.idle)-1]
+}
+
+func bottom(p *Pool) *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idle[0]
+}
+
+func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := NewPool(20 * time.Millisecond)
+	defer p.Close()
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-gate })
+	}
+	close(gate)
+	wg.Wait()
+	waitIdle(t, p, 3)
+	time.Sleep(40 * time.Millisecond)
+	// This call takes the newest idle goroutine and retires the oldest;
+	// the third stays until the next use.
+	run(p)
+	waitIdle(t, p, 2)
+	before := runtime.NumGoroutine()
+	run(p)
+	waitIdle(t, p, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() >= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("a retired goroutine did not exit: %d goroutines, %d before", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := NewPool(time.Minute)
+	run(p)
+	waitIdle(t, p, 1)
+	gate := make(chan struct{})
+	done := make(chan struct{})
+	p.Go(func() { <-gate; close(done) }) // takes the idle goroutine
+	p.Go(func() {})                      // a second, new one that parks
+	waitIdle(t, p, 1)
+	p.Close()
+	if n := p.idleCount(); n != 0 {
+		t.Fatalf("%d idle goroutines after Close", n)
+	}
+	close(gate) // the running call returns, and its goroutine retires
+	<-done
+	// Go still runs calls after Close, on goroutines of their own.
+	if id := run(p); id == "" {
+		t.Fatal("no call ran after Close")
+	}
+	if n := p.idleCount(); n != 0 {
+		t.Fatalf("a goroutine parked in a closed pool: %d idle", n)
+	}
+}
+
+func TestNilPoolStartsAGoroutinePerCall(t *testing.T) {
+	var p *Pool
+	if a, b := run(p), run(p); a == b {
+		t.Fatalf("two calls on a nil pool ran on one goroutine %s", a)
+	}
+	p.Close()
+}
+
+// A round on a pool behaves as one without: every call runs, with its
+// node index, and Wait collects what Await did not hand out.
+func TestStartOnAPool(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := NewPool(time.Minute)
+	defer p.Close()
+	for range 3 {
+		r := StartOn(p, context.Background(), 5, func(_ context.Context, i int) (int, error) { return i * 10, nil })
+		got := append(r.Await(context.Background(), 3, func(Reply[int]) bool { return true }), r.Wait()...)
+		if len(got) != 5 {
+			t.Fatalf("%d replies, want 5", len(got))
+		}
+		seen := map[int]bool{}
+		for _, rep := range got {
+			if rep.Val != rep.Node*10 || seen[rep.Node] {
+				t.Fatalf("reply %+v", rep)
+			}
+			seen[rep.Node] = true
+		}
+	}
+	waitIdle(t, p, 5)
+}
