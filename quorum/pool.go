@@ -12,12 +12,17 @@ import (
 // more than the rest of the goroutine's start; a kept goroutine has grown
 // it already. The most recently idle goroutine is reused first, so under a
 // steady load the same few stay warm, and each use retires one goroutine
-// that has been idle for longer than the pool's idle time. Close stops the
-// idle ones; after Close, each call gets a goroutine of its own again.
+// that has been idle for longer than the pool's idle time. At most maxIdle
+// wait at once: calls that block for long (a frozen node holds each call
+// until its deadline) can run up thousands of goroutines, and those beyond
+// maxIdle exit when their call returns instead of waiting for work. Close
+// stops the idle ones; after Close, each call gets a goroutine of its own
+// again.
 //
 // A nil *Pool is valid: every call gets a goroutine of its own.
 type Pool struct {
 	idleFor time.Duration
+	maxIdle int
 	mu      sync.Mutex
 	idle    []*worker // most recently idle last
 	closed  bool
@@ -28,11 +33,11 @@ type worker struct {
 	since time.Time   // when it went idle
 }
 
-// NewPool returns a pool whose goroutines are retired once they have been
-// idle for longer than idleFor (checked when the pool is next used) or at
-// Close.
-func NewPool(idleFor time.Duration) *Pool {
-	return &Pool{idleFor: idleFor}
+// NewPool returns a pool that keeps at most maxIdle goroutines waiting for
+// work, each retired once it has been idle for longer than idleFor
+// (checked when the pool is next used) or at Close.
+func NewPool(idleFor time.Duration, maxIdle int) *Pool {
+	return &Pool{idleFor: idleFor, maxIdle: maxIdle}
 }
 
 // Go runs f on an idle goroutine of the pool, or on a new one that joins
@@ -81,11 +86,12 @@ func (p *Pool) run(w *worker, f func()) {
 	}
 }
 
-// park puts w back among the idle goroutines, unless the pool is closed.
+// park puts w back among the idle goroutines, unless the pool is closed
+// or has maxIdle of them already.
 func (p *Pool) park(w *worker) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || len(p.idle) >= p.maxIdle {
 		return false
 	}
 	w.since = time.Now()

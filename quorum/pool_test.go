@@ -40,7 +40,7 @@ func run(p *Pool) string {
 
 func TestPoolReusesTheGoroutineIdleLongestAgoLast(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := NewPool(time.Minute)
+	p := NewPool(time.Minute, 100)
 	defer p.Close()
 	first := run(p)
 	waitIdle(t, p, 1)
@@ -85,7 +85,7 @@ func bottom(p *Pool) *worker {
 
 func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := NewPool(20 * time.Millisecond)
+	p := NewPool(20*time.Millisecond, 100)
 	defer p.Close()
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
@@ -115,7 +115,7 @@ func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
 
 func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := NewPool(time.Minute)
+	p := NewPool(time.Minute, 100)
 	run(p)
 	waitIdle(t, p, 1)
 	gate := make(chan struct{})
@@ -150,7 +150,7 @@ func TestNilPoolStartsAGoroutinePerCall(t *testing.T) {
 // node index, and Wait collects what Await did not hand out.
 func TestStartOnAPool(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := NewPool(time.Minute)
+	p := NewPool(time.Minute, 100)
 	defer p.Close()
 	for range 3 {
 		r := StartOn(p, context.Background(), 5, func(_ context.Context, i int) (int, error) { return i * 10, nil })
@@ -166,5 +166,36 @@ func TestStartOnAPool(t *testing.T) {
 			seen[rep.Node] = true
 		}
 	}
-	waitIdle(t, p, 5)
+	// The calls ran on the pool: their goroutines wait there now (how
+	// many depends on how the calls overlapped).
+	deadline := time.Now().Add(5 * time.Second)
+	for p.idleCount() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no goroutine of the rounds waits in the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := NewPool(time.Minute, 2)
+	defer p.Close()
+	before := runtime.NumGoroutine()
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-gate })
+	}
+	close(gate)
+	wg.Wait()
+	waitIdle(t, p, 2)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, want at most %d: the ones beyond maxIdle did not exit", runtime.NumGoroutine(), before+2)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

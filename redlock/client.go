@@ -247,7 +247,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	}
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
-		inst: inst, closing: make(chan struct{}), pool: quorum.NewPool(poolIdle)}
+		inst: inst, closing: make(chan struct{}), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
 	c.lineMs = max(2*cfg.maxTTL, 10*time.Second).Milliseconds()
 	c.settingsArg = ""
 	if cfg.quarantine {
@@ -370,8 +370,14 @@ func (c *Client) Close() error {
 }
 
 // poolIdle is how long a pooled goroutine may stay idle before the pool's
-// next use retires it.
-const poolIdle = 5 * time.Second
+// next use retires it, and poolPerNode how many may wait per node: enough
+// for 64 Lock+Release loops at once (many-keys), few enough that the
+// thousands of calls a frozen node holds until their deadlines do not all
+// stay.
+const (
+	poolIdle    = 5 * time.Second
+	poolPerNode = 128
+)
 
 // spawn runs f as background work owned by the Client; Close waits for it.
 // After Close, f runs synchronously so that nothing escapes the wait.
