@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
@@ -311,13 +312,18 @@ func (a *attempt) leave() {
 }
 
 // abandon cancels what is left of a failed round and releases the key on
-// every node that granted or did not answer (an answer other than
-// "granted" settles a node): an unanswered SET may still land, and the
-// release leaves a tombstone there that makes it fail. It
-// waits only for the nodes that granted, so a failed attempt leaves
-// nothing behind on responsive nodes when it returns, without waiting for
-// unresponsive ones; those are handled in the background, detached from
-// the caller's ctx and bounded by the cleanup timeout.
+// every node that granted or answered with an error: an unanswered SET may
+// still land, and the release leaves a tombstone there that makes it fail.
+// A node that answered anything else is settled and gets nothing. A node
+// that has not answered yet is decided by its reply, in the background: a
+// grant or an error gets the release, a refusal nothing. Calls already on
+// the wire usually answer within a round trip, and a refusal needs no
+// release, so contention costs no release per late refusal. abandon waits
+// only for the releases of the nodes that granted, so a failed attempt
+// leaves nothing behind on the responsive nodes that answered in time when
+// it returns, without waiting for unresponsive ones; the rest is handled
+// in the background, detached from the caller's ctx, each release bounded
+// by the cleanup timeout.
 func (a *attempt) abandon() {
 	c := a.c
 	a.round.Cancel()
@@ -326,9 +332,11 @@ func (a *attempt) abandon() {
 	// ran once, atomically, and did not take the key (it answers "granted"
 	// when the key already holds our value, as after a retried call), so
 	// no late SET can follow there and it needs neither a release nor a
-	// tombstone. The others (granted, an error, no answer yet) get both.
+	// tombstone. One that granted or answered with an error gets both now.
 	settled := make([]bool, len(c.nodes))
+	answered := make([]bool, len(c.nodes))
 	for _, r := range a.replies {
+		answered[r.Node] = true
 		if acquired(r) {
 			granted[r.Node] = true
 		} else if r.Err == nil {
@@ -338,7 +346,7 @@ func (a *attempt) abandon() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	ra := a.release(a.relBack)
 	rel := quorum.StartOn(c.pool, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		if settled[i] {
+		if settled[i] || !answered[i] {
 			return false, nil
 		}
 		return c.releaseOn(ctx, i, ra)
@@ -353,17 +361,18 @@ func (a *attempt) abandon() {
 		defer close(cleaned)
 		defer cancel()
 		defer stop()
-		released := make([]bool, len(c.nodes))
-		for _, r := range rel.Wait() {
-			released[r.Node] = r.Err == nil
-		}
-		// A grant whose release failed (the node was slow to answer both)
-		// gets one more try.
+		rel.Wait()
+		// The late replies (the round was cancelled, so each comes within
+		// a round trip, or at the node timeout from a node that does not
+		// answer): a grant, or an error, which leaves the outcome
+		// unknown, gets the release; a refusal settles the node.
+		var wg sync.WaitGroup
 		for _, r := range round.Wait() {
-			if acquired(r) && !released[r.Node] {
-				c.releaseOne(a.key, r.Node, ra)
+			if acquired(r) || r.Err != nil {
+				wg.Go(func() { c.releaseOne(a.key, r.Node, ra) })
 			}
 		}
+		wg.Wait()
 	})
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,69 @@ func TestIntegrationACleanupDoesNotWakeItsOwnCall(t *testing.T) {
 				"a Lock call that could not win sent %d attempts in %v with a %v retry delay", attempts.Load(), wait, delay)
 			require.Positive(t, attempts.Load())
 			t.Logf("%d attempts", attempts.Load())
+		})
+	}
+}
+
+// A failed attempt decides at the third refusal, before the other two
+// nodes answer. Where such a late reply is a refusal, the node is settled
+// (its script ran and did not take the key) and needs no release; where it
+// is a grant, or an error that leaves the outcome unknown, it gets one
+// (docs/fencing.md, "A release beats a late acquire"). Here nodes 3 and 4
+// answer 50 ms late: their requests are on the wire when the attempt gives
+// up, and their replies arrive.
+func TestIntegrationAFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		held []int // nodes another owner holds
+		// nodes that must get the failed attempt's release, and whether
+		// the late grants must be gone afterwards
+		released []int
+	}{
+		{"late refusals", []int{0, 1, 2, 3, 4}, nil},
+		{"late grants", []int{0, 1, 2}, []int{3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := newRealCluster(t, 5)
+			ctx := context.Background()
+			var releases [5]atomic.Int64
+			late := func(i int, sc redis.Scripter) redis.Scripter {
+				return hookScripter{Scripter: sc,
+					before: func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd {
+						if script != "acquire" || i < 3 || !isTestKey(keys[0]) {
+							return nil
+						}
+						time.Sleep(50 * time.Millisecond)
+						// Sent before the attempt gave up: it runs and
+						// answers, whatever the caller's ctx does now.
+						return acquireScript.Run(context.WithoutCancel(ctx), sc, keys, args...)
+					},
+					after: func(_ context.Context, script string, keys []string, _ []any, cmd *redis.Cmd) {
+						// (an EVALSHA answered NOSCRIPT is sent again as EVAL)
+						if script == "release" && isTestKey(keys[0]) && (cmd.Err() == nil || !isNoScript(cmd.Err())) {
+							releases[i].Add(1)
+						}
+					}}
+			}
+			c := rc.client(t, late, nil, WithNodeTimeout(300*time.Millisecond))
+			require.NoError(t, c.Bootstrap(ctx))
+			key := testenv.Key(t)
+			rc.hold(t, key, 10*time.Second, tc.held...)
+			_, err := c.TryLock(ctx, key, 5*time.Second)
+			require.ErrorIs(t, err, ErrNotObtained)
+			require.NoError(t, c.Close()) // waits for the attempt's cleanup
+			for i := range 5 {
+				want := int64(0)
+				if slices.Contains(tc.released, i) {
+					want = 1
+				}
+				require.Equal(t, want, releases[i].Load(), "release calls on node %d", i)
+				if slices.Contains(tc.held, i) {
+					require.Equal(t, "another-owner", rc.value(t, i, key), "node %d", i)
+				} else {
+					require.Empty(t, rc.value(t, i, key), "node %d kept the failed attempt's late grant", i)
+				}
+			}
 		})
 	}
 }
