@@ -47,6 +47,14 @@ func benchLockRelease(b *testing.B, nodes []redis.UniversalClient, before func()
 	if err := warm.Release(ctx); err != nil {
 		b.Fatal(err)
 	}
+	// Release returns at a majority; its last deletes land just after.
+	// Wait for them: with nodes frozen by before, the first attempt needs
+	// every other node free.
+	for _, n := range nodes {
+		for n.Exists(ctx, key).Val() != 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if before != nil {
 		before()
 	}
