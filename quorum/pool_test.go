@@ -3,6 +3,7 @@ package quorum
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -19,16 +20,23 @@ func goid() string {
 	return string(f[1])
 }
 
-// waitIdle waits until p has n idle goroutines.
-func waitIdle(t *testing.T, p *Pool, n int) {
+// waitFor polls cond for up to 5 s and fails with the message msg gives.
+func waitFor(t *testing.T, cond func() bool, msg func() string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for p.idleCount() != n {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pool has %d idle goroutines, want %d", p.idleCount(), n)
+			t.Fatal(msg())
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitIdle waits until p has n idle goroutines.
+func waitIdle(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	waitFor(t, func() bool { return p.idleCount() == n },
+		func() string { return fmt.Sprintf("the pool has %d idle goroutines, want %d", p.idleCount(), n) })
 }
 
 // run runs f on p and waits for it, returning the goroutine it ran on.
@@ -104,13 +112,9 @@ func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
 	before := runtime.NumGoroutine()
 	run(p)
 	waitIdle(t, p, 1)
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() >= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("a retired goroutine did not exit: %d goroutines, %d before", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() < before }, func() string {
+		return fmt.Sprintf("a retired goroutine did not exit: %d goroutines, %d before", runtime.NumGoroutine(), before)
+	})
 }
 
 func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
@@ -168,13 +172,8 @@ func TestStartOnAPool(t *testing.T) {
 	}
 	// The calls ran on the pool: their goroutines wait there now (how
 	// many depends on how the calls overlapped).
-	deadline := time.Now().Add(5 * time.Second)
-	for p.idleCount() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no goroutine of the rounds waits in the pool")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { return p.idleCount() > 0 },
+		func() string { return "no goroutine of the rounds waits in the pool" })
 }
 
 func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
@@ -191,11 +190,7 @@ func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
 	close(gate)
 	wg.Wait()
 	waitIdle(t, p, 2)
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, want at most %d: the ones beyond maxIdle did not exit", runtime.NumGoroutine(), before+2)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before+2 }, func() string {
+		return fmt.Sprintf("%d goroutines, want at most %d: the ones beyond maxIdle did not exit", runtime.NumGoroutine(), before+2)
+	})
 }
