@@ -13,7 +13,8 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// How often a waiting Lock call tries, on real redis-server processes.
+// What waiting Lock calls and failed attempts send to the nodes, on real
+// redis-server processes.
 
 // A Lock call whose attempts win a minority of the nodes (another owner
 // holds the key on the rest) puts itself back in line where it won, and
