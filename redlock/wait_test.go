@@ -16,6 +16,31 @@ import (
 // What waiting Lock calls and failed attempts send to the nodes, on real
 // redis-server processes.
 
+// scriptCounts counts the calls of one script each node ran.
+type scriptCounts struct {
+	script string
+	n      [5]atomic.Int64
+}
+
+// wrap counts sc's calls of the script on node i (an EVALSHA answered
+// NOSCRIPT, sent again as EVAL, counts once), then runs them through next
+// (nil: as they are).
+func (sc *scriptCounts) wrap(i int, s redis.Scripter, next *hookScripter) redis.Scripter {
+	h := hookScripter{Scripter: s}
+	if next != nil {
+		h.before = next.before
+	}
+	h.after = func(ctx context.Context, script string, keys []string, args []any, cmd *redis.Cmd) {
+		if script == sc.script && isTestKey(keys[0]) && (cmd.Err() == nil || !isNoScript(cmd.Err())) {
+			sc.n[i].Add(1)
+		}
+		if next != nil && next.after != nil {
+			next.after(ctx, script, keys, args, cmd)
+		}
+	}
+	return h
+}
+
 // A Lock call whose attempts win a minority of the nodes (another owner
 // holds the key on the rest) puts itself back in line where it won, and
 // is first in line there. Its cleanup must not wake it: it would try again
@@ -34,18 +59,9 @@ func TestIntegrationACleanupDoesNotWakeItsOwnCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := newRealCluster(t, 5)
 			ctx := context.Background()
-			var attempts atomic.Int64
-			count := func(i int, sc redis.Scripter) redis.Scripter {
-				if i != 3 {
-					return sc
-				}
-				return hookScripter{Scripter: sc, before: func(_ context.Context, script string, _ []string, _ []any) *redis.Cmd {
-					if script == "acquire" {
-						attempts.Add(1)
-					}
-					return nil
-				}}
-			}
+			counts := &scriptCounts{script: "acquire"}
+			attempts := &counts.n[3]
+			count := func(i int, sc redis.Scripter) redis.Scripter { return counts.wrap(i, sc, nil) }
 			const delay = 200 * time.Millisecond
 			opts := append([]Option{WithNodeTimeout(200 * time.Millisecond),
 				WithRetry(func(int) time.Duration { return delay }, 0)}, tc.opts...)
@@ -93,9 +109,10 @@ func TestIntegrationAFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.
 		t.Run(tc.name, func(t *testing.T) {
 			rc := newRealCluster(t, 5)
 			ctx := context.Background()
-			var releases [5]atomic.Int64
+			counts := &scriptCounts{script: "release"}
+			releases := &counts.n
 			late := func(i int, sc redis.Scripter) redis.Scripter {
-				return hookScripter{Scripter: sc,
+				return counts.wrap(i, sc, &hookScripter{
 					before: func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd {
 						if script != "acquire" || i < 3 || !isTestKey(keys[0]) {
 							return nil
@@ -104,13 +121,7 @@ func TestIntegrationAFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.
 						// Sent before the attempt gave up: it runs and
 						// answers, whatever the caller's ctx does now.
 						return acquireScript.Run(context.WithoutCancel(ctx), sc, keys, args...)
-					},
-					after: func(_ context.Context, script string, keys []string, _ []any, cmd *redis.Cmd) {
-						// (an EVALSHA answered NOSCRIPT is sent again as EVAL)
-						if script == "release" && isTestKey(keys[0]) && (cmd.Err() == nil || !isNoScript(cmd.Err())) {
-							releases[i].Add(1)
-						}
-					}}
+					}})
 			}
 			c := rc.client(t, late, nil, WithNodeTimeout(300*time.Millisecond))
 			require.NoError(t, c.Bootstrap(ctx))
