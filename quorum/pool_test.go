@@ -39,20 +39,40 @@ func waitIdle(t *testing.T, p *Pool, n int) {
 		func() string { return fmt.Sprintf("the pool has %d idle goroutines, want %d", p.idleCount(), n) })
 }
 
-// run runs f on p and waits for it, returning the goroutine it ran on.
-func run(p *Pool) string {
-	ran := make(chan string)
+// run runs a call on p and waits up to 5 s for it, returning the goroutine
+// it ran on.
+func run(t *testing.T, p *Pool) string {
+	t.Helper()
+	ran := make(chan string, 1)
 	p.Go(func() { ran <- goid() })
-	return <-ran
+	select {
+	case id := <-ran:
+		return id
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call given to the pool did not run")
+		return ""
+	}
+}
+
+// atOnce runs n calls on p at the same time and waits until all returned.
+func atOnce(p *Pool, n int) {
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-gate })
+	}
+	close(gate)
+	wg.Wait()
 }
 
 func TestPoolReusesTheGoroutineIdleLongestAgoLast(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := NewPool(time.Minute, 100)
 	defer p.Close()
-	first := run(p)
+	first := run(t, p)
 	waitIdle(t, p, 1)
-	if again := run(p); again != first {
+	if again := run(t, p); again != first {
 		t.Fatalf("the second call ran on goroutine %s, not on the idle %s", again, first)
 	}
 	waitIdle(t, p, 1)
@@ -95,22 +115,15 @@ func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := NewPool(20*time.Millisecond, 100)
 	defer p.Close()
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		p.Go(func() { defer wg.Done(); <-gate })
-	}
-	close(gate)
-	wg.Wait()
+	atOnce(p, 3)
 	waitIdle(t, p, 3)
 	time.Sleep(40 * time.Millisecond)
 	// This call takes the newest idle goroutine and retires the oldest;
 	// the third stays until the next use.
-	run(p)
+	run(t, p)
 	waitIdle(t, p, 2)
 	before := runtime.NumGoroutine()
-	run(p)
+	run(t, p)
 	waitIdle(t, p, 1)
 	waitFor(t, func() bool { return runtime.NumGoroutine() < before }, func() string {
 		return fmt.Sprintf("a retired goroutine did not exit: %d goroutines, %d before", runtime.NumGoroutine(), before)
@@ -120,7 +133,7 @@ func TestPoolRetiresAGoroutineIdleTooLongWhenItIsNextUsed(t *testing.T) {
 func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := NewPool(time.Minute, 100)
-	run(p)
+	run(t, p)
 	waitIdle(t, p, 1)
 	gate := make(chan struct{})
 	done := make(chan struct{})
@@ -133,9 +146,10 @@ func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
 	}
 	close(gate) // the running call returns, and its goroutine retires
 	<-done
-	// Go still runs calls after Close, on goroutines of their own.
-	if id := run(p); id == "" {
-		t.Fatal("no call ran after Close")
+	// Go still runs calls after Close (run fails if one does not), on
+	// goroutines of their own.
+	if a, b := run(t, p), run(t, p); a == b {
+		t.Fatalf("two calls after Close ran on one goroutine %s", a)
 	}
 	if n := p.idleCount(); n != 0 {
 		t.Fatalf("a goroutine parked in a closed pool: %d idle", n)
@@ -144,7 +158,7 @@ func TestPoolCloseRetiresIdleAndRunningGoroutines(t *testing.T) {
 
 func TestNilPoolStartsAGoroutinePerCall(t *testing.T) {
 	var p *Pool
-	if a, b := run(p), run(p); a == b {
+	if a, b := run(t, p), run(t, p); a == b {
 		t.Fatalf("two calls on a nil pool ran on one goroutine %s", a)
 	}
 	p.Close()
@@ -181,14 +195,7 @@ func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
 	p := NewPool(time.Minute, 2)
 	defer p.Close()
 	before := runtime.NumGoroutine()
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 5 {
-		wg.Add(1)
-		p.Go(func() { defer wg.Done(); <-gate })
-	}
-	close(gate)
-	wg.Wait()
+	atOnce(p, 5)
 	waitIdle(t, p, 2)
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before+2 }, func() string {
 		return fmt.Sprintf("%d goroutines, want at most %d: the ones beyond maxIdle did not exit", runtime.NumGoroutine(), before+2)
