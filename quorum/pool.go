@@ -8,9 +8,10 @@ import (
 // Pool runs a Round's calls on goroutines it keeps after they return, so
 // that the next call reuses one instead of starting a goroutine. A
 // goroutine that runs a Redis client call grows its stack from the
-// runtime's small starting size, and copying the stack as it grows costs
-// more than the rest of the goroutine's start; a kept goroutine has grown
-// it already. The most recently idle goroutine is reused first, so under a
+// runtime's small starting size, and copying the stack as it grows was
+// the largest cost of a round's fan-out in a profile of redlock (0.22 s
+// of 0.82 s sampled under its frames); a kept goroutine has grown it
+// already. The most recently idle goroutine is reused first, so under a
 // steady load the same few stay warm, and each use retires one goroutine
 // that has been idle for longer than the pool's idle time. At most maxIdle
 // wait at once: calls that block for long (a frozen node holds each call

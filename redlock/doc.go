@@ -6,9 +6,11 @@
 // one parallel round, and is trusted for ttl - elapsed - drift, where
 // elapsed is measured on the monotonic clock from the start of the round to
 // the reply that decided it. The client does not wait for slow nodes, and
-// never leaves a key behind after a failed attempt: it releases on every
-// node, including those that did not answer, detached from the caller's
-// context.
+// never leaves a key behind after a failed attempt: detached from the
+// caller's context, it releases on every node that granted or whose
+// outcome is unknown (an error, or no reply by the node timeout), and on a
+// node still answering when the attempt decided once that reply is in, if
+// it is a grant or an error; a refusal took nothing.
 //
 // A TTL lock cannot stop a holder that pauses past its validity (GC, a
 // frozen process, a delayed network write) from acting as the holder
