@@ -685,6 +685,40 @@ func TestRegressionLockWaitingAtCloseGetsNoLease(t *testing.T) {
 	}
 }
 
+// 12, second half: a lease outlives its Client's Close. Its Release still
+// deletes the key on every node and says so (Close has closed the Client's
+// goroutine pool, so the release round runs on goroutines of its own),
+// and leaves nothing running (goleak, in TestMain).
+func TestRegressionReleaseAfterCloseDeletesEverywhere(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	c, err := New(testenv.Clients(t, rc.nodes))
+	require.NoError(t, err)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := c.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	// the extend round, through the pool before Close and after it
+	require.NoError(t, l.Extend(ctx, 5*time.Second))
+	require.NoError(t, c.Close())
+	done := make(chan error, 2)
+	go func() {
+		done <- l.Extend(ctx, 5*time.Second)
+		done <- l.Release(ctx)
+	}()
+	for _, what := range []string{"an Extend", "the Release"} {
+		select {
+		case err := <-done:
+			require.NoError(t, err, "%s after Close", what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s after Close did not return", what)
+		}
+	}
+	for i := range 5 {
+		require.Empty(t, rc.value(t, i, key), "node %d kept the key after a Release that followed Close", i)
+	}
+}
+
 // 13. Once a majority granted, the calls to the other nodes must still go
 // out: every reachable node gets the key, so a held lock survives as many
 // node failures as it can.
