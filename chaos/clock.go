@@ -3,7 +3,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -17,10 +16,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-//go:embed shim/clockshim.c
-var clockShimSource []byte
+	srv "github.com/quorumlock/quorumlock/internal/servers"
+)
 
 // clockShim is what moves a Redis node's wall clock: libfaketime where it
 // can run redis-server, otherwise the suite's own LD_PRELOAD library
@@ -44,25 +42,14 @@ func (s *clockShim) Tool() string {
 	return "the suite's clock shim"
 }
 
-// buildClockShim compiles clockshim.c with the machine's C compiler into
-// dir. Debian 12's libfaketime (0.9.10) cannot start Debian's redis-server
-// (it aborts on a recursive clock_gettime during start-up), which is why
-// the shim exists.
+// buildClockShim compiles the shim (package servers) into dir. Debian
+// 12's libfaketime (0.9.10) cannot start Debian's redis-server (it aborts
+// on a recursive clock_gettime during start-up), which is why the shim
+// exists.
 func buildClockShim(ctx context.Context, dir string) (*clockShim, error) {
-	cc, err := exec.LookPath("cc")
+	lib, err := srv.BuildClockShim(ctx, dir)
 	if err != nil {
-		if cc, err = exec.LookPath("gcc"); err != nil {
-			return nil, errors.New("chaos: the clock-jump fault needs libfaketime that can run redis-server, or a C compiler (cc or gcc) to build its clock shim; install gcc")
-		}
-	}
-	src := filepath.Join(dir, "clockshim.c")
-	if err := os.WriteFile(src, clockShimSource, 0o644); err != nil {
-		return nil, err
-	}
-	lib := filepath.Join(dir, "clockshim.so")
-	out, err := exec.CommandContext(ctx, cc, "-shared", "-fPIC", "-O2", "-o", lib, src).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("chaos: compile the clock shim with %s: %w\n%s", cc, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("chaos: the clock-jump fault needs libfaketime that can run redis-server, or the clock shim: %w", err)
 	}
 	return &clockShim{dir: dir, lib: lib}, nil
 }
@@ -193,7 +180,7 @@ func (s *clockShim) env(offsetFile string) []string {
 		return []string{"LD_PRELOAD=" + s.lib, "FAKETIME_TIMESTAMP_FILE=" + offsetFile,
 			"FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1"}
 	}
-	return []string{"LD_PRELOAD=" + s.lib, "QUORUMLOCK_CLOCK_FILE=" + offsetFile}
+	return srv.ClockShimEnv(s.lib, offsetFile)
 }
 
 func (s *clockShim) remove() error { return os.RemoveAll(s.dir) }

@@ -242,7 +242,8 @@ func (a *attempt) commit(ctx context.Context) {
 		return
 	}
 	token := max(maxFence+1, floor)
-	p := prepare(commitScript, []any{a.key, fenceKey(a.key)}, a.value, strconv.FormatUint(token, 10))
+	p := prepare(commitScript, []any{a.key, fenceKey(a.key)}, a.value, strconv.FormatUint(token, 10),
+		c.set.fenceKeep(a.ttl).Milliseconds())
 
 	// Like the acquire round, commits to the nodes that did not count
 	// still go out after success: a fence raised on more nodes survives

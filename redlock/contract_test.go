@@ -737,18 +737,19 @@ var contractCases = []contractCase{
 	// commit.lua
 	{name: "commit/raises a missing fence", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  fixed(ctValue, "42"),
+		args:  fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, fenceKey(ctKey), "42")
+			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
 		}},
 	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, fenceKey(ctKey), "9", 0)
 		},
-		args: fixed(ctValue, "10"),
+		args: fixed(ctValue, "10", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -759,7 +760,7 @@ var contractCases = []contractCase{
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, fenceKey(ctKey), "9007199254740993", 0)
 		},
-		args: fixed(ctValue, "9007199254740992"),
+		args: fixed(ctValue, "9007199254740992", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -770,14 +771,49 @@ var contractCases = []contractCase{
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, fenceKey(ctKey), "5", 0)
 		},
-		args: fixed(ctValue, "42"),
+		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, fenceKey(ctKey), "5")
 		}},
+	{name: "commit/never shortens a fence's life", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, fenceKey(ctKey), "9", 20*time.Second)
+		},
+		args: fixed(ctValue, "10", 7000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, fenceKey(ctKey), "10")
+			requireTTLNear(t, n, fenceKey(ctKey), 20*time.Second)
+		}},
+	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, fenceKey(ctKey), "99", time.Second)
+		},
+		args: fixed(ctValue, "42", 7000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, fenceKey(ctKey), "99")
+			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
+		}},
+	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, fenceKey(ctKey), "99", 0)
+		},
+		args: fixed(ctValue, "42", 7000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireKey(t, n, fenceKey(ctKey), "99")
+			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
+		}},
 	{name: "commit/refuses when the key is gone", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
-		args: fixed(ctValue, "42"),
+		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)

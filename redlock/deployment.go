@@ -51,6 +51,16 @@ func (s settings) quarantine() time.Duration {
 	return s.maxTTL + drift.Drift(s.maxTTL, s.factor)
 }
 
+// fenceKeep is how long a node keeps a key's fence after a commit for a
+// lease of ttl: past the lease's own key by one quarantine, so that a fence
+// is read directly whenever the key was released or expired normally, and
+// a fence that did expire was committed at least one quarantine before it
+// is missed, which the time floor covers while node clocks differ by less
+// than that (docs/fencing.md, "Fences expire").
+func (s settings) fenceKeep(ttl time.Duration) time.Duration {
+	return ttl + s.quarantine()
+}
+
 // pendingTTL is how long a pending mark lives: long enough for any client
 // to finish the quarantine it times, short enough that a mark nobody
 // followed up (or one a misconfigured client left behind) goes away.

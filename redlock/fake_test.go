@@ -413,8 +413,12 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			return int64(0), nil
 		}
 		cur, ok := f.get(k[1])
+		keep, pttl := atoi(a[2]), f.pttl(k[1])
 		if !ok || len(cur) < len(a[1]) || (len(cur) == len(a[1]) && cur < a[1]) {
 			f.vals[k[1]] = a[1]
+			f.exp[k[1]] = f.now().Add(time.Duration(max(keep, pttl)) * time.Millisecond)
+		} else if pttl < keep {
+			f.exp[k[1]] = f.now().Add(time.Duration(keep) * time.Millisecond)
 		}
 		return int64(1), nil
 	case "pending":

@@ -57,6 +57,12 @@ const (
 	wakePrefix     = reservedPrefix + "wake:" // + a Client's id: release notices that name its waiters
 )
 
+// deploymentKeys are the keys quorumlock keeps on a node without an expiry:
+// a constant number per node, however many keys are locked. Everything
+// else it writes expires (docs/fencing.md, "Fences expire"), so nodes run
+// with maxmemory-policy noeviction never fill up with lock state.
+var deploymentKeys = []string{markerKey}
+
 func fenceKey(key string) string       { return fencePrefix + key }
 func tombKey(value string) string      { return tombPrefix + value }
 func queueKey(key string) string       { return queuePrefix + key }
