@@ -36,6 +36,10 @@ type acqReply struct {
 
 func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == stOurs }
 
+// votes reports whether r is a grant that counts: from a node whose
+// identity is verified (see identity.go).
+func (c *Client) votes(r quorum.Reply[acqReply]) bool { return acquired(r) && c.verified(r.Node) }
+
 func parseAcquire(res []any) (acqReply, error) {
 	var r acqReply
 	if len(res) < 2 {
@@ -88,6 +92,7 @@ type attempt struct {
 	granted    int
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
+	unverified []int // nodes that answered before their identity was verified: their votes did not count
 	handed     []int         // nodes where the key holds the Lock call's waiter id
 	ahead      bool          // a node's key is handed to a Lock call ahead of this one
 	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
@@ -152,7 +157,7 @@ func (a *attempt) send(ctx context.Context) {
 func (a *attempt) await(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
 	defer cancel()
-	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, acquired, a.c.missedLast)
+	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.c.votes, a.c.missedLast)
 	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
 	a.c.sawRound(a.elapsed)
 	a.tally(ctx.Err() == nil && wctx.Err() != nil)
@@ -165,6 +170,9 @@ func (a *attempt) tally(timedOut bool) {
 		switch {
 		case r.Err != nil:
 			a.errs = append(a.errs, c.nodeErr(r.Node, r.Err))
+		case !c.verified(r.Node):
+			a.unverified = append(a.unverified, r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, errUnverified))
 		case r.Val.status == stOurs:
 			a.granted++
 			c.admit.saw(r.Node)
@@ -255,7 +263,8 @@ func (a *attempt) commit(ctx context.Context) {
 		return v == 1, err
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(a.ttl))
-	got := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	counts := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val && c.verified(r.Node) }
+	got := round.Await(wctx, c.quorum, counts)
 	wcancel()
 	c.spawn(func() {
 		defer cancel()
@@ -267,8 +276,10 @@ func (a *attempt) commit(ctx context.Context) {
 		switch {
 		case r.Err != nil:
 			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
-		case r.Val:
+		case counts(r):
 			yes++
+		case r.Val:
+			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", errUnverified)))
 		default:
 			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))
 		}
@@ -444,6 +455,7 @@ type outcome struct {
 	wait       time.Duration
 	took       time.Duration
 	unadmitted []int
+	unverified []int
 	handed     []int // nodes that answered that a release handed the key to the Lock call
 	ahead      bool  // a node's key was handed to a Lock call ahead of this one
 	// cleaned is closed once the failed attempt's cleanup calls are over
@@ -484,5 +496,5 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	}
 	e := a.failure(ctx)
 	c.inst.attempt(string(e.Reason), a.elapsed)
-	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
+	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
 }

@@ -4,83 +4,291 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
-// ErrNotNew is the reason Bootstrap refuses a node that a client has
-// already found without its admission marker: its quarantine is running
-// and ends by itself.
-var ErrNotNew = errors.New("redlock: a quarantine is already in progress on this node")
+// ErrNotNew is the reason Bootstrap admits nothing: the deployment shows
+// signs of use (a node carries an admission marker or a quarantine in
+// progress), so a node without its marker may have lost locks that are
+// still trusted, and it must serve its quarantine. Bootstrap returns it
+// wrapped in a *NotNewError that says which nodes and for how long.
+var ErrNotNew = errors.New("redlock: the deployment is in use (a node carries an admission marker or a quarantine in progress): Bootstrap admits nothing")
+
+// NotNewError is Bootstrap's refusal on a deployment in use: the nodes not
+// admitted with this client's settings, each with its quarantine started
+// (if it was not already) and the time left. It matches ErrNotNew.
+type NotNewError struct {
+	Nodes []QuarantinedNode
+}
+
+// QuarantinedNode is one node that serves its quarantine.
+type QuarantinedNode struct {
+	Node int
+	Addr string
+	Left time.Duration // until its quarantine ends on the node's clock; 0 when unknown (Err)
+	Err  error         // why the node's quarantine could not be read or started
+}
+
+func (e *NotNewError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNotNew.Error())
+	b.WriteString("; not admitted yet:")
+	for i, n := range e.Nodes {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " node %d (%s) ", n.Node, n.Addr)
+		if n.Err != nil {
+			fmt.Fprintf(&b, "quarantine unknown: %v", n.Err)
+		} else {
+			fmt.Fprintf(&b, "quarantine ends in %v", n.Left.Round(time.Millisecond))
+		}
+	}
+	b.WriteString(" (the nodes are admitted by themselves when it ends; waiting is the remedy)")
+	return b.String()
+}
+
+func (e *NotNewError) Is(target error) bool { return target == ErrNotNew }
 
 // Bootstrap admits every node of a brand-new deployment at once, with this
 // client's settings, so that the first lock does not wait one quarantine.
-// It is the operator's statement that no lock on these nodes can be live:
-// a deployment whose every node lost its data looks exactly like a new one,
-// which is why nodes are otherwise quarantined on first use.
+// It is safe to call at every start: it admits nodes only when every node
+// answers and none carries a marker or a pending mark (no client has used
+// the deployment, or found a node without its state, since the nodes were
+// emptied), and does nothing else.
 //
-// It checks, and then admits in one atomic step per node, that every node
-// answers and has neither an admission marker with other settings
-// (ErrConfigMismatch) nor a quarantine in progress (ErrNotNew: some client
-// has found the node without its marker, for example right after the
-// nodes were wiped under running clients; that quarantine then ends by
-// itself). Nodes already admitted with these settings are left as they are,
-// so Bootstrap is idempotent. On error some nodes may have been admitted;
-// the others serve a normal quarantine. Safe for concurrent use.
+//   - Every node admitted with these settings: it writes nothing and
+//     returns nil.
+//   - A node admitted with other settings: a *ConfigError
+//     (ErrConfigMismatch), and nothing is written.
+//   - A node that does not answer: an error, and nothing is written.
+//   - Signs of use (some node admitted, or a quarantine in progress) with
+//     nodes not admitted: those nodes start (or go on with) their ordinary
+//     quarantine, and Bootstrap returns a *NotNewError (ErrNotNew) that
+//     names them and says when each quarantine ends; nil if that admitted
+//     them all.
+//   - Every node bare: Bootstrap claims each node (a pending mark of its
+//     own, stamped by the node), then admits each node that still carries
+//     its claim; a node that lost its data since has none and serves an
+//     ordinary quarantine from its next use.
+//
+// A deployment whose every node lost its data looks exactly like a new one;
+// Bootstrap then admits it at once, which is safe only if no lease from
+// before the loss is still trusted (docs/fencing.md, "Bootstrap" and "The
+// residual case"). Safe for concurrent use.
 func (c *Client) Bootstrap(ctx context.Context) error {
 	if c.isClosed() {
 		return ErrClosed
 	}
+	states, err := c.states(ctx)
+	if err != nil {
+		return err
+	}
+	var unmarked []int
+	used := false
+	for i, s := range states {
+		switch {
+		case s.marker == c.settings:
+			used = true
+		case s.pending != "":
+			used = true
+			unmarked = append(unmarked, i)
+		default:
+			unmarked = append(unmarked, i)
+		}
+	}
+	switch {
+	case len(unmarked) == 0:
+		return nil
+	case used:
+		return c.inUse(ctx, unmarked)
+	}
+	id := newValue()
+	w := c.set.bootstrapWindow()
+	for pass := 0; ; pass++ {
+		err := c.claim(ctx, id, w)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errTaken) {
+			// Someone used the deployment since it was read: the claims
+			// written are ordinary quarantines now.
+			all := make([]int, len(c.nodes))
+			for i := range all {
+				all[i] = i
+			}
+			return c.inUse(ctx, all)
+		}
+		var slow *slowClaim
+		if !errors.As(err, &slow) {
+			return err
+		}
+		if pass == 2 {
+			return fmt.Errorf("redlock: Bootstrap refused: claiming every node took %v, more than the %v a bootstrap may take (the nodes serve an ordinary quarantine from their claims)", slow.took, w)
+		}
+		// Claim again: the nodes still carry only this Bootstrap's claims,
+		// which the next pass stamps anew.
+	}
+	return c.admitClaimed(ctx, id, w)
+}
+
+// states reads every node's admission state; every node must answer, and
+// none may carry other settings.
+func (c *Client) states(ctx context.Context) ([]peerState, error) {
 	n := len(c.nodes)
-	// First look at every node, so that one refusal admits nothing.
-	states := quorum.Start(ctx, n, func(ctx context.Context, i int) (peerState, error) {
+	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (peerState, error) {
 		res, err := stateScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}).Slice()
 		if err != nil {
 			return peerState{}, err
 		}
 		return parseState(res)
 	})
+	replies := r.Await(ctx, n, func(quorum.Reply[peerState]) bool { return true })
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	out := make([]peerState, n)
 	var errs []error
-	for _, r := range states.Await(ctx, n, func(quorum.Reply[peerState]) bool { return true }) {
+	for _, rep := range replies {
 		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val.marker != "" && r.Val.marker != c.settings:
-			errs = append(errs, c.mismatch(r.Node, r.Val.marker, false))
-		case r.Val.marker == "" && r.Val.pending != "":
-			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("%w (settings %q)", ErrNotNew, r.Val.pending)))
+		case rep.Err != nil:
+			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
+		case rep.Val.marker != "" && rep.Val.marker != c.settings:
+			errs = append(errs, c.mismatch(rep.Node, rep.Val.marker, false))
+		default:
+			out[rep.Node] = rep.Val
 		}
 	}
-	states.Cancel()
-	c.spawn(func() { states.Wait() })
-	if ctx.Err() != nil {
+	if len(replies) < n && ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
 	if errs != nil {
-		return errors.Join(append([]error{errors.New("redlock: Bootstrap refused: every node must answer and be unused")}, errs...)...)
+		return nil, errors.Join(append([]error{errors.New("redlock: Bootstrap refused: every node must answer with no other settings; nothing was written")}, errs...)...)
 	}
+	return out, nil
+}
 
-	admit := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
-		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, c.settings).Int64()
+// inUse starts (or goes on with) the ordinary quarantine of each node in
+// nodes and reports when each ends: nil if that admitted them all.
+func (c *Client) inUse(ctx context.Context, nodes []int) error {
+	type res struct {
+		ok   bool
+		left time.Duration
+	}
+	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (res, error) {
+		ok, left, err := c.admit.step(ctx, nodes[k])
+		if !ok && err == nil {
+			c.admit.kick(nodes[k])
+		}
+		return res{ok, left}, err
 	})
-	var admitted int
-	for _, r := range admit.Await(ctx, n, func(quorum.Reply[int64]) bool { return true }) {
+	replies := r.Await(ctx, len(nodes), func(quorum.Reply[res]) bool { return true })
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	e := &NotNewError{}
+	got := make([]bool, len(nodes))
+	for _, rep := range replies {
+		got[rep.Node] = true
+		i := nodes[rep.Node]
 		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val == 1 || r.Val == 2:
-			admitted++
-			c.admit.saw(r.Node)
-		case r.Val == stMismatch:
-			errs = append(errs, c.mismatch(r.Node, "(admitted meanwhile under other settings)", false))
-		default:
-			errs = append(errs, c.nodeErr(r.Node, ErrNotNew))
+		case errors.Is(rep.Err, ErrConfigMismatch):
+			return rep.Err
+		case rep.Err != nil:
+			e.Nodes = append(e.Nodes, QuarantinedNode{Node: i, Addr: c.nodes[i].name, Err: rep.Err})
+		case !rep.Val.ok:
+			e.Nodes = append(e.Nodes, QuarantinedNode{Node: i, Addr: c.nodes[i].name, Left: max(rep.Val.left, 0)})
 		}
 	}
-	admit.Cancel()
-	c.spawn(func() { admit.Wait() })
+	for k, ok := range got {
+		if !ok {
+			i := nodes[k]
+			e.Nodes = append(e.Nodes, QuarantinedNode{Node: i, Addr: c.nodes[i].name, Err: ctx.Err()})
+		}
+	}
+	if len(e.Nodes) == 0 {
+		return nil
+	}
+	return e
+}
+
+// errTaken is a claim round that found a node admitted, or carrying
+// someone else's pending mark.
+var errTaken = errors.New("redlock: a node was used since Bootstrap read it")
+
+// slowClaim is a claim round that took longer than a bootstrap may.
+type slowClaim struct{ took time.Duration }
+
+func (e *slowClaim) Error() string { return fmt.Sprintf("claims took %v", e.took) }
+
+// claim writes this Bootstrap's claim (id) on every node, all within w on
+// this client's clock, or returns why not.
+func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
+	n := len(c.nodes)
+	start := c.cfg.clock.Now()
+	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
+		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "claim", c.settings, id,
+			micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds()).Int64()
+	})
+	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
+	took := c.cfg.clock.Now().Sub(start)
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	var errs []error
+	var taken bool
+	for _, rep := range replies {
+		switch {
+		case rep.Err != nil:
+			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
+		case rep.Val == stMismatch:
+			return c.mismatch(rep.Node, "(admitted meanwhile under other settings)", false)
+		case rep.Val != 1:
+			taken = true
+		}
+	}
+	if taken {
+		return errTaken
+	}
+	if len(replies) < n && ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	if errs != nil {
+		return errors.Join(append([]error{errors.New("redlock: Bootstrap refused: a node did not take its claim (the claimed nodes serve an ordinary quarantine)")}, errs...)...)
+	}
+	if took > w {
+		return &slowClaim{took: took}
+	}
+	return nil
+}
+
+// admitClaimed admits every node that still carries this Bootstrap's claim
+// id, no older than w on the node's clock.
+func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) error {
+	n := len(c.nodes)
+	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
+		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "admit", c.settings, id, micros(w)).Int64()
+	})
+	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	var admitted int
+	var errs []error
+	for _, rep := range replies {
+		switch {
+		case rep.Err != nil:
+			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
+		case rep.Val == 1 || rep.Val == 2:
+			admitted++
+			c.admit.saw(rep.Node)
+		case rep.Val == stMismatch:
+			errs = append(errs, c.mismatch(rep.Node, "(admitted meanwhile under other settings)", false))
+		default:
+			errs = append(errs, c.nodeErr(rep.Node, errors.New("not admitted: it lost its data (or its claim grew too old) since Bootstrap claimed it; it serves an ordinary quarantine")))
+		}
+	}
 	if admitted < n {
-		if ctx.Err() != nil {
+		if len(replies) < n && ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
 		}
 		return errors.Join(append([]error{fmt.Errorf("redlock: Bootstrap admitted %d of %d nodes", admitted, n)}, errs...)...)

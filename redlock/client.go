@@ -39,6 +39,7 @@ type Client struct {
 	lineMs any
 	set    settings
 	admit  *admission
+	ident  *identity
 	wake   *waker
 	renew  *renewer
 	inst   *instruments
@@ -141,7 +142,11 @@ func isTimeout(err error) bool {
 // INFO, bounded by WithProbeTimeout, and fails if two entries reach the
 // same server, a node is a replica or in cluster mode, or runs a Redis
 // older than 5.0; nodes that do not answer in time are not checked and do
-// not make New fail (2 of 5 may be down).
+// not make New fail (2 of 5 may be down). Two entries that reach one server
+// are refused here when both answer (*DuplicateNodeError); an entry that
+// did not answer is checked against the others when it first answers, and
+// its vote counts only after that (docs/fencing.md, "One server, one
+// vote").
 //
 // Every client of a deployment must be built with the same nodes (in any
 // order, under any names), WithMaxTTL and WithDriftFactor: the nodes keep
@@ -175,6 +180,15 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	if err := c.probe(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// Verify the entries that answer now; the others are verified when
+	// they first answer a script call, before their votes count.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
+	_, err = c.verify(ctx)
+	cancel()
+	if errors.Is(err, ErrConfigMismatch) {
 		c.Close()
 		return nil, err
 	}
@@ -255,6 +269,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		c.settingsArg = c.settings
 	}
 	c.admit = newAdmission(c)
+	c.ident = newIdentity(len(ns))
 	c.wake = newWaker(c)
 	// A release hands the key itself to a Lock call only when the call
 	// can hear of it: notices on, every node subscribable. Fenced calls
@@ -407,6 +422,9 @@ func (c *Client) isClosed() bool {
 func (c *Client) check(key string, ttl time.Duration) error {
 	if c.isClosed() {
 		return ErrClosed
+	}
+	if e := c.ident.dup.Load(); e != nil {
+		return e
 	}
 	switch {
 	case key == "":

@@ -219,6 +219,13 @@ func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNo
 	}
 }
 
+func atoiT(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return v
+}
+
 func slice(t *testing.T, res any, err error) []any {
 	t.Helper()
 	require.NoError(t, err)
@@ -919,30 +926,109 @@ var contractCases = []contractCase{
 		}},
 
 	// bootstrap.lua
-	{name: "bootstrap/an unused node is admitted", script: bootstrapScript, keys: ctAdmKeys, args: fixed(ctSettings),
+	{name: "bootstrap/claim: an unused node gets Bootstrap's pending mark", script: bootstrapScript, keys: ctAdmKeys,
+		args: fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, markerKey, ctSettings)
+			requireNoKey(t, n, markerKey)
+			p := n.readHash(t, pendingKey)
+			require.Equal(t, "boot1", p["id"])
+			require.Equal(t, ctSettings, p["settings"])
+			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
+			requireTTLNear(t, n, pendingKey, time.Minute)
 		}},
-	{name: "bootstrap/an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted, args: fixed(ctSettings),
+	{name: "bootstrap/claim: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), res)
+			require.Empty(t, n.readHash(t, pendingKey))
 		}},
-	{name: "bootstrap/other settings are refused", script: bootstrapScript, keys: ctAdmKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) }, args: fixed(ctSettings),
+	{name: "bootstrap/claim: other settings are refused", script: bootstrapScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) },
+		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), res)
 			requireKey(t, n, markerKey, ctOther)
 		}},
-	{name: "bootstrap/a quarantine in progress is refused", script: bootstrapScript, keys: ctAdmKeys,
-		setup: pendingAged("id1", ctSettings, 0), args: fixed(ctSettings),
+	{name: "bootstrap/claim: a quarantine in progress is refused and kept", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, 0),
+		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), res)
+			require.Equal(t, "id1", n.readHash(t, pendingKey)["id"])
+		}},
+	{name: "bootstrap/claim: its own claim is stamped anew", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("boot1", ctSettings, 10*time.Second),
+		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			require.InDelta(t, n.nowUs(t), atoiT(t, n.readHash(t, pendingKey)["stamp"]), 1e6)
+		}},
+	{name: "bootstrap/admit: a node that carries its young claim is admitted", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("boot1", ctSettings, 0),
+		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, markerKey, ctSettings)
+			require.Empty(t, n.readHash(t, pendingKey))
+		}},
+	{name: "bootstrap/admit: a node that lost its claim (it lost its data) is not admitted", script: bootstrapScript, keys: ctAdmKeys,
+		args: fixed("admit", ctSettings, "boot1", 5_000_000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, markerKey)
+		}},
+	{name: "bootstrap/admit: someone else's pending mark is not a claim", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, 0),
+		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "bootstrap/admit: a claim with other settings is not admitted", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("boot1", ctOther, 0),
+		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "bootstrap/admit: a claim older than the window is not admitted", script: bootstrapScript, keys: ctAdmKeys,
+		setup: pendingAged("boot1", ctSettings, 6*time.Second),
+		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), res)
+			requireNoKey(t, n, markerKey)
+		}},
+	{name: "bootstrap/admit: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("admit", ctSettings, "boot1", 5_000_000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(2), res)
+		}},
+
+	// ident.lua
+	{name: "ident/a server's first call writes its id", script: identScript, keys: []string{identKey}, args: fixed("id1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, "id1", res)
+			requireKey(t, n, identKey, "id1")
+			require.Equal(t, time.Duration(-1), n.ttlOf(t, identKey), "a server's identity is a deployment-wide key: no expiry")
+		}},
+	{name: "ident/every later call reads the same id", script: identScript, keys: []string{identKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, identKey, "id1", 0) }, args: fixed("id2"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, "id1", res)
 		}},
 
 	// state.lua

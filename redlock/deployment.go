@@ -61,6 +61,18 @@ func (s settings) fenceKeep(ttl time.Duration) time.Duration {
 	return ttl + s.quarantine()
 }
 
+// bootstrapWindow bounds Bootstrap: its claims must all be written within
+// it on the client's clock, and a node admits on a claim no older than it
+// on the node's clock. Two windows, each measured with a rate error of at
+// most the drift factor, end before any claim is a quarantine old, so
+// every node Bootstrap admits is admitted before the ordinary admission
+// could admit any node on Bootstrap's claims (docs/fencing.md,
+// "Bootstrap"). About 0.45 Q.
+func (s settings) bootstrapWindow() time.Duration {
+	q := float64(s.quarantine())
+	return time.Duration(0.9 * q * (1 - s.factor) / (2 * (1 + s.factor)))
+}
+
 // pendingTTL is how long a pending mark lives: long enough for any client
 // to finish the quarantine it times, short enough that a mark nobody
 // followed up (or one a misconfigured client left behind) goes away.

@@ -99,8 +99,10 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 			switch {
 			case r.Err != nil:
 				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
-			case r.Val[k] == 1:
+			case r.Val[k] == 1 && c.verified(r.Node):
 				e.yes++
+			case r.Val[k] == 1:
+				e.errs = append(e.errs, c.nodeErr(r.Node, errUnverified))
 			default:
 				e.gone++
 			}

@@ -210,7 +210,7 @@ func (f *fakeNode) Get(key string) (string, bool) {
 var scriptsBySHA = map[string]string{
 	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
 	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
-	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state",
+	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state", identScript.Hash(): "ident",
 }
 
 func (f *fakeNode) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
@@ -452,16 +452,36 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		return int64(1), nil
 	case "bootstrap":
 		if m, ok := f.get(k[0]); ok {
-			if m == a[0] {
+			if m == a[1] {
 				return int64(2), nil
 			}
 			return int64(-2), nil
 		}
-		if f.exists(k[1]) {
+		p := f.hmget(k[1], "id", "stamp", "settings")
+		if a[0] == "claim" {
+			if p[0] != nil && p[0] != a[2] {
+				return int64(-1), nil
+			}
+			f.hashes[k[1]] = map[string]string{"id": a[2], "stamp": strconv.FormatInt(f.nowUs(), 10), "settings": a[1], "quarantine": a[3]}
+			f.exp[k[1]] = f.now().Add(time.Duration(atoi(a[4])) * time.Millisecond)
+			return int64(1), nil
+		}
+		if p[0] != a[2] || p[2] != a[1] {
 			return int64(-1), nil
 		}
-		f.setStr(k[0], a[0], 0)
+		if stamp, _ := p[1].(string); f.nowUs()-atoi(stamp) > atoi(a[2+1]) {
+			return int64(-1), nil
+		}
+		f.setStr(k[0], a[1], 0)
+		delete(f.hashes, k[1])
+		delete(f.exp, k[1])
 		return int64(1), nil
+	case "ident":
+		if _, ok := f.get(k[0]); !ok {
+			f.setStr(k[0], a[0], 0)
+		}
+		v, _ := f.get(k[0])
+		return v, nil
 	case "state":
 		str := func(v any) string { s, _ := v.(string); return s }
 		m, _ := f.get(k[0])
@@ -507,6 +527,9 @@ func fakeCluster(n int, opts ...Option) (*Client, []*fakeNode, error) {
 		fs[i].node = ns[i]
 	}
 	c, err := newClient(ns, opts)
+	if err == nil {
+		_, _ = c.verify(context.Background()) // as New does
+	}
 	return c, fs, err
 }
 

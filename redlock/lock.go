@@ -43,6 +43,20 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 // (their quarantine was over).
 func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64) outcome {
 	at := c.try(ctx, key, ttl, waiter, place)
+	if at.err != nil && len(at.unverified) > 0 && ctx.Err() == nil {
+		// Nodes answered before their identity was verified, and their
+		// votes did not count: verify them now and try again if that
+		// verified any (see identity.go).
+		vctx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
+		more, err := c.verify(vctx)
+		cancel()
+		if err != nil {
+			return outcome{err: err}
+		}
+		if more {
+			return c.tryAdmitting(ctx, key, ttl, waiter, place)
+		}
+	}
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
 		return at
 	}

@@ -62,6 +62,9 @@ func (rc *realCluster) client(t *testing.T, wrap func(i int, sc redis.Scripter) 
 	c, err := newClient(ns, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	vctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = c.verify(vctx) // as New does
 	return c
 }
 

@@ -28,6 +28,8 @@ var (
 	bootstrapSrc string
 	//go:embed lua/state.lua
 	stateSrc string
+	//go:embed lua/ident.lua
+	identSrc string
 
 	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
@@ -37,6 +39,7 @@ var (
 	admitScript     = redis.NewScript(admitSrc)
 	bootstrapScript = redis.NewScript(bootstrapSrc)
 	stateScript     = redis.NewScript(stateSrc)
+	identScript     = redis.NewScript(identSrc)
 )
 
 // Key layout, known to this file only. The lock itself lives under the
@@ -49,6 +52,7 @@ const (
 	reservedPrefix = "quorumlock:"
 	markerKey      = reservedPrefix + "admitted" // per node: the deployment's settings, once the node may vote
 	pendingKey     = reservedPrefix + "pending"  // per node: a quarantine in progress
+	identKey       = reservedPrefix + "node"     // per server: its random identity (see identity.go)
 	fencePrefix    = reservedPrefix + "fence:"   // + lock key: the key's fence value
 	tombPrefix     = reservedPrefix + "gone:"    // + lock value: an attempt given up on this node
 	queuePrefix    = reservedPrefix + "queue:"   // + lock key: Lock calls waiting for the key, in order
@@ -61,7 +65,7 @@ const (
 // a constant number per node, however many keys are locked. Everything
 // else it writes expires (docs/fencing.md, "Fences expire"), so nodes run
 // with maxmemory-policy noeviction never fill up with lock state.
-var deploymentKeys = []string{markerKey}
+var deploymentKeys = []string{markerKey, identKey}
 
 func fenceKey(key string) string       { return fencePrefix + key }
 func tombKey(value string) string      { return tombPrefix + value }

@@ -429,7 +429,7 @@ func (w *waker) handedTo(key, id string, also []bool) int {
 	}
 	n := 0
 	for i, b := range also {
-		if b || (i < len(by) && by[i]) {
+		if (b || (i < len(by) && by[i])) && w.c.verified(i) {
 			n++
 		}
 	}

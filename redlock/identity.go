@@ -1,0 +1,129 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quorumlock/quorumlock/quorum"
+)
+
+// One server listed twice under two names (a host name and its IP, two
+// addresses of one proxy) would count as two votes: the acquire script
+// answers a repeated SET of our own value as granted, so one attempt gets
+// two grants from one server, and a client gets a lease that another
+// client validly holds. So an entry of the node list votes only once it is
+// verified: proven to reach another server than every verified entry. Its
+// replies count for nothing until then (docs/fencing.md, "One server, one
+// vote").
+//
+// A proof is one round of the ident script on every entry: each server
+// keeps a random id (identKey) that every name of it reads alike, so two
+// entries that answer the same round with the same id are one server, and
+// the client is refused for good (*DuplicateNodeError). An entry that
+// answers with an id no other entry read is verified, but only if every
+// entry verified before answered the same round: a verified entry that did
+// not answer may be this one under another name, and when in doubt, the
+// entry waits. Proofs are taken one at a time, so two unverified names of
+// one server can never both be verified against a set that lacks the other.
+// New verifies every entry that answers its probe; an entry that did not
+// is verified when it first answers a script call, before its vote counts.
+//
+// Rejected: comparing INFO's run_id (it needs INFO, which ACLs often deny,
+// and changes on every restart, so a comparison with an earlier reading
+// proves nothing), and only New's probe (an entry down at start was never
+// checked: the double grant above).
+type identity struct {
+	mu  sync.Mutex // one proof at a time
+	ok  []atomic.Bool
+	dup atomic.Pointer[DuplicateNodeError]
+}
+
+func newIdentity(n int) *identity { return &identity{ok: make([]atomic.Bool, n)} }
+
+// verified reports whether node i's replies count as votes.
+func (c *Client) verified(i int) bool { return c.ident.ok[i].Load() }
+
+// allVerified reports whether every node is verified.
+func (id *identity) allVerified() bool {
+	for i := range id.ok {
+		if !id.ok[i].Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// verify runs one proof round over every node, within ctx. It returns a
+// *DuplicateNodeError when two entries are one server (now or before), and
+// reports whether it verified any node.
+func (c *Client) verify(ctx context.Context) (bool, error) {
+	id := c.ident
+	if e := id.dup.Load(); e != nil {
+		return false, e
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if e := id.dup.Load(); e != nil {
+		return false, e
+	}
+	if id.allVerified() {
+		return false, nil
+	}
+	n := len(c.nodes)
+	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (string, error) {
+		return identScript.Run(ctx, c.nodes[i].sc, []string{identKey}, newValue()).Text()
+	})
+	replies := r.Await(ctx, n, func(quorum.Reply[string]) bool { return true })
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	ids := make([]string, n)
+	byID := map[string]int{}
+	for _, rep := range replies {
+		if rep.Err != nil || rep.Val == "" {
+			continue
+		}
+		if j, ok := byID[rep.Val]; ok {
+			a, b := min(j, rep.Node), max(j, rep.Node)
+			e := &DuplicateNodeError{Node: a, Addr: c.nodes[a].name, Other: b, OtherAddr: c.nodes[b].name}
+			id.dup.CompareAndSwap(nil, e)
+			c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", "err", e)
+			return false, id.dup.Load()
+		}
+		byID[rep.Val] = rep.Node
+		ids[rep.Node] = rep.Val
+	}
+	for i := range n {
+		if id.ok[i].Load() && ids[i] == "" {
+			return false, nil // a verified entry did not answer: prove nothing new
+		}
+	}
+	var any bool
+	for i := range n {
+		if ids[i] != "" && !id.ok[i].Load() {
+			id.ok[i].Store(true)
+			any = true
+		}
+	}
+	return any, nil
+}
+
+// DuplicateNodeError reports two entries of a client's node list that
+// reach the same Redis server. It matches ErrConfigMismatch: the client
+// is misconfigured and gets no lock until it is built with a list that
+// names each server once.
+type DuplicateNodeError struct {
+	Node, Other     int
+	Addr, OtherAddr string
+}
+
+func (e *DuplicateNodeError) Error() string {
+	return fmt.Sprintf("redlock: nodes %d (%s) and %d (%s) are the same Redis server: list each server once (its vote would count twice)",
+		e.Node, e.Addr, e.Other, e.OtherAddr)
+}
+
+func (e *DuplicateNodeError) Is(target error) bool { return target == ErrConfigMismatch }
+
+var errUnverified = errors.New("not counted yet: the node's identity is being checked against the other entries of the node list")

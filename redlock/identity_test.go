@@ -1,0 +1,96 @@
+package redlock
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// One server, one vote (docs/fencing.md). From a red-team review: a client
+// whose node list named one server twice, and that could not reach it when
+// it started, later counted it as two of five votes and got a lease while
+// another client validly held the key.
+func TestIdentity_AServerListedTwiceNeverCountsTwice(t *testing.T) {
+	const ttl = 10 * time.Second
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "node0.sock")
+	rc := &realCluster{}
+	for i := range 5 {
+		var opts []testenv.RedisOption
+		if i == 0 {
+			// A second name for node 0: its Unix socket.
+			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
+		}
+		nd := testenv.Redis(t, opts...)
+		rc.nodes = append(rc.nodes, nd)
+		rc.raw = append(rc.raw, nd.Client(t))
+	}
+	good := rc.client(t, nil, nil, WithMaxTTL(ttl))
+	require.NoError(t, good.Bootstrap(ctx))
+
+	// The misconfigured client: node 0 by its socket and by TCP, nodes 1-3,
+	// built while node 0 cannot answer its startup probe.
+	require.NoError(t, rc.nodes[0].Pause())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
+	for i := range 4 {
+		list = append(list, redis.NewClient(&redis.Options{Addr: rc.nodes[i].Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	bad, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
+	require.NoError(t, rc.nodes[0].Resume())
+	require.NoError(t, err, "New cannot tell: node 0 did not answer")
+	t.Cleanup(func() { _ = bad.Close() })
+
+	// The first lease: nodes 2, 3 and 4 (nodes 0 and 1 busy for a moment).
+	key := testenv.Key(t)
+	rc.hold(t, key, 300*time.Millisecond, 0, 1)
+	first, err := good.TryLock(ctx, key, ttl)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Release(ctx) })
+	require.Eventually(t, func() bool { return rc.value(t, 0, key) == "" && rc.value(t, 1, key) == "" },
+		2*time.Second, 10*time.Millisecond)
+
+	for range 3 {
+		_, err = bad.TryLock(ctx, key, ttl)
+		require.Error(t, err)
+		if err != nil && !time.Now().Before(first.Deadline()) {
+			t.Fatal("the first lease ended before the check: it proves nothing")
+		}
+	}
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	var dup *DuplicateNodeError
+	require.ErrorAs(t, err, &dup)
+	require.Equal(t, [2]int{0, 1}, [2]int{dup.Node, dup.Other})
+	require.Contains(t, err.Error(), "same Redis server")
+	// For good: Lock says so at once too.
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = bad.Lock(lctx, key, ttl)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	require.NoError(t, lctx.Err(), "Lock waited on a configuration error")
+}
+
+// New refuses a list that names one server twice when both answer.
+func TestIdentity_NewRefusesAServerListedTwice(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "n.sock")
+	nodes := testenv.RedisNodes(t, 3)
+	extra := testenv.Redis(t, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock}),
+		redis.NewClient(&redis.Options{Addr: extra.Addr()})}
+	for _, nd := range nodes {
+		list = append(list, redis.NewClient(&redis.Options{Addr: nd.Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	_, err := New(list)
+	require.ErrorContains(t, err, "same Redis server")
+}
