@@ -92,7 +92,7 @@ type attempt struct {
 	granted    int
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
-	unverified []int // nodes that answered before their identity was verified: their votes did not count
+	unverified []int         // nodes that answered before their identity was verified: their votes did not count
 	handed     []int         // nodes where the key holds the Lock call's waiter id
 	ahead      bool          // a node's key is handed to a Lock call ahead of this one
 	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over

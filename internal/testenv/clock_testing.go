@@ -18,7 +18,6 @@ type NodeClock struct {
 	file string
 }
 
-
 // SkewedClock builds the clock shim for t (it needs a C compiler: the test
 // skips without one, and fails in CI) and returns a clock starting at
 // offset. Start a node with its Option; Set moves it later.
