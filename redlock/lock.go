@@ -407,7 +407,7 @@ func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan s
 		return
 	}
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
 }
 
@@ -419,7 +419,7 @@ func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration,
 		return
 	}
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
 }
 
