@@ -80,7 +80,7 @@ type attempt struct {
 	waiter string    // the Lock call's id in the key's line ("" for TryLock)
 	// The release script's keys and arguments, boxed once and shared with
 	// acq; the call itself is built when needed (see release).
-	relKeys       [4]any
+	relKeys       [5]any
 	relV, relT    any
 	relW, relBack any
 
@@ -110,13 +110,13 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
 	// Box what several calls share once (see prepare).
 	k, v, t, w, at := any(key), any(a.value), boxMs(&c.ttlBox, ttl.Milliseconds()), any(waiter), any(place)
-	q, named, tomb := any(queueKey(key)), any(namedKey(key)), any(tombKey(a.value))
+	q, seen, named, tomb := any(queueKey(key)), any(seenKey(key)), any(namedKey(key)), any(tombKey(a.value))
 	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
 	if c.cfg.fencing {
 		fence, fkey = "1", fenceKey(key)
 	}
-	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named}, v, t, check, fence, w, c.lineMs, at)
-	a.relKeys, a.relV, a.relT, a.relW, a.relBack = [4]any{k, tomb, q, named}, v, t, w, ""
+	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named, seen}, v, t, check, fence, w, c.lineMs, at)
+	a.relKeys, a.relV, a.relT, a.relW, a.relBack = [5]any{k, tomb, q, named, seen}, v, t, w, ""
 	if waiter != "" {
 		a.relBack = at
 	}

@@ -192,8 +192,8 @@ var (
 	ctOther    = settings{nodes: 5, maxTTL: 200 * time.Millisecond, factor: 0.01}.String()
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey)}
-	ctRelKeys  = []string{ctKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey)}
+	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey), seenKey(ctKey)}
+	ctRelKeys  = []string{ctKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey), seenKey(ctKey)}
 	ctLineMs   = int64(10_000)
 	ctAdmKeys  = []string{markerKey, pendingKey}
 	ctQuarUs   = int64(500_000)
@@ -242,6 +242,26 @@ func requireInLine(t *testing.T, n contractNode, in bool, ws ...string) {
 		_, got := n.zscore(t, queueKey(ctKey), w)
 		require.Equal(t, in, got, "%s in line", w)
 	}
+}
+
+// requireSeen checks that w's last sight in the key's line is now on the
+// node's clock (within a second), or, with now false, that it has none.
+func requireSeen(t *testing.T, n contractNode, now bool, ws ...string) {
+	t.Helper()
+	for _, w := range ws {
+		at, got := n.zscore(t, seenKey(ctKey), w)
+		require.Equal(t, now, got, "%s has a last sight", w)
+		if now {
+			require.InDelta(t, n.nowUs(t), at, 1e6, "%s's last sight", w)
+		}
+	}
+}
+
+// waiting puts w in the key's line at place, last seen at seen (both us
+// on the node's clock).
+func waiting(t *testing.T, n contractNode, w string, place, seen int64) {
+	n.zadd(t, queueKey(ctKey), w, place)
+	n.zadd(t, seenKey(ctKey), w, seen)
 }
 
 func requireKey(t *testing.T, n contractNode, key, want string) {
@@ -387,6 +407,73 @@ var contractCases = []contractCase{
 			requireInLine(t, n, false, "stale")
 			requireInLine(t, n, true, "w0", "w1")
 		}},
+	// A waiter's stay in line ends when the node has not seen it (a join,
+	// a release script's "back in place") for the line's lifetime, not
+	// when its call began that long ago: a call that keeps trying keeps
+	// its place however long it waits. The entries above without a last
+	// sight are an older client's, which still go by their place.
+	{name: "acquire/joining keeps a waiter whose call began long ago but was seen lately, in its place", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "theirs", 3*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			requireInLine(t, n, true, "old", "w1")
+			place, _ := n.zscore(t, queueKey(ctKey), "old")
+			require.InDelta(t, n.nowUs(t)-2*ctLineMs*1000, place, 1e6, "the old call's place")
+			requireSeen(t, n, true, "w1")
+			requireTTLNear(t, n, seenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+		}},
+	{name: "acquire/joining drops a waiter not seen for the line's lifetime, whenever its call began", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "theirs", 3*time.Second)
+			now := n.nowUs(t)
+			// its place is recent (a Client whose clock runs ahead)
+			waiting(t, n, "gone", now-10, now-ctLineMs*1000-1000)
+			waiting(t, n, "w0", now-20, now-1000)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			requireInLine(t, n, false, "gone")
+			requireSeen(t, n, false, "gone")
+			requireInLine(t, n, true, "w0", "w1")
+		}},
+	{name: "acquire/a failed attempt keeps its call's place and notes that it was seen", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "theirs", 3*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "w1", 777, now-ctLineMs*1000/2)
+		},
+		args: fixed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs, int64(777)),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			place, in := n.zscore(t, queueKey(ctKey), "w1")
+			require.True(t, in)
+			require.Equal(t, int64(777), place)
+			requireSeen(t, n, true, "w1")
+		}},
+	{name: "acquire/a grant takes the call's last sight out of the line with it", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			now := n.nowUs(t)
+			waiting(t, n, "w0", now-20, now)
+			waiting(t, n, "w1", now-10, now)
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireInLine(t, n, false, "w1")
+			requireSeen(t, n, false, "w1")
+			requireInLine(t, n, true, "w0")
+			requireSeen(t, n, true, "w0")
+		}},
 
 	// release.lua
 	{name: "release/names the first in line alone, and the releaser leaves it", script: releaseScript, keys: ctRelKeys,
@@ -437,6 +524,55 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, namedKey(ctKey))
+		}},
+	{name: "release/names the call that has waited longest when it was seen lately", script: releaseScript, keys: ctRelKeys,
+		published: []string{"old"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
+			waiting(t, n, "w1", now-10, now-1000)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, namedKey(ctKey), "old")
+			requireInLine(t, n, false, "old")
+			requireSeen(t, n, false, "old")
+			requireInLine(t, n, true, "w1")
+		}},
+	{name: "release/names no waiter that was not seen for the line's lifetime", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "gone", now-20, now-ctLineMs*1000-1000)
+			waiting(t, n, "w1", now-10, now-1000)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, namedKey(ctKey), "w1")
+			requireInLine(t, n, false, "gone", "w1")
+			requireSeen(t, n, false, "gone", "w1")
+		}},
+	{name: "release/a call that leaves takes its last sight out of the line with it", script: releaseScript, keys: ctRelKeys,
+		published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "me", now-20, now)
+			waiting(t, n, "w1", now-10, now)
+		},
+		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireInLine(t, n, false, "me")
+			requireSeen(t, n, false, "me")
+			requireSeen(t, n, true, "w1")
 		}},
 	func() contractCase {
 		var heard1, heard2 func() []string
@@ -585,10 +721,16 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "me")
 			requireInLine(t, n, false, "w1")
 		}},
-	{name: "release/a failed attempt's cleanup whose call has been in line too long tells nobody", script: releaseScript, keys: ctRelKeys,
+	// The cleanup sees the call now, so a call that began longer ago than
+	// the line's lifetime is back in its place all the same: first, and
+	// kept for without a notice (it used to be dropped there, named
+	// nobody, and lost its place to every newer call).
+	{name: "release/a failed attempt's cleanup puts back a call that began long ago, and tells nobody", script: releaseScript, keys: ctRelKeys,
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "w1", now-10, now)
 		},
 		args: func(t *testing.T, n contractNode) []any {
 			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - (ctLineMs+1000)*1000, ctLineMs}
@@ -597,8 +739,26 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
-			requireNoKey(t, n, namedKey(ctKey))
+			requireKey(t, n, namedKey(ctKey), "me")
 			requireInLine(t, n, false, "me")
+			requireInLine(t, n, true, "w1")
+		}},
+	{name: "release/a failed attempt's cleanup behind another notes that its call was seen", script: releaseScript, keys: ctRelKeys,
+		published: []string{"w1"},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			now := n.nowUs(t)
+			waiting(t, n, "w1", now-2*ctLineMs*1000-1, now)
+		},
+		args: func(t *testing.T, n contractNode) []any {
+			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 2*ctLineMs*1000, ctLineMs}
+		},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireKey(t, n, namedKey(ctKey), "w1")
+			requireInLine(t, n, true, "me")
+			requireSeen(t, n, true, "me")
+			requireTTLNear(t, n, seenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
 		published: []string{},
@@ -1226,6 +1386,26 @@ var contractCases = []contractCase{
 				require.Equal(t, []string{"!c1.new~100+5000|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.old~100+5000", "c1.new~100+5000")
 				requireInLine(t, n, true, "c2.w~300+3000")
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a give-back's new id is seen at once, in a place however old", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
+				waiting(t, n, "c2.w~50+3000", 50, n.nowUs(t))
+				heard = n.listen(t, wakePrefix+"c2")
+			},
+			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", int64(100)),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c2.w~50+3000")
+				require.Equal(t, []string{"!c2.w~50+3000|" + ctKey}, heard())
+				requireSeen(t, n, false, "c2.w~50+3000")
+				requireInLine(t, n, true, "c1.new~100+5000")
+				requireSeen(t, n, true, "c1.new~100+5000")
 			}}
 	}(),
 	func() contractCase {

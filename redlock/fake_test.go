@@ -129,15 +129,40 @@ func (f *fakeNode) zrem(key, member string) {
 // message is one PUBLISH: the channel and the payload.
 type message struct{ channel, payload string }
 
-// zprune drops the members of a line whose place is more than lineMs
-// old (ZREMRANGEBYSCORE -inf now-lineMs).
-func (f *fakeNode) zprune(key string, lineMs int64) {
-	now := f.nowUs()
-	for m, score := range f.zset(key, false) {
-		if score <= now-lineMs*1000 {
-			f.zrem(key, m)
+// zprune drops the members of a line that were last seen (seen's score)
+// lineMs or more ago, from both sets, and those with no last sight (an
+// older client's) whose place is as old (the scripts' drop).
+func (f *fakeNode) zprune(line, seen string, lineMs int64) {
+	cut := f.nowUs() - lineMs*1000
+	last := f.zset(seen, false)
+	for m, at := range last {
+		if at <= cut {
+			f.zrem(line, m)
+			f.zrem(seen, m)
 		}
 	}
+	last = f.zset(seen, false)
+	for m, place := range f.zset(line, false) {
+		if _, ok := last[m]; !ok && place <= cut {
+			f.zrem(line, m)
+		}
+	}
+}
+
+// zleave takes member out of a line, and its last sight with it.
+func (f *fakeNode) zleave(line, seen, member string) {
+	if _, ok := f.zset(line, false)[member]; ok {
+		f.zrem(line, member)
+		f.zrem(seen, member)
+	}
+}
+
+// zplace is ZADD NX line place member and ZADD seen now member, then
+// PEXPIRE ms on both (the scripts' join and "back in place").
+func (f *fakeNode) zplace(line, seen, member string, place, ms int64) {
+	f.zadd(line, member, place, ms)
+	f.zset(seen, true)[member] = f.nowUs()
+	f.exp[seen] = f.now().Add(time.Duration(ms) * time.Millisecond)
 }
 
 // zfirst returns up to n members in score order (then by member).
@@ -273,8 +298,8 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		id := a[4]
 		join := func() {
 			if id != "" {
-				f.zprune(k[4], atoi(a[5]))
-				f.zadd(k[4], id, atoi(a[6]), atoi(a[5]))
+				f.zprune(k[4], k[6], atoi(a[5]))
+				f.zplace(k[4], k[6], id, atoi(a[6]), atoi(a[5]))
 			}
 		}
 		if named, ok := f.get(k[5]); ok && (id == "" || !slices.Contains(strings.Fields(named), id)) {
@@ -302,7 +327,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		if st == 1 {
 			f.del(k[5])
 			if id != "" {
-				f.zrem(k[4], id)
+				f.zleave(k[4], k[6], id)
 			}
 		} else {
 			join()
@@ -320,7 +345,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 		cur, held := f.get(k[0])
 		cleaning := a[3] != "" && a[5] != ""
 		handoff := func(tellAll bool) {
-			f.zprune(k[2], atoi(a[6]))
+			f.zprune(k[2], k[4], atoi(a[6]))
 			first := f.zfirst(k[2], 1)
 			if len(first) == 0 {
 				if tellAll {
@@ -330,7 +355,7 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			}
 			w := first[0]
 			for try := 0; ; try++ {
-				f.zrem(k[2], w)
+				f.zleave(k[2], k[4], w)
 				cid, _, dotted := strings.Cut(w, ".")
 				i := strings.LastIndexByte(w, '+')
 				if i < 0 || !dotted || cid == "" || len(a) < 8 || f.exists(k[0]) || atoi(w[i+1:]) <= 0 {
@@ -363,13 +388,13 @@ func (f *fakeNode) run(name string, k, a []string) (any, error) {
 			}
 		}
 		if len(a) >= 10 {
-			f.zadd(k[2], a[8], atoi(a[9]), atoi(a[6]))
+			f.zplace(k[2], k[4], a[8], atoi(a[9]), atoi(a[6]))
 		}
 		if a[3] != "" {
 			if a[5] != "" {
-				f.zadd(k[2], a[3], atoi(a[5]), atoi(a[6]))
+				f.zplace(k[2], k[4], a[3], atoi(a[5]), atoi(a[6]))
 			} else {
-				f.zrem(k[2], a[3])
+				f.zleave(k[2], k[4], a[3])
 				if named, ok := f.get(k[3]); ok {
 					names := strings.Fields(named)
 					if slices.Contains(names, a[3]) {

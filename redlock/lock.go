@@ -92,9 +92,10 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 // errors and *ConfigError are those of TryLock and end the wait at once.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
-// began. A release keeps the free key for the first in line for a few
-// round trips and wakes it, and the call takes the key with an attempt of
-// its own. With WithKeyHandOff (and without fencing), a release hands the
+// began; a call keeps its place for as long as it goes on trying, however
+// long it waits. A release keeps the free key for the first in line for a
+// few round trips and wakes it, and the call takes the key with an attempt
+// of its own. With WithKeyHandOff (and without fencing), a release hands the
 // key itself to the first in line instead: it sets the key to that call's
 // id, with the call's ttl, and tells its Client; the call holds the lock
 // once a majority of nodes did so, without a round of its own, and its
@@ -421,7 +422,7 @@ func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan s
 		return
 	}
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
 }
 
@@ -433,7 +434,7 @@ func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration,
 		return
 	}
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
 }
 

@@ -56,6 +56,7 @@ const (
 	fencePrefix    = reservedPrefix + "fence:"   // + lock key: the key's fence value
 	tombPrefix     = reservedPrefix + "gone:"    // + lock value: an attempt given up on this node
 	queuePrefix    = reservedPrefix + "queue:"   // + lock key: Lock calls waiting for the key, in order
+	seenPrefix     = reservedPrefix + "seen:"    // + lock key: when the node last saw each call in the key's line
 	namedPrefix    = reservedPrefix + "named:"   // + lock key: the waiters a release named, for a moment
 	channelPrefix  = reservedPrefix + "released:"
 	wakePrefix     = reservedPrefix + "wake:" // + a Client's id: release notices that name its waiters
@@ -70,6 +71,7 @@ var deploymentKeys = []string{markerKey, identKey}
 func fenceKey(key string) string       { return fencePrefix + key }
 func tombKey(value string) string      { return tombPrefix + value }
 func queueKey(key string) string       { return queuePrefix + key }
+func seenKey(key string) string        { return seenPrefix + key }
 func namedKey(key string) string       { return namedPrefix + key }
 func releaseChannel(key string) string { return channelPrefix + key }
 

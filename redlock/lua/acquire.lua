@@ -2,14 +2,16 @@
 -- read in the same atomic step, plus the key's line of waiters.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] this node's admission
 -- marker, KEYS[4] this attempt's tombstone, KEYS[5] the key's line of
--- waiters, KEYS[6] the waiters a release named (a short reservation)
+-- waiters, KEYS[6] the waiters a release named (a short reservation),
+-- KEYS[7] when this node last saw each waiter in the line (its TIME, us)
 -- ARGV[1] our random value, ARGV[2] ttl in ms,
 -- ARGV[3] the deployment settings this client runs with ('' skips the
 -- admission check: WithoutRestartQuarantine),
 -- ARGV[4] '1' to return the fence value and the server time,
 -- ARGV[5] the waiter id of a Lock call ('' for TryLock: no line),
--- ARGV[6] how long (ms) a Lock call stays in line: older places are
--- dropped when someone joins or a release names the first in line,
+-- ARGV[6] how long (ms) a Lock call stays in line without being seen
+-- again (a join, or a release script's "back in place"): it is dropped
+-- when someone joins or a release names the first in line,
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order; a
 -- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>')
@@ -45,17 +47,40 @@ if ctl[2] then
   return {-3, 0}
 end
 local id = ARGV[5]
--- Joining the line first drops the waiters whose Lock call began more
--- than ARGV[6] ms ago (a live one joins again, in its place, when its
--- next attempt fails); a grant touches the line only to take itself out,
--- so the uncontended path pays for no line upkeep.
+-- Joining the line first drops the waiters this node has not seen for
+-- ARGV[6] ms (a live one is seen at each failed attempt, and one that
+-- was dropped joins again, in its place, when its next attempt fails),
+-- then takes the call's place, or keeps the one it has, and notes that the
+-- call was seen now. The place orders the line; only the last sight ends
+-- a waiter's stay, so a call that has waited long keeps its place for as
+-- long as it keeps trying. A grant touches the line only to take itself
+-- out, so the uncontended path pays for no line upkeep.
+-- drop is the same in release.lua: an entry with no last sight (put in
+-- line by an older client's script) counts as seen when its call began,
+-- as such a client's scripts count it.
+local function drop(line, seen, cut)
+  local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', cut)
+  for _, w in ipairs(gone) do
+    redis.call('ZREM', line, w)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', seen, '-inf', cut)
+  end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', line, '-inf', cut)) do
+    if not redis.call('ZSCORE', seen, w) then
+      redis.call('ZREM', line, w)
+    end
+  end
+end
 local function join()
   if id ~= '' then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[6]) * 1000)
+    drop(KEYS[5], KEYS[7], now - tonumber(ARGV[6]) * 1000)
     redis.call('ZADD', KEYS[5], 'NX', ARGV[7], id)
+    redis.call('ZADD', KEYS[7], now, id)
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
+    redis.call('PEXPIRE', KEYS[7], ARGV[6])
   end
 end
 local named = ctl[3]
@@ -96,8 +121,9 @@ if status == 1 then
   if named then
     redis.call('DEL', KEYS[6])
   end
-  if id ~= '' then
-    redis.call('ZREM', KEYS[5], id)
+  -- a call's last sight is kept only while it is in line
+  if id ~= '' and redis.call('ZREM', KEYS[5], id) > 0 then
+    redis.call('ZREM', KEYS[7], id)
   end
 else
   join()

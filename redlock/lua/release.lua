@@ -19,7 +19,8 @@
 -- or never waited for), and the acquire script refuses a value with a
 -- tombstone, so the late SET cannot hold the key after we let go of it.
 -- KEYS[1] lock key, KEYS[2] our value's tombstone, KEYS[3] the key's line,
--- KEYS[4] the reservation
+-- KEYS[4] the reservation, KEYS[5] when this node last saw each waiter in
+-- the line (see acquire.lua)
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
 -- reservation's length in ms; ARGV[6] '' when a lease is released (or
@@ -30,23 +31,24 @@
 -- its old place there, so a split attempt does not send the call to the
 -- back of the line (nor name, below, whoever is behind it in its stead);
 -- ARGV[7] how long (ms) the line is kept, and how long a Lock call
--- stays in it (see acquire.lua); ARGV[8] the prefix of the Clients'
--- notice channels (absent: every notice goes to the key's channel);
+-- stays in it without being seen (see acquire.lua); ARGV[8] the prefix
+-- of the Clients' notice channels (absent: every notice goes to the key's
+-- channel);
 -- ARGV[9], ARGV[10] (optional) a new waiter id for the call and its
 -- place, which the call takes in the line before anything is handed on
 -- The lock key and the reservation are read in one MGET: nothing below
 -- writes the lock key before it is compared, and the script is atomic.
 local cur = redis.call('MGET', KEYS[1], KEYS[4])
 
--- Name the first in line: drop places older than ARGV[7] ms first (a live
--- call joins again, in its place, when its next attempt fails), reserve
--- the key for the first, take it out of the line (alive, it tries now and,
--- if it fails, joins again in its old place; gone, it holds the key up for
--- this one reservation only) and tell it: on its Client's own channel
--- (ARGV[8] .. the id's part before the '.') as 'id|key', or, for a waiter
--- id without a Client part (an older client), on the key's channel, which
--- every waiter of the key listens to. With nobody in line, tellAll says
--- whether to tell every waiter of the key that it is free ('').
+-- Name the first in line: drop the waiters not seen for ARGV[7] ms first
+-- (a live call joins again, in its place, when its next attempt fails),
+-- reserve the key for the first, take it out of the line (alive, it tries
+-- now and, if it fails, joins again in its old place; gone, it holds the
+-- key up for this one reservation only) and tell it: on its Client's own
+-- channel (ARGV[8] .. the id's part before the '.') as 'id|key', or, for a
+-- waiter id without a Client part (an older client), on the key's channel,
+-- which every waiter of the key listens to. With nobody in line, tellAll
+-- says whether to tell every waiter of the key that it is free ('').
 -- A failed attempt's cleanup (ARGV[6] ~= '') that finds its own call first
 -- keeps the key for it but does not tell it, and tells nobody when the
 -- line is empty: the call has just lost this attempt, and a notice would
@@ -55,14 +57,48 @@ local cur = redis.call('MGET', KEYS[1], KEYS[4])
 -- release elsewhere names it, or after its retry delay (docs/fencing.md,
 -- "A cleanup does not wake its own call").
 local cleaning = ARGV[4] ~= '' and ARGV[6] ~= ''
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+-- The same as in acquire.lua: drops the waiters last seen at or before
+-- cut, and those with no last sight (an older client's) whose call began
+-- then; returns whether it dropped any.
+local function drop(line, seen, cut)
+  local gone = redis.call('ZRANGEBYSCORE', seen, '-inf', cut)
+  local n = #gone
+  for _, w in ipairs(gone) do
+    redis.call('ZREM', line, w)
+  end
+  if n > 0 then
+    redis.call('ZREMRANGEBYSCORE', seen, '-inf', cut)
+  end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', line, '-inf', cut)) do
+    if not redis.call('ZSCORE', seen, w) then
+      redis.call('ZREM', line, w)
+      n = n + 1
+    end
+  end
+  return n > 0
+end
+-- leave takes w out of the line, and its last sight with it.
+local function leave(w)
+  if redis.call('ZREM', KEYS[3], w) > 0 then
+    redis.call('ZREM', KEYS[5], w)
+  end
+end
+-- place puts w in the line at place p, or keeps the place it has, and
+-- notes that it was seen now.
+local function place(w, p)
+  redis.call('ZADD', KEYS[3], 'NX', p, w)
+  redis.call('ZADD', KEYS[5], now(), w)
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[5], ARGV[7])
+end
 local function handoff(tellAll)
   local first = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #first > 0 then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[7]) * 1000) > 0 then
-      first = redis.call('ZRANGE', KEYS[3], 0, 0)
-    end
+  if #first > 0 and drop(KEYS[3], KEYS[5], now() - tonumber(ARGV[7]) * 1000) then
+    first = redis.call('ZRANGE', KEYS[3], 0, 0)
   end
   -- A few tries: a first in line whose Client no longer listens is passed
   -- over (below), and the next one is named instead.
@@ -71,7 +107,7 @@ local function handoff(tellAll)
     if w == nil then
       break
     end
-    redis.call('ZREM', KEYS[3], w)
+    leave(w)
     local cid = string.match(w, '^([^.]+)%.')
     local httl = string.match(w, '%+(%d+)$')
     if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) then
@@ -109,15 +145,13 @@ if ARGV[9] then
   -- a new id (ARGV[9]) takes the same place (ARGV[10]) first, so the line
   -- never lacks it and the give-back below hands each key to whoever is
   -- first by place, which may be the call again.
-  redis.call('ZADD', KEYS[3], 'NX', ARGV[10], ARGV[9])
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  place(ARGV[9], ARGV[10])
 end
 if ARGV[4] ~= '' then
   if ARGV[6] ~= '' then
-    redis.call('ZADD', KEYS[3], 'NX', ARGV[6], ARGV[4])
-    redis.call('PEXPIRE', KEYS[3], ARGV[7])
+    place(ARGV[4], ARGV[6])
   else
-    redis.call('ZREM', KEYS[3], ARGV[4])
+    leave(ARGV[4])
     -- nor does a reservation keep the key for a call that has left
     local named = cur[2]
     if named and string.find(' ' .. named .. ' ', ' ' .. ARGV[4] .. ' ', 1, true) then
