@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -125,4 +127,65 @@ func TestRenew_BatchJudgesEachLeaseOnItsOwnResult(t *testing.T) {
 	stopB.Do(func() { close(b.stop) })
 	require.NoError(t, <-b.err)
 	require.Positive(t, renewals)
+}
+
+// Do renews a lease for ttl counted from the start of the renewal round,
+// as Extend does: after a renewal whose calls each took 200ms, the
+// lease's Deadline is at most the round's start + ttl - drift.
+//
+// Guards against: the renewal's deadline being counted from the end of
+// the round (t0 + elapsed, or a later t0 passed by the renewer), which
+// trusts the lease for as long as the round took after the nodes may
+// have let it go.
+func TestRenew_DeadlineCountsFromTheRoundStart(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	const ttl = 1500 * time.Millisecond // renewed every 500ms
+	const slow = 200 * time.Millisecond
+	key := testenv.Key(t)
+	var mu sync.Mutex
+	var first time.Time // when the first renewal's first call was sent
+	delay := func(_ int, sc redis.Scripter) redis.Scripter {
+		return hookScripter{Scripter: sc, before: func(ctx context.Context, script string, keys []string, _ []any) *redis.Cmd {
+			if script != "extend" || keys[0] != key {
+				return nil
+			}
+			mu.Lock()
+			if first.IsZero() {
+				first = time.Now()
+			}
+			mu.Unlock()
+			select {
+			case <-time.After(slow):
+			case <-ctx.Done():
+			}
+			return nil
+		}}
+	}
+	c := rc.client(t, delay, nil, WithMaxTTL(ttl), WithNodeTimeout(time.Second))
+	require.NoError(t, c.Bootstrap(ctx))
+
+	err := c.Do(ctx, key, ttl, func(fctx context.Context, l *Lease) error {
+		initial := l.Deadline()
+		for l.Deadline().Equal(initial) {
+			select {
+			case <-fctx.Done():
+				return context.Cause(fctx)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		mu.Lock()
+		start := first
+		mu.Unlock()
+		got, limit := l.Deadline(), start.Add(ttl-drift.Drift(ttl, DefaultDriftFactor))
+		if got.After(limit) {
+			return errors.New("deadline " + got.Sub(start).String() + " after the renewal round's start; at most ttl - drift = " +
+				(ttl - drift.Drift(ttl, DefaultDriftFactor)).String())
+		}
+		if !got.After(start.Add(ttl - drift.Drift(ttl, DefaultDriftFactor) - slow)) {
+			return errors.New("deadline " + got.Sub(start).String() + " after the renewal round's start: not from this renewal")
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
