@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
 // TestJudge covers Inspect's verdict rules without nodes.
@@ -91,4 +93,58 @@ func TestInspect(t *testing.T) {
 	require.Error(t, err)
 	_, err = c.Inspect(ctx, "quorumlock:admitted")
 	require.Error(t, err)
+}
+
+// Inspect reports a node serving a quarantine that was started under other
+// settings than the client's as a settings conflict (AdmissionMismatch,
+// with those settings), not as an ordinary quarantine: that quarantine
+// does not admit the node for this client when it ends, and the operator
+// must find the misconfigured client. A quarantine under the client's own
+// settings is still reported as one, with the time left.
+//
+// Guards against: inspectNode reporting every pending mark as
+// AdmissionQuarantined, whatever settings it carries.
+func TestInspect_QuarantineUnderOtherSettingsIsAConflict(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	key := testenv.Key(t)
+
+	// A client with another max ttl finds the new deployment and starts a
+	// quarantine on every node with its settings.
+	other := rc.client(t, nil, nil, WithMaxTTL(30*time.Second))
+	_, err := other.TryLock(ctx, key, time.Second)
+	require.Error(t, err)
+	require.Eventually(t, func() bool {
+		for i := range rc.raw {
+			if s, _ := rc.raw[i].HGet(ctx, pendingKey, "settings").Result(); s != other.settings {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond, "the other client did not start its quarantines")
+	require.NoError(t, other.Close())
+
+	// Node 4's quarantine is started over with the inspecting client's
+	// settings (as its admission does once it saw peers admitted with them).
+	c := rc.client(t, nil, nil, WithMaxTTL(time.Minute))
+	require.NotEqual(t, c.settings, other.settings)
+	_, err = pendingScript.Run(ctx, rc.raw[4], []string{markerKey, pendingKey},
+		newValue(), c.settings, micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds(), "1").Slice()
+	require.NoError(t, err)
+
+	ks, err := c.Inspect(ctx, key)
+	require.NoError(t, err)
+	for i := range 4 {
+		ns := ks.Nodes[i]
+		require.NoError(t, ns.Err)
+		require.Equal(t, AdmissionMismatch, ns.Admission, "node %d serves a quarantine under %q, not the client's %q", i, other.settings, c.settings)
+		require.Equal(t, other.settings, ns.Settings)
+		require.Zero(t, ns.QuarantineLeft)
+	}
+	require.Equal(t, AdmissionQuarantined, ks.Nodes[4].Admission)
+	require.Equal(t, c.settings, ks.Nodes[4].Settings)
+	require.Positive(t, ks.Nodes[4].QuarantineLeft)
+	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, c.set.quarantine())
+	require.Equal(t, 5, ks.Answered)
+	require.Zero(t, ks.Voting)
 }
