@@ -75,7 +75,11 @@ type nemesisClient struct {
 	// served first) it may never win; its grants are reported, not
 	// required.
 	polls bool
-	apply func(ttl time.Duration, cfg *WorkerConfig)
+	// aliased: its node list names one server twice; it may be granted
+	// leases (its four distinct servers are the deployment's) until the
+	// second name answers, and from then on must be refused.
+	aliased bool
+	apply   func(ttl time.Duration, cfg *WorkerConfig)
 }
 
 // nemesisClients are the nemesis's workers, by index. The well-configured
@@ -115,6 +119,13 @@ var nemesisClients = []nemesisClient{
 	}},
 	{name: "drift 0.02", refused: true, apply: func(_ time.Duration, c *WorkerConfig) {
 		c.Drift, c.PauseMs = 0.02, 100
+	}},
+	{name: "bootstrap at every start", apply: func(ttl time.Duration, c *WorkerConfig) {
+		c.Bootstrap, c.WorkMs = true, int(ttl.Milliseconds()/20)
+	}},
+	{name: "node 0 listed twice", aliased: true, apply: func(ttl time.Duration, c *WorkerConfig) {
+		c.Fencing, c.Row, c.PauseMs = "none", 2, 100
+		c.AliasDownMs, c.WorkMs = 2000, int(ttl.Milliseconds()/20)
 	}},
 }
 
@@ -464,6 +475,9 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*WorkerStats) []string 
 			continue
 		}
 		switch {
+		case c.aliased && nw.Refusals == 0:
+			bad = append(bad, fmt.Sprintf("worker %d (%s) was never refused once its second name for node 0 answered (last error: %s)", w, c.name, st.LastError))
+		case c.aliased:
 		case c.refused && nw.Granted > 0:
 			bad = append(bad, fmt.Sprintf("worker %d (%s) has settings the deployment refuses, yet got %d leases", w, c.name, nw.Granted))
 		case c.refused && nw.Refusals == 0:

@@ -122,7 +122,11 @@ func TestJudgeNemesis(t *testing.T) {
 		stats := make([]*WorkerStats, len(nemesisClients))
 		for w, c := range nemesisClients {
 			st := &WorkerStats{}
-			if c.refused {
+			if c.aliased {
+				// granted before its second name answered, refused after
+				h.sections = append(h.sections, Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
+				st.Accepted, st.Refused, st.Failures, st.RefusedError = 1, 3, 3, "redlock: nodes 0 (...) and 4 (...) are the same Redis server"
+			} else if c.refused {
 				st.Refused, st.Failures, st.RefusedError = 3, 3, "redlock: node 0 ... every client of a deployment must use the same nodes"
 			} else {
 				h.sections = append(h.sections, Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
@@ -132,9 +136,11 @@ func TestJudgeNemesis(t *testing.T) {
 		}
 		return h, stats
 	}
-	refusedW, grantedW, panicW := -1, -1, -1
+	refusedW, grantedW, panicW, aliasW := -1, -1, -1, -1
 	for w, c := range nemesisClients {
 		switch {
+		case c.aliased:
+			aliasW = w
 		case c.refused && refusedW < 0:
 			refusedW = w
 		case !c.refused && grantedW < 0:
@@ -144,8 +150,8 @@ func TestJudgeNemesis(t *testing.T) {
 			panicW = w
 		}
 	}
-	if refusedW < 0 || grantedW < 0 || panicW < 0 {
-		t.Fatalf("the nemesis lacks a refused (%d), a granted (%d) or a panicking client (%d)", refusedW, grantedW, panicW)
+	if refusedW < 0 || grantedW < 0 || panicW < 0 || aliasW < 0 {
+		t.Fatalf("the nemesis lacks a refused (%d), a granted (%d), a panicking (%d) or an aliased client (%d)", refusedW, grantedW, panicW, aliasW)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -157,6 +163,7 @@ func TestJudgeNemesis(t *testing.T) {
 			h.sections = append(h.sections, Section{Worker: refusedW})
 		}, "yet got 1 leases"},
 		{"misconfigured not refused", func(_ *Result, _ *history, st []*WorkerStats) { st[refusedW].Refused = 0 }, "never refused"},
+		{"node listed twice never refused", func(_ *Result, _ *history, st []*WorkerStats) { st[aliasW].Refused = 0 }, "second name for node 0"},
 		{"configured refused", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
 		{"configured starved", func(_ *Result, h *history, _ []*WorkerStats) {
 			h.sections = h.sections[1:]
@@ -214,8 +221,11 @@ func TestNemesisClients(t *testing.T) {
 		if mismatch != c.refused {
 			t.Errorf("%s: settings %d ms / drift %v, expected refused %v", c.name, cfg.MaxTTLms, cfg.Drift, c.refused)
 		}
-		if !c.refused {
+		if !c.refused && !c.aliased {
 			looks[fmt.Sprint(cfg.Network, cfg.Nodes)] = true
+		}
+		if c.aliased != (cfg.AliasDownMs > 0) {
+			t.Errorf("%s: alias down for %d ms, expected aliased %v", c.name, cfg.AliasDownMs, c.aliased)
 		}
 	}
 	if len(looks) < 4 {

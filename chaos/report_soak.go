@@ -116,11 +116,14 @@ func WriteSoak(w io.Writer, rep *Report) {
 	row("Extend calls from fn / failed", fmt.Sprintf("%d / %d", t.Extends, t.ExtendErrors))
 	row("linearizability (porcupine), runs", fmtCounts(t.Linearizable))
 	row("runs that failed a check", t.Failed)
-	fmt.Fprintf(w, "\n| client | expected | leases | refused (ConfigError) | other lock failures |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "\n| client | expected | leases | refused (ErrConfigMismatch) | other lock failures |\n|---|---|---|---|---|\n")
 	for _, c := range nemesisClients {
 		exp := "granted"
-		if c.refused {
+		switch {
+		case c.refused:
 			exp = "refused"
+		case c.aliased:
+			exp = "refused once its second name answers"
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d |\n", c.name, exp, t.Granted2[c.name], t.Refusals[c.name], t.OtherFailures[c.name])
 	}

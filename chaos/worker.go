@@ -119,6 +119,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	}
 	st.Polls = w.polls
 	st.Extends, st.ExtendErrors = w.extends, w.extendErrs
+	st.Bootstraps, st.BootstrapErr = w.bootstraps, w.bootstrapErrs
 	writeStats(w.out, st)
 	return nil
 }
@@ -161,18 +162,19 @@ type worker struct {
 	ft    *fencing.FenceTable
 	polls int // TryLock refusals slept after (polling workers)
 
-	extends, extendErrs int // Extend calls from inside fn, and failed ones
+	extends, extendErrs       int // Extend calls from inside fn, and failed ones
+	bootstraps, bootstrapErrs int // Bootstrap calls (WorkerConfig.Bootstrap), and refused ones
 }
 
 // over reports whether the worker's time (UntilNs) is up.
 func (w *worker) over() bool { return w.cfg.UntilNs > 0 && stampNs() >= w.cfg.UntilNs }
 
 // refused reports whether a lock call was refused because the client's
-// settings disagree with the deployment's: a *redlock.ConfigError, which
-// matches redlock.ErrConfigMismatch.
+// configuration is wrong: settings that disagree with the deployment's (a
+// *redlock.ConfigError) or one server listed twice (a
+// *redlock.DuplicateNodeError); both match redlock.ErrConfigMismatch.
 func refused(err error) bool {
-	var ce *redlock.ConfigError
-	return errors.As(err, &ce) && errors.Is(err, redlock.ErrConfigMismatch)
+	return errors.Is(err, redlock.ErrConfigMismatch)
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

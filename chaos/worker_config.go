@@ -40,6 +40,14 @@ type WorkerConfig struct {
 	Style    string  `json:"style,omitempty"`        // sections under Lock ("") or Do: "do-extend", "do-panic"
 	Row      int     `json:"row,omitempty"`          // the counter row the sections increment (0: row 1)
 	PauseMs  int     `json:"pause_ms,omitempty"`     // wait this long after a refused configuration
+	// Bootstrap: call Client.Bootstrap before every lock call, as a
+	// service that bootstraps at every start would (it must admit nothing
+	// once the deployment is in use).
+	Bootstrap bool `json:"bootstrap,omitempty"`
+	// AliasDownMs > 0: the worker's last node is node 0 again under
+	// another name, which refuses connections for this long after the
+	// worker starts (so New's probe cannot see that it is node 0).
+	AliasDownMs int `json:"alias_down_ms,omitempty"`
 }
 
 // Styles of taking the lock (WorkerConfig.Style).
@@ -64,10 +72,12 @@ type WorkerStats struct {
 	Errors    int    `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
 
-	Refused      int    `json:"refused,omitempty"`       // lock calls refused with a *redlock.ConfigError
-	RefusedError string `json:"refused_error,omitempty"` // the first such error
-	Panics       int    `json:"panics,omitempty"`        // fn panics recovered (do-panic)
-	AfterPanic   int    `json:"after_panic,omitempty"`   // sections granted after the first panic
-	Extends      int    `json:"extends,omitempty"`       // Extend calls from inside fn (do-extend)
-	ExtendErrors int    `json:"extend_errors,omitempty"` // of those, failed ones
+	Refused      int    `json:"refused,omitempty"`          // lock calls refused with a *redlock.ConfigError
+	RefusedError string `json:"refused_error,omitempty"`    // the first such error
+	Panics       int    `json:"panics,omitempty"`           // fn panics recovered (do-panic)
+	AfterPanic   int    `json:"after_panic,omitempty"`      // sections granted after the first panic
+	Extends      int    `json:"extends,omitempty"`          // Extend calls from inside fn (do-extend)
+	ExtendErrors int    `json:"extend_errors,omitempty"`    // of those, failed ones
+	Bootstraps   int    `json:"bootstraps,omitempty"`       // Bootstrap calls (WorkerConfig.Bootstrap)
+	BootstrapErr int    `json:"bootstrap_errors,omitempty"` // of those, refused ones (the deployment in use)
 }

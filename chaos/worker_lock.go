@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +35,15 @@ func newRedlockService(cfg WorkerConfig) (*redlockService, error) {
 func (r *redlockService) close()              { r.release() }
 func (r *redlockService) recordsItself() bool { return false }
 func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+	if w.cfg.Bootstrap {
+		bctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := r.lc.Bootstrap(bctx)
+		cancel()
+		w.bootstraps++
+		if err != nil {
+			w.bootstrapErrs++
+		}
+	}
 	return w.attempt(ctx, r.lc, s)
 }
 
@@ -42,12 +53,23 @@ func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Ou
 func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err error) {
 	ttl := time.Duration(cfg.TTLms) * time.Millisecond
 	clients := make([]redis.UniversalClient, len(cfg.Nodes))
-	for i := range cfg.Nodes {
-		dial := cfg.Dial[i]
+	nodes, dials := slices.Clone(cfg.Nodes), slices.Clone(cfg.Dial)
+	var aliasUp time.Time
+	if cfg.AliasDownMs > 0 && len(nodes) > 1 {
+		last := len(nodes) - 1
+		_, port, _ := strings.Cut(nodes[0], ":")
+		nodes[last], dials[last] = "node-0-alias.fleet.internal:"+port, dials[0]
+		aliasUp = time.Now().Add(time.Duration(cfg.AliasDownMs) * time.Millisecond)
+	}
+	for i := range nodes {
+		dial, alias := dials[i], !aliasUp.IsZero() && i == len(nodes)-1
 		clients[i] = redis.NewClient(&redis.Options{
 			Network: cfg.Network,
-			Addr:    cfg.Nodes[i],
+			Addr:    nodes[i],
 			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				if alias && time.Now().Before(aliasUp) {
+					return nil, errors.New("connection refused (the alias is not reachable yet)")
+				}
 				var d net.Dialer
 				return d.DialContext(ctx, network, dial)
 			},
