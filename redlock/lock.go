@@ -362,6 +362,14 @@ func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int
 // that majority holds the id until first + ttl on their clocks at the
 // least (docs/fencing.md, "Hand-off inside the release"). nil: the
 // validity is used up, or the Client is closing.
+//
+// A call that waited most of its ttl gets a lease with little validity
+// left. Lock returns it as it is, without an extend first: its Deadline
+// says how long it is valid, as for a lease whose attempt took long; an
+// extend would cost every such hand-off a round, could fail and would
+// then have to give the keys back; and a caller that wants a longer
+// lease extends it, as Do's renewal does, which schedules the first
+// renewal by the remaining validity (see nextRenewal).
 func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time) *Lease {
 	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
 		return nil
