@@ -467,7 +467,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 			// Close began during the attempt: a lease handed out now could
 			// outlive the Client's background work. Give the lock back.
 			a.abandon()
-			return outcome{err: ErrClosed}
+			return outcome{err: ErrClosed, cleaned: a.cleaned}
 		}
 		a.leave()
 		c.inst.attempt("obtained", a.elapsed)

@@ -143,6 +143,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			giveBack = true // the validity is used up: so are the keys
 		}
 		if n > 0 && giveBack {
+			if c.isClosed() {
+				// The call ends (ErrClosed): no new id to wait on. Lock's
+				// line-leave under this id deletes the keys that hold it
+				// (leaveLine), so the next in line gets them now and not
+				// once they expire.
+				return nil
+			}
 			// The new id takes the old one's place on every node in the
 			// same step as the give-back (release.lua), so it is in line
 			// before anything handed back is handed on, and it listens
@@ -194,10 +201,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			if last.err == nil {
 				return won(last.lease)
 			}
+			pending = c.bothDone(pending, last.cleaned)
 			if errors.Is(last.err, ErrConfigMismatch) || errors.Is(last.err, ErrClosed) {
 				return nil, last.err
 			}
-			pending = c.bothDone(pending, last.cleaned)
 			for _, i := range last.handed {
 				handed[i] = true
 			}
@@ -410,10 +417,12 @@ func (c *Client) stopped(key string, last, why error) error {
 // release had named the call and the key is free there, passes the
 // reservation to the next in line for as long as a release of a lease of
 // ttl would reserve it.
+//
+// After Close it still goes out (everyNode then runs on the caller's
+// goroutine, bounded by the cleanup timeout, as a Release after Close
+// does): a call that gave up while keys were handed to it must delete
+// them, or they wait out its ttl.
 func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) {
-	if c.isClosed() {
-		return
-	}
 	v := newValue()
 	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
 		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
@@ -422,10 +431,8 @@ func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan s
 // giveBack is leaveLine for a Lock call that goes on waiting under a new
 // id (next, at place): it gives back the keys releases handed to old and
 // takes old's place under next, in one step per node.
+// Like leaveLine, it goes out after Close too.
 func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) {
-	if c.isClosed() {
-		return
-	}
 	v := newValue()
 	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
