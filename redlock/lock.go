@@ -63,7 +63,11 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		return at
 	}
-	return c.try(ctx, key, ttl, waiter, place)
+	// Both tries' cleanups put the call back in line where they land: a
+	// line-leave or give-back must wait for the first's too.
+	second := c.try(ctx, key, ttl, waiter, place)
+	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
+	return second
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
@@ -113,9 +117,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}()
 	var last outcome
 	// pending is closed once every cleanup of a failed attempt under the
-	// current waiter id is over: each puts the id back in its place in
-	// line where it lands, so leaving the line (or giving keys back) must
-	// come after all of them.
+	// current waiter id, and the give-back that made the id, is over: each
+	// puts the id in its place in line where it lands, so leaving the line
+	// (or giving keys back) must come after all of them.
 	var pending <-chan struct{}
 	var since time.Time // when the last attempt started
 	inLine := false     // an attempt reached the nodes, so the call may be in line there
@@ -162,8 +166,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 				unregister()
 				wake, unregister, _ = c.wake.register(key, waiter, time.Now())
 			}
-			c.giveBack(key, old, waiter, place, ttl, pending)
-			pending = nil // the new id is in no cleanup yet
+			// The give-back puts the new id in line where it lands: the
+			// new id's line-leave, or its lease's Release, comes after it.
+			pending = c.giveBack(key, old, waiter, place, ttl, pending)
 		}
 		return nil
 	}
@@ -422,19 +427,21 @@ func (c *Client) stopped(key string, last, why error) error {
 // goroutine, bounded by the cleanup timeout, as a Release after Close
 // does): a call that gave up while keys were handed to it must delete
 // them, or they wait out its ttl.
-func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) {
+func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
 		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
 }
 
 // giveBack is leaveLine for a Lock call that goes on waiting under a new
 // id (next, at place): it gives back the keys releases handed to old and
 // takes old's place under next, in one step per node.
-// Like leaveLine, it goes out after Close too.
-func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) {
+// Like leaveLine, it goes out after Close too. The returned channel is
+// closed once its calls are over: next's line-leave must come after them,
+// or a give-back that lands late would put next back in line.
+func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
+	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
 }
 
@@ -459,9 +466,12 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 // everyNode runs a line-keeping release call p on every node in the
 // background, bounded by the cleanup timeout, once after is closed (nil:
 // at once): the last failed attempt's cleanup puts the call back in its
-// place where it reaches a node, and p must come after it there.
-func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) {
+// place where it reaches a node, and p must come after it there. The
+// returned channel is closed once p's calls are over.
+func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) <-chan struct{} {
+	done := make(chan struct{})
 	c.spawn(func() {
+		defer close(done)
 		if after != nil {
 			<-after // bounded: the cleanup has its own timeout
 		}
@@ -477,4 +487,5 @@ func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) {
 		}
 		wg.Wait()
 	})
+	return done
 }
