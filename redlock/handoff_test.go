@@ -315,3 +315,44 @@ func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 	i, what := retired()
 	require.Negative(t, i, "node %d %s", i, what)
 }
+
+// From a red-team review: a call that holds handed keys without a
+// majority and sees a key handed to a call ahead (-6) gives its keys
+// back; where nobody else is in line, the give-back hands them straight
+// back to its new id and tells it, which woke it for another attempt,
+// another -6 and another give-back: one attempt and one give-back every
+// few ms, whatever the retry delay, for as long as the call ahead held its
+// keys (here a call whose process died after releases handed it a
+// majority: until its ttl ran out). A call gives keys back for a call
+// ahead at most once per retry delay.
+func TestLock_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	ucs := rc.universal()
+	counts := &scriptCounts{script: "acquire"}
+	count := func(i int, sc redis.Scripter) redis.Scripter { return counts.wrap(i, sc, nil) }
+	h := rc.client(t, nil, nil)
+	w := rc.client(t, count, nil, WithKeyHandOff(), slowRetry)
+	require.NoError(t, h.Bootstrap(ctx))
+	key := testenv.Key(t)
+	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	const wait = 1500 * time.Millisecond
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(wctx, key, 5*time.Second)
+		done <- err
+	}()
+	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
+	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	require.NoError(t, err)
+	before := counts.n[0].Load()
+	splitAgainstAGoneCall(t, rc, key, line[0])
+	require.ErrorIs(t, <-done, context.DeadlineExceeded)
+	n := counts.n[0].Load() - before
+	t.Logf("%d attempts after the split", n)
+	// The attempt on the notice, the one after the first give-back's hand
+	// back, and slack; the retry delay is 5 s.
+	require.LessOrEqual(t, n, int64(4), "the waiter spun attempts and give-backs")
+}

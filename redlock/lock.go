@@ -133,6 +133,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	// waiter in line began: see handedLease.
 	handed := make([]bool, len(c.nodes))
 	var first time.Time
+	var gaveBack time.Time // when the call last gave keys back
 	// handedOff returns the lease of the nodes that handed the key to
 	// waiter, once they are a majority; when the call holds some of them
 	// but no lease, it gives them back (see giveBack) and waits on under a
@@ -169,6 +170,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			// The give-back puts the new id in line where it lands: the
 			// new id's line-leave, or its lease's Release, comes after it.
 			pending = c.giveBack(key, old, waiter, place, ttl, pending)
+			gaveBack = time.Now()
 		}
 		return nil
 	}
@@ -216,8 +218,16 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			// Give the handed keys back when a call ahead in line holds
 			// a handed key too: releases split the nodes between them,
 			// and the call ahead must get this call's keys, not wait with
-			// it until they expire (see giveBack).
-			if l := handedOff(last.ahead); l != nil {
+			// it until they expire (see giveBack). At most once per retry
+			// delay, though: where nobody else is in line (the call ahead
+			// holds its keys but is not in line here, say its process
+			// died after releases handed it a majority), the give-back
+			// hands the keys straight back to this call's new id and
+			// tells it, which wakes it for another attempt, another -6
+			// and another give-back, one round every few ms for as long
+			// as the call ahead holds its keys.
+			ahead := last.ahead && (gaveBack.IsZero() || time.Since(gaveBack) >= c.cfg.retry(n))
+			if l := handedOff(ahead); l != nil {
 				last = outcome{lease: l}
 				return won(l)
 			}
