@@ -137,7 +137,7 @@ func (a *attempt) release(back any) *prepared {
 // cancelled with the caller's ctx: once a majority granted, the calls to
 // the other nodes must still go out, so that every reachable node holds
 // the key and the lock survives as many node failures as it can. A failed
-// attempt cancels them itself.
+// attempt waits for them in the background too (see abandon).
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
@@ -323,9 +323,9 @@ func (a *attempt) leave() {
 	})
 }
 
-// abandon cancels what is left of a failed round and releases the key on
-// every node that granted or answered with an error: an unanswered SET may
-// still land, and the release leaves a tombstone there that makes it fail.
+// abandon releases a failed round's key on every node that granted or
+// answered with an error: an unanswered SET may still land, and the
+// release leaves a tombstone there that makes it fail.
 // A node that answered anything else is settled and gets nothing. A node
 // that has not answered yet is decided by its reply, in the background: a
 // grant or an error gets the release, a refusal nothing. Calls already on
@@ -336,9 +336,15 @@ func (a *attempt) leave() {
 // it returns, without waiting for unresponsive ones; the rest is handled
 // in the background, detached from the caller's ctx, each release bounded
 // by the cleanup timeout.
+//
+// The round's calls are not cancelled: each is already bounded by the node
+// timeout (send), and a cancelled call on the wire ends as "context
+// canceled" instead of with the node's word, which would cost a release
+// (and a tombstone) where a refusal needs none, and would hide a wiped
+// node's "not admitted": like leave, the background starts the admission
+// of a node whose late reply says so (docs/fencing.md, Liveness).
 func (a *attempt) abandon() {
 	c := a.c
-	a.round.Cancel()
 	granted := make(map[int]bool, len(a.replies))
 	// A node that answered anything but "granted" is settled: its script
 	// ran once, atomically, and did not take the key (it answers "granted"
@@ -374,14 +380,19 @@ func (a *attempt) abandon() {
 		defer cancel()
 		defer stop()
 		rel.Wait()
-		// The late replies (the round was cancelled, so each comes within
-		// a round trip, or at the node timeout from a node that does not
-		// answer): a grant, or an error, which leaves the outcome
-		// unknown, gets the release; a refusal settles the node.
+		// The late replies (each within a round trip, or at the node
+		// timeout from a node that does not answer): a grant, or an
+		// error, which leaves the outcome unknown, gets the release; a
+		// refusal settles the node. A node that is not admitted starts
+		// its admission, as in leave.
 		var wg sync.WaitGroup
 		for _, r := range round.Wait() {
-			if acquired(r) || r.Err != nil {
+			switch {
+			case acquired(r) || r.Err != nil:
 				wg.Go(func() { c.releaseOne(a.key, r.Node, ra) })
+			case r.Val.status == stUnadmitted:
+				c.admit.lost(r.Node)
+				c.admit.kick(r.Node)
 			}
 		}
 		wg.Wait()
@@ -480,7 +491,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 			// Close began during the attempt: a lease handed out now could
 			// outlive the Client's background work. Give the lock back.
 			a.abandon()
-			return outcome{err: ErrClosed}
+			return outcome{err: ErrClosed, cleaned: a.cleaned}
 		}
 		a.leave()
 		c.inst.attempt("obtained", a.elapsed)

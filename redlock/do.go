@@ -8,11 +8,13 @@ import (
 )
 
 // Do locks key (waiting like Lock), runs fn while keeping the lease
-// extended every ttl/3, and releases it when fn returns. fn's ctx is
-// cancelled the moment the lease is lost or its validity ends (an extend
-// that failed for long enough), so fn must stop acting as the holder when
-// ctx is done. With WithMaxHold, extending stops after that long and fn's
-// ctx ends with the last validity. Do returns fn's error, joined with an
+// extended every ttl/3 (sooner while less validity is left, as with a
+// lease handed over after a long wait), and releases it when fn returns.
+// fn's ctx is cancelled the moment the lease is lost or its validity ends
+// (an extend that failed for long enough), so fn must stop acting as the
+// holder when ctx is done. With WithMaxHold, extending stops after that
+// long and fn's ctx ends with the last validity. Do returns fn's error,
+// joined with an
 // error wrapping ErrNotHeld when the lease was lost before fn returned
 // (and ErrMaxHold, or the Extend error, that ended it; context.Cause of
 // fn's ctx is the same error), or

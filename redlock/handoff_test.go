@@ -214,3 +214,145 @@ func TestIntegrationByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 	require.NotEqual(t, id[0], l.value)
 	require.NoError(t, l.Release(ctx))
 }
+
+// splitAgainstAGoneCall sets up, on rc, the key state after releases that
+// handed nodes 0-2 to a Lock call ahead of waiter (its process then
+// died: nobody listens for its id) and nodes 3 and 4 to waiter, and tells
+// waiter's Client about nodes 3 and 4 as the releases do. waiter's
+// attempts then see the call ahead (-6) and give its keys back; on 3 and 4
+// nobody else is in line, so the give-back hands them back to waiter's new
+// id.
+func splitAgainstAGoneCall(t *testing.T, rc *realCluster, key, waiter string) {
+	t.Helper()
+	ctx := context.Background()
+	place, err := strconv.ParseInt(waiter[strings.LastIndex(waiter, "~")+1:strings.LastIndex(waiter, "+")], 10, 64)
+	require.NoError(t, err)
+	gone := "gone.x~" + strconv.FormatInt(place-1000, 10) + "+5000"
+	cid := waiter[:strings.Index(waiter, ".")]
+	for i, uc := range rc.raw {
+		if i < 3 {
+			require.NoError(t, uc.Set(ctx, key, gone, 5*time.Second).Err())
+			continue
+		}
+		require.NoError(t, uc.Set(ctx, key, waiter, 5*time.Second).Err())
+		require.NoError(t, uc.ZRem(ctx, queueKey(key), waiter).Err())
+		require.NoError(t, uc.Publish(ctx, wakePrefix+cid, "!"+waiter+"|"+key).Err())
+	}
+}
+
+// From a red-team review: a Lock call that gives its handed keys back
+// takes a new id in the same step on every node, and a line-leave of that
+// new id (the call gives up) must land after the give-back: where it
+// overtakes it, the give-back puts the new id in line after it left, and
+// hands it the key, for an id nobody takes, for one ttl. Here node 3
+// answers the give-back 300 ms late and the call gives up meanwhile.
+func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	ucs := rc.universal()
+	wctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	var landed atomic.Bool // the give-back reached node 3
+	slow := func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 3 {
+			return sc
+		}
+		return hookScripter{Scripter: sc, before: func(_ context.Context, script string, keys []string, args []any) *redis.Cmd {
+			if script == "release" && isTestKey(keys[0]) && len(args) == 10 { // a give-back: old id, new id, place
+				giveUp()
+				time.Sleep(300 * time.Millisecond)
+			}
+			return nil
+		}, after: func(_ context.Context, script string, keys []string, args []any, _ *redis.Cmd) {
+			if script == "release" && isTestKey(keys[0]) && len(args) == 10 {
+				landed.Store(true)
+			}
+		}}
+	}
+	h := rc.client(t, nil, nil)
+	w := rc.client(t, slow, nil, WithKeyHandOff(), WithRetry(func(int) time.Duration { return 200 * time.Millisecond }, 0))
+	require.NoError(t, h.Bootstrap(ctx))
+	key := testenv.Key(t)
+	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(wctx, key, 5*time.Second)
+		done <- err
+	}()
+	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
+	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	require.NoError(t, err)
+	splitAgainstAGoneCall(t, rc, key, line[0])
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter never gave its keys back")
+	}
+	// The Client stays open (its waiters' notice channel subscribed), as
+	// a process whose call gave up goes on.
+	require.Eventually(t, func() bool { return landed.Load() }, 2*time.Second, time.Millisecond, "the give-back never reached node 3")
+	cid := line[0][:strings.Index(line[0], ".")]
+	retired := func() (int, string) {
+		for i := range 5 {
+			if v := rc.value(t, i, key); strings.Contains(v, cid) {
+				return i, "holds the key for " + v
+			}
+			in, err := rc.raw[i].ZRange(ctx, queueKey(key), 0, -1).Result()
+			require.NoError(t, err)
+			for _, id := range in {
+				if strings.Contains(id, cid) {
+					return i, "has in line " + id
+				}
+			}
+		}
+		return -1, ""
+	}
+	require.Eventually(t, func() bool { i, _ := retired(); return i < 0 }, time.Second, 5*time.Millisecond,
+		"a retired id of the waiter is left on a node")
+	// and stays gone: nothing of the call is still on its way
+	time.Sleep(200 * time.Millisecond)
+	i, what := retired()
+	require.Negative(t, i, "node %d %s", i, what)
+}
+
+// From a red-team review: a call that holds handed keys without a
+// majority and sees a key handed to a call ahead (-6) gives its keys
+// back; where nobody else is in line, the give-back hands them straight
+// back to its new id and tells it, which woke it for another attempt,
+// another -6 and another give-back: one attempt and one give-back every
+// few ms, whatever the retry delay, for as long as the call ahead held its
+// keys (here a call whose process died after releases handed it a
+// majority: until its ttl ran out). A call gives keys back for a call
+// ahead at most once per retry delay.
+func TestLock_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	ucs := rc.universal()
+	counts := &scriptCounts{script: "acquire"}
+	count := func(i int, sc redis.Scripter) redis.Scripter { return counts.wrap(i, sc, nil) }
+	h := rc.client(t, nil, nil)
+	w := rc.client(t, count, nil, WithKeyHandOff(), slowRetry)
+	require.NoError(t, h.Bootstrap(ctx))
+	key := testenv.Key(t)
+	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	const wait = 1500 * time.Millisecond
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Lock(wctx, key, 5*time.Second)
+		done <- err
+	}()
+	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
+	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	require.NoError(t, err)
+	before := counts.n[0].Load()
+	splitAgainstAGoneCall(t, rc, key, line[0])
+	require.ErrorIs(t, <-done, context.DeadlineExceeded)
+	n := counts.n[0].Load() - before
+	t.Logf("%d attempts after the split", n)
+	// The attempt on the notice, the one after the first give-back's hand
+	// back, and slack; the retry delay is 5 s.
+	require.LessOrEqual(t, n, int64(4), "the waiter spun attempts and give-backs")
+}

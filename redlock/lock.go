@@ -77,7 +77,11 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		return at
 	}
-	return c.try(ctx, key, ttl, waiter, place)
+	// Both tries' cleanups put the call back in line where they land: a
+	// line-leave or give-back must wait for the first's too.
+	second := c.try(ctx, key, ttl, waiter, place)
+	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
+	return second
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries
@@ -128,9 +132,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	}()
 	var last outcome
 	// pending is closed once every cleanup of a failed attempt under the
-	// current waiter id is over: each puts the id back in its place in
-	// line where it lands, so leaving the line (or giving keys back) must
-	// come after all of them.
+	// current waiter id, and the give-back that made the id, is over: each
+	// puts the id in its place in line where it lands, so leaving the line
+	// (or giving keys back) must come after all of them.
 	var pending <-chan struct{}
 	var since time.Time // when the last attempt started
 	inLine := false     // an attempt reached the nodes, so the call may be in line there
@@ -144,6 +148,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	// waiter in line began: see handedLease.
 	handed := make([]bool, len(c.nodes))
 	var first time.Time
+	var gaveBack time.Time // when the call last gave keys back
 	// handedOff returns the lease of the nodes that handed the key to
 	// waiter, once they are a majority; when the call holds some of them
 	// but no lease, it gives them back (see giveBack) and waits on under a
@@ -158,6 +163,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			giveBack = true // the validity is used up: so are the keys
 		}
 		if n > 0 && giveBack {
+			if c.isClosed() {
+				// The call ends (ErrClosed): no new id to wait on. Lock's
+				// line-leave under this id deletes the keys that hold it
+				// (leaveLine), so the next in line gets them now and not
+				// once they expire.
+				return nil
+			}
 			// The new id takes the old one's place on every node in the
 			// same step as the give-back (release.lua), so it is in line
 			// before anything handed back is handed on, and it listens
@@ -170,8 +182,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 				unregister()
 				wake, unregister, _ = c.wake.register(key, waiter, time.Now())
 			}
-			c.giveBack(key, old, waiter, place, ttl, pending)
-			pending = nil // the new id is in no cleanup yet
+			// The give-back puts the new id in line where it lands: the
+			// new id's line-leave, or its lease's Release, comes after it.
+			pending = c.giveBack(key, old, waiter, place, ttl, pending)
+			gaveBack = time.Now()
 		}
 		return nil
 	}
@@ -209,18 +223,26 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			if last.err == nil {
 				return won(last.lease)
 			}
+			pending = c.bothDone(pending, last.cleaned)
 			if errors.Is(last.err, ErrConfigMismatch) || errors.Is(last.err, ErrClosed) {
 				return nil, last.err
 			}
-			pending = c.bothDone(pending, last.cleaned)
 			for _, i := range last.handed {
 				handed[i] = true
 			}
 			// Give the handed keys back when a call ahead in line holds
 			// a handed key too: releases split the nodes between them,
 			// and the call ahead must get this call's keys, not wait with
-			// it until they expire (see giveBack).
-			if l := handedOff(last.ahead); l != nil {
+			// it until they expire (see giveBack). At most once per retry
+			// delay, though: where nobody else is in line (the call ahead
+			// holds its keys but is not in line here, say its process
+			// died after releases handed it a majority), the give-back
+			// hands the keys straight back to this call's new id and
+			// tells it, which wakes it for another attempt, another -6
+			// and another give-back, one round every few ms for as long
+			// as the call ahead holds its keys.
+			ahead := last.ahead && (gaveBack.IsZero() || time.Since(gaveBack) >= c.cfg.retry(n))
+			if l := handedOff(ahead); l != nil {
 				last = outcome{lease: l}
 				return won(l)
 			}
@@ -377,6 +399,14 @@ func (c *Client) sleep(ctx context.Context, delay time.Duration, wake <-chan int
 // that majority holds the id until first + ttl on their clocks at the
 // least (docs/fencing.md, "Hand-off inside the release"). nil: the
 // validity is used up, or the Client is closing.
+//
+// A call that waited most of its ttl gets a lease with little validity
+// left. Lock returns it as it is, without an extend first: its Deadline
+// says how long it is valid, as for a lease whose attempt took long; an
+// extend would cost every such hand-off a round, could fail and would
+// then have to give the keys back; and a caller that wants a longer
+// lease extends it, as Do's renewal does, which schedules the first
+// renewal by the remaining validity (see nextRenewal).
 func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time) *Lease {
 	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
 		return nil
@@ -417,24 +447,26 @@ func (c *Client) stopped(key string, last, why error) error {
 // release had named the call and the key is free there, passes the
 // reservation to the next in line for as long as a release of a lease of
 // ttl would reserve it.
-func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) {
-	if c.isClosed() {
-		return
-	}
+//
+// After Close it still goes out (everyNode then runs on the caller's
+// goroutine, bounded by the cleanup timeout, as a Release after Close
+// does): a call that gave up while keys were handed to it must delete
+// them, or they wait out its ttl.
+func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
+	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
 }
 
 // giveBack is leaveLine for a Lock call that goes on waiting under a new
 // id (next, at place): it gives back the keys releases handed to old and
 // takes old's place under next, in one step per node.
-func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) {
-	if c.isClosed() {
-		return
-	}
+// Like leaveLine, it goes out after Close too. The returned channel is
+// closed once its calls are over: next's line-leave must come after them,
+// or a give-back that lands late would put next back in line.
+func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
 	v := newValue()
-	c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
+	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
 		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
 }
 
@@ -459,9 +491,12 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 // everyNode runs a line-keeping release call p on every node in the
 // background, bounded by the cleanup timeout, once after is closed (nil:
 // at once): the last failed attempt's cleanup puts the call back in its
-// place where it reaches a node, and p must come after it there.
-func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) {
+// place where it reaches a node, and p must come after it there. The
+// returned channel is closed once p's calls are over.
+func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) <-chan struct{} {
+	done := make(chan struct{})
 	c.spawn(func() {
+		defer close(done)
 		if after != nil {
 			<-after // bounded: the cleanup has its own timeout
 		}
@@ -477,4 +512,5 @@ func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) {
 		}
 		wg.Wait()
 	})
+	return done
 }

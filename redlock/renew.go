@@ -13,7 +13,10 @@ import (
 // trips per renewal period, not a thousand. A lease is renewed every ttl/3
 // and may be taken up to a quarter of that early to join a batch, so a
 // node sees at most about four rounds per period whatever the number of
-// leases. A transient failure (too few nodes answered) retries after
+// leases. A renewal is never due later than half the lease's remaining
+// validity, though (see nextRenewal): a lease handed over inside a release
+// counts from before its call's first attempt and may come with much less
+// than ttl/3 left. A transient failure (too few nodes answered) retries after
 // ttl/10; a lease a majority no longer holds ends (ErrNotHeld, Done
 // closes), exactly as with Lease.Extend, which each lease's outcome goes
 // through.
@@ -43,10 +46,32 @@ func newRenewer(c *Client) *renewer {
 	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1)}
 }
 
+// minRenewGap is the least time between a lease's renewals that
+// nextRenewal schedules: a lease with almost no validity left is renewed
+// at once, not in a loop of ever shorter waits.
+const minRenewGap = 5 * time.Millisecond
+
+// nextRenewal is when a lease whose validity ends at deadline is next due:
+// at, or half the validity left after now if that comes first (never less
+// than minRenewGap away), so that a renewal, and a retry after it if it
+// fails, come before the deadline. A lease whose validity is over keeps
+// at: nothing can save it, and its end is Do's to handle.
+func nextRenewal(now, deadline, at time.Time) time.Time {
+	left := deadline.Sub(now)
+	if left <= 0 {
+		return at
+	}
+	if soon := now.Add(max(left/2, minRenewGap)); soon.Before(at) {
+		return soon
+	}
+	return at
+}
+
 // add starts renewing l for ttl.
 func (r *renewer) add(l *Lease, ttl time.Duration) {
 	now := r.c.cfg.clock.Now()
-	k := &kept{ttl: ttl, every: ttl / 3, next: now.Add(ttl / 3), start: now}
+	next := nextRenewal(now, l.Deadline(), now.Add(ttl/3))
+	k := &kept{ttl: ttl, every: ttl / 3, next: next, start: now}
 	r.mu.Lock()
 	r.kept[l] = k
 	start := !r.running
@@ -145,14 +170,19 @@ func (r *renewer) run() {
 		cancel()
 		for i, l := range ls {
 			err := l.applyExtend(res.t0, res.elapsed, ttls[i], res.leases[i])
+			var deadline time.Time // a lease that ended keeps the old cadence
+			if !l.over() {
+				deadline = l.Deadline()
+			}
 			r.mu.Lock()
 			if k := r.kept[l]; k != nil {
+				now := c.cfg.clock.Now()
 				if err != nil {
 					k.why = err
-					k.next = c.cfg.clock.Now().Add(max(k.ttl/10, time.Millisecond))
+					k.next = nextRenewal(now, deadline, now.Add(max(k.ttl/10, time.Millisecond)))
 					c.cfg.logger.Warn("redlock: extend failed", "key", l.key, "err", err)
 				} else {
-					k.next = res.t0.Add(k.every)
+					k.next = nextRenewal(now, deadline, res.t0.Add(k.every))
 				}
 			}
 			r.mu.Unlock()

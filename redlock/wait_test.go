@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -144,4 +145,84 @@ func TestIntegrationAFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.
 			}
 		})
 	}
+}
+
+// From a red-team review: an attempt that finds nodes whose quarantine is
+// over admits them and tries once more at once (tryAdmitting), and the
+// first try's cleanup used to be dropped from what the call's line-leave
+// waits for. Where that cleanup's "back in place" lands after the
+// line-leave, it puts the call, gone by then, back in the node's line, and
+// a later release there names an id nobody takes (with WithKeyHandOff,
+// hands it the key for its ttl). Here nodes 0-2 were wiped and have served
+// their quarantine, unadmitted; node 4's reply to the first try is a late
+// error, and that try's cleanup reaches node 4 300 ms late, after the call
+// gave up.
+func TestLock_ALineLeaveWaitsForTheCleanupsOfBothTriesOfAnAttempt(t *testing.T) {
+	rc := newRealCluster(t, 5)
+	ctx := context.Background()
+	const maxTTL = time.Second
+	x := rc.client(t, nil, nil, WithMaxTTL(maxTTL))
+	require.NoError(t, x.Bootstrap(ctx))
+	rc.restartEmpty(t, 0)
+	rc.restartEmpty(t, 1)
+	rc.restartEmpty(t, 2)
+	// x starts the wiped nodes' quarantine, then goes away before it
+	// admits them.
+	_, err := x.TryLock(ctx, "warm", maxTTL)
+	require.Error(t, err)
+	require.NoError(t, x.Close())
+	for i := range 3 {
+		require.False(t, rc.admittedOn(t, i))
+	}
+	key := testenv.Key(t)
+	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3)
+	time.Sleep(maxTTL + 300*time.Millisecond) // the quarantine is over
+
+	wctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	var acquires atomic.Int32
+	var first atomic.Value // the first try's value
+	var landed atomic.Bool
+	hook := func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 4 {
+			return sc
+		}
+		return hookScripter{Scripter: sc, before: func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd {
+			if !isTestKey(keys[0]) {
+				return nil
+			}
+			switch {
+			case script == "acquire":
+				switch acquires.Add(1) {
+				case 1:
+					// the first try: a late error (a connection that broke)
+					first.Store(args[0])
+					time.Sleep(30 * time.Millisecond)
+					cmd := redis.NewCmd(ctx)
+					cmd.SetErr(errors.New("connection reset by peer"))
+					return cmd
+				case 2:
+					cmd := acquireScript.Run(ctx, sc, keys, args...)
+					giveUp() // the second try is in: the call gives up
+					return cmd
+				}
+			case script == "release" && args[0] == first.Load():
+				// the first try's cleanup, "back in place", lands late
+				time.Sleep(300 * time.Millisecond)
+				cmd := releaseScript.Run(context.WithoutCancel(ctx), sc, keys, args...)
+				landed.Store(true)
+				return cmd
+			}
+			return nil
+		}}
+	}
+	w := rc.client(t, hook, nil, WithMaxTTL(maxTTL), WithKeyHandOff())
+	_, err = w.Lock(wctx, key, maxTTL)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, int32(2), acquires.Load(), "the call did not try twice")
+	require.Eventually(t, func() bool { return landed.Load() }, 2*time.Second, time.Millisecond, "the first try's cleanup never reached node 4")
+	time.Sleep(200 * time.Millisecond) // anything still on its way
+	in, err := rc.raw[4].ZRange(ctx, queueKey(key), 0, -1).Result()
+	require.NoError(t, err)
+	require.Empty(t, in, "node 4 has the call that gave up in its line")
 }
