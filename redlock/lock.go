@@ -51,10 +51,12 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		more, err := c.verify(vctx)
 		cancel()
 		if err != nil {
-			return outcome{err: err}
+			return outcome{err: err, cleaned: at.cleaned}
 		}
 		if more {
-			return c.tryAdmitting(ctx, key, ttl, waiter, place)
+			next := c.tryAdmitting(ctx, key, ttl, waiter, place)
+			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
+			return next
 		}
 	}
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
