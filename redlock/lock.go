@@ -54,6 +54,15 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 			return outcome{err: err, cleaned: at.cleaned}
 		}
 		if more {
+			// The failed try's cleanup first, or the next try finds the
+			// key still held by it on the nodes it reached late.
+			if at.cleaned != nil {
+				select {
+				case <-at.cleaned:
+				case <-ctx.Done():
+					return at
+				}
+			}
 			next := c.tryAdmitting(ctx, key, ttl, waiter, place)
 			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
 			return next
