@@ -106,6 +106,22 @@ func (rc *realCluster) admittedOn(t *testing.T, i int) bool {
 	return n == 1
 }
 
+// settled waits until c's background work (a round's stragglers and
+// cleanups, admissions) is done, and fails t when it is not within d.
+func settled(t *testing.T, c *Client, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		c.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("the client's background work (stragglers, cleanups, admissions) did not end within %v", d)
+	}
+}
+
 // hookScripter runs every script call through before and after hooks. A
 // hook returning a non-nil *redis.Cmd answers the call instead of the node.
 type hookScripter struct {
@@ -913,9 +929,22 @@ func TestResidualCaseFullWipeKeepsTokensIncreasing(t *testing.T) {
 	require.NoError(t, a.Bootstrap(ctx))
 	la, err := a.TryLock(ctx, "k", maxTTL)
 	require.NoError(t, err)
+	// TryLock returns at a majority; its acquire and fence-commit calls to
+	// the other nodes run on in A's background. One that reached its node
+	// after the wipe found the node unadmitted and started its admission
+	// under A's settings (max ttl 3s), and B was then refused: not the
+	// residual case (about 1 run in 100). Wipe only once they are in.
+	settled(t, a, 10*time.Second)
+	// The five restarts run at once: one after another they took more
+	// than A's 3s lease on a loaded machine (load average 15: 6 runs in
+	// 100), and the test then never reached the overlap.
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
 	for i := range 5 {
-		rc.restartEmpty(t, i)
+		wg.Go(func() { errs[i] = errors.Join(rc.nodes[i].Kill(), rc.nodes[i].Restart(ctx)) })
 	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	b := rc.client(t, nil, nil, WithMaxTTL(short), WithFencing(), WithNodeTimeout(200*time.Millisecond))
 	lctx, cancel := context.WithTimeout(ctx, maxTTL/2)
 	defer cancel()
