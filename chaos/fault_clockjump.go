@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func init() {
@@ -30,7 +32,7 @@ func init() {
 }
 
 // jumpNode2 moves node 2's wall clock past the holder's key expiry.
-func jumpNode2(_ context.Context, e *env) (func(), error) {
+func jumpNode2(ctx context.Context, e *env) (func(), error) {
 	jump := 2*e.sc.TTL + time.Second
 	n, ok := e.cluster.nodes[2].(RedisNode)
 	if !ok {
@@ -43,7 +45,33 @@ func jumpNode2(_ context.Context, e *env) (func(), error) {
 	if t, ok := e.cluster.nodes[2].(interface{ ClockTool() string }); ok {
 		how = " with " + t.ClockTool()
 	}
+	// The shim looks at its offset file at most every 2ms: wait until
+	// node 2 tells the jumped time, so that it has forgotten the holder's
+	// key before anyone goes on.
+	if err := clockAhead(ctx, e.cluster.nodes[2].Addr(), jump-e.sc.TTL); err != nil {
+		return nil, err
+	}
 	e.log.note("holder locked nodes 0,1,2; node 2's clock jumped %v forward%s", jump, how)
-	time.Sleep(5 * time.Millisecond) // the shim looks at its offset file at most every 2ms
 	return nil, nil
+}
+
+// clockAhead waits, for at most 5s, until the node at addr tells a time
+// (TIME) at least ahead of this machine's wall clock.
+func clockAhead(ctx context.Context, addr string, ahead time.Duration) error {
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer rc.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		t, err := rc.Time(cctx).Result()
+		if err == nil && t.Sub(time.Now()) >= ahead {
+			return nil
+		}
+		if cctx.Err() != nil {
+			return fmt.Errorf("chaos: node %s's clock is not %v ahead (last TIME: %v, %v)", addr, ahead, t, err)
+		}
+		if err := sleep(cctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
 }

@@ -93,6 +93,10 @@ func (p *proc) line(s string) {
 	}
 }
 
+// errGateTimeout is waitGate's error when the worker did not reach the
+// gate in time.
+var errGateTimeout = errors.New("gate not reached in time")
+
 // waitGate waits for the worker to stop at gate g.
 func (p *proc) waitGate(ctx context.Context, g Gate, timeout time.Duration) (gateEvent, error) {
 	t := time.NewTimer(timeout)
@@ -106,7 +110,7 @@ func (p *proc) waitGate(ctx context.Context, g Gate, timeout time.Duration) (gat
 	case <-p.exited:
 		return gateEvent{}, fmt.Errorf("chaos: worker %d exited before gate %q: %s", p.id, g, p.errTail())
 	case <-t.C:
-		return gateEvent{}, fmt.Errorf("chaos: worker %d did not reach gate %q within %v", p.id, g, timeout)
+		return gateEvent{}, fmt.Errorf("chaos: worker %d did not reach gate %q within %v: %w", p.id, g, timeout, errGateTimeout)
 	case <-ctx.Done():
 		return gateEvent{}, ctx.Err()
 	}

@@ -20,7 +20,7 @@ const (
 
 // Worker protocol on stdout, one line per message:
 //
-//	gate NAME ATTEMPT TOKEN   then the worker waits for one line on stdin
+//	gate NAME ATTEMPT TOKEN DEADLINE   then the worker waits for one line on stdin
 //	done N                    N sections accepted so far
 //	stats {json}              at the end
 //
@@ -31,10 +31,14 @@ type gateEvent struct {
 	gate    Gate
 	attempt int
 	token   uint64
+	// deadline is when the lease held at the gate stops being valid, as
+	// a stamp of the machine's monotonic clock (stampNs); 0 where no
+	// lease is held, or it has no deadline.
+	deadline int64
 }
 
 func writeGate(w io.Writer, ev gateEvent) {
-	fmt.Fprintf(w, "gate %s %d %d\n", ev.gate, ev.attempt, ev.token)
+	fmt.Fprintf(w, "gate %s %d %d %d\n", ev.gate, ev.attempt, ev.token, ev.deadline)
 }
 
 func writeDone(w io.Writer, accepted int) { fmt.Fprintf(w, "done %d\n", accepted) }
@@ -59,7 +63,7 @@ func parseMessage(line string) (m message, ok bool) {
 	case "gate":
 		var ev gateEvent
 		var name string
-		if _, err := fmt.Sscanf(rest, "%s %d %d", &name, &ev.attempt, &ev.token); err != nil {
+		if _, err := fmt.Sscanf(rest, "%s %d %d %d", &name, &ev.attempt, &ev.token, &ev.deadline); err != nil {
 			return m, false
 		}
 		ev.gate = Gate(name)

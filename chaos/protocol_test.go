@@ -10,7 +10,7 @@ import (
 // the same typed message, and anything else is ignored.
 func TestWorkerProtocol(t *testing.T) {
 	var b bytes.Buffer
-	writeGate(&b, gateEvent{gate: GateRead, attempt: 3, token: 41})
+	writeGate(&b, gateEvent{gate: GateRead, attempt: 3, token: 41, deadline: 123456789})
 	writeDone(&b, 7)
 	writeStats(&b, WorkerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
@@ -18,7 +18,7 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Fatalf("%d lines, want 3: %q", len(lines), b.String())
 	}
 	m, ok := parseMessage(lines[0])
-	if !ok || m.gate == nil || *m.gate != (gateEvent{gate: GateRead, attempt: 3, token: 41}) {
+	if !ok || m.gate == nil || *m.gate != (gateEvent{gate: GateRead, attempt: 3, token: 41, deadline: 123456789}) {
 		t.Errorf("gate line %q parsed as %+v, %v", lines[0], m, ok)
 	}
 	m, ok = parseMessage(lines[1])
@@ -29,7 +29,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if !ok || m.stats == nil || *m.stats != (WorkerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"}) {
 		t.Errorf("stats line %q parsed as %+v, %v", lines[2], m, ok)
 	}
-	for _, junk := range []string{"", "hello", "gate read x 1", "done many", "stats {", "gate"} {
+	for _, junk := range []string{"", "hello", "gate read x 1", "gate read 1 2", "done many", "stats {", "gate"} {
 		if m, ok := parseMessage(junk); ok {
 			t.Errorf("%q parsed as %+v, want it ignored", junk, m)
 		}

@@ -288,8 +288,9 @@ func TestWorkerConfig(t *testing.T) {
 		}
 	}
 	fo := cfgs(SingleReplica, "failover", 2)
-	if !slices.Equal(fo[0].Gates, []Gate{GateLocked, GateRead}) || !slices.Equal(fo[1].Gates, []Gate{GateStart}) ||
-		fo[0].GateUntil != 1 || fo[1].GateUntil != 1 || len(fo[0].Dial) != 1 || !fo[0].NoQuar {
+	if !slices.Equal(fo[0].Gates, []Gate{GateLocked, GateRead}) || !slices.Equal(fo[1].Gates, []Gate{GateStart, GateLocked}) ||
+		fo[0].GateUntil != 1 || fo[1].GateUntil != 1 || len(fo[0].Dial) != 1 || !fo[0].NoQuar ||
+		fo[0].NodeMs != 600 || fo[1].NodeMs != 600 {
 		t.Errorf("failover: %+v", fo)
 	}
 	fa := cfgs(Redlock5, "freeze-acquire", 3)

@@ -85,6 +85,7 @@ func Run(ctx context.Context, p Profile, seed uint64, opts Options) (*Report, er
 // acts on.
 type env struct {
 	sc      Scenario
+	backend Backend // where the servers run, for a fault that starts one
 	seed    uint64
 	rng     *rand.Rand
 	topo    *topology
@@ -146,7 +147,7 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 	if err := setupSchema(ctx, dsn); err != nil {
 		return err
 	}
-	e := &env{sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), topo: t, fault: f,
+	e := &env{sc: sc, backend: opts.Backend, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), topo: t, fault: f,
 		cluster: &cluster{}, pg: pg, crew: &crew{}, log: &faultLog{}}
 	defer func() {
 		e.crew.stop()

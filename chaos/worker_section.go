@@ -37,7 +37,8 @@ var _ held = (*redlock.Lease)(nil)
 func (w *worker) section(ctx context.Context, lease held, s *section) (Outcome, error) {
 	s.gotNs = stampNs()
 	s.token = lease.FencingToken()
-	if err := w.gate(ctx, GateLocked, s.attempt, s.token); err != nil {
+	deadline := s.gotNs + int64(time.Until(lease.Deadline()))
+	if err := w.gateAt(ctx, gateEvent{gate: GateLocked, attempt: s.attempt, token: s.token, deadline: deadline}); err != nil {
 		return outcomeStopped, err
 	}
 	outcome, err := w.body(ctx, lease, s)
@@ -48,12 +49,17 @@ func (w *worker) section(ctx context.Context, lease held, s *section) (Outcome, 
 
 // gate waits for the coordinator when gate g is on for attempt.
 func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) error {
-	if attempt >= w.cfg.GateUntil {
+	return w.gateAt(ctx, gateEvent{gate: g, attempt: attempt, token: token})
+}
+
+// gateAt is gate, telling the coordinator all of ev.
+func (w *worker) gateAt(ctx context.Context, ev gateEvent) error {
+	if ev.attempt >= w.cfg.GateUntil {
 		return nil
 	}
 	for _, on := range w.cfg.Gates {
-		if on == g {
-			writeGate(w.out, gateEvent{gate: g, attempt: attempt, token: token})
+		if on == ev.gate {
+			writeGate(w.out, ev)
 			if !w.in.Scan() {
 				return errors.New("coordinator closed stdin")
 			}
