@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
 )
@@ -36,10 +37,16 @@ import (
 // proves nothing), and only New's probe (an entry down at start was never
 // checked: the double grant above).
 type identity struct {
-	mu  sync.Mutex // one proof at a time
-	ok  []atomic.Bool
-	dup atomic.Pointer[DuplicateNodeError]
+	mu   sync.Mutex // one proof at a time
+	last time.Time  // when the last proof that verified nothing ended; guarded by mu
+	ok   []atomic.Bool
+	dup  atomic.Pointer[DuplicateNodeError]
 }
+
+// proofEvery is how often a proof that verified nothing (a verified entry
+// did not answer) is tried again: each waits for every entry, and a failed
+// attempt that met an unverified entry asks for one.
+const proofEvery = time.Second
 
 func newIdentity(n int) *identity { return &identity{ok: make([]atomic.Bool, n)} }
 
@@ -69,7 +76,7 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 	if e := id.dup.Load(); e != nil {
 		return false, e
 	}
-	if id.allVerified() {
+	if id.allVerified() || !id.last.IsZero() && time.Since(id.last) < proofEvery {
 		return false, nil
 	}
 	n := len(c.nodes)
@@ -97,6 +104,7 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 	}
 	for i := range n {
 		if id.ok[i].Load() && ids[i] == "" {
+			id.last = time.Now()
 			return false, nil // a verified entry did not answer: prove nothing new
 		}
 	}

@@ -68,6 +68,9 @@ func (rc *realCluster) client(t *testing.T, wrap func(i int, sc redis.Scripter) 
 		vctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, _ = c.verify(vctx)
 		cancel()
+		if !c.ident.allVerified() {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	return c
 }
