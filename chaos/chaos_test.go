@@ -273,6 +273,9 @@ func TestChaosNemesis(t *testing.T) {
 	refused := 0
 	for _, w := range r.Nemesis {
 		switch {
+		case w.Aliased && (w.Refusals == 0 || !strings.Contains(w.RefusalError, "same Redis server")):
+			t.Errorf("client %q, node 0 listed twice: %d refusals (%q); want > 0, saying they are the same Redis server", w.Client, w.Refusals, w.RefusalError)
+		case w.Aliased:
 		case w.Refused && (w.Granted != 0 || w.Refusals == 0):
 			t.Errorf("misconfigured client %q: %d leases, %d refusals; want 0 and > 0", w.Client, w.Granted, w.Refusals)
 		case w.Refused && !strings.Contains(w.RefusalError, "every client of a deployment must use the same"):

@@ -433,6 +433,7 @@ type NemesisWorker struct {
 	Worker        int    `json:"worker"`
 	Client        string `json:"client"`
 	Refused       bool   `json:"expect_refused"` // its settings disagree with the deployment's
+	Aliased       bool   `json:"expect_refused_once_named_twice,omitempty"` // it lists node 0 twice: refused once the second name answers
 	Polling       bool   `json:"polling"`        // it polls TryLock: grants not required
 	Granted       int    `json:"granted"`        // leases it got
 	Accepted      int    `json:"accepted"`
@@ -507,7 +508,7 @@ func nemesisWorkers(h *history, stats []*WorkerStats) []NemesisWorker {
 	out := make([]NemesisWorker, len(stats))
 	for w, st := range stats {
 		c := nemesisClients[w%len(nemesisClients)]
-		nw := NemesisWorker{Worker: w, Client: c.name, Refused: c.refused, Polling: c.polls, Granted: granted[w]}
+		nw := NemesisWorker{Worker: w, Client: c.name, Refused: c.refused, Aliased: c.aliased, Polling: c.polls, Granted: granted[w]}
 		if st != nil {
 			nw.Accepted, nw.Refusals, nw.RefusalError = st.Accepted, st.Refused, st.RefusedError
 			nw.OtherFailures = st.Failures - st.Refused
