@@ -432,10 +432,10 @@ func (n *nemesisState) rolling(ctx context.Context, free []int) {
 type NemesisWorker struct {
 	Worker        int    `json:"worker"`
 	Client        string `json:"client"`
-	Refused       bool   `json:"expect_refused"` // its settings disagree with the deployment's
+	Refused       bool   `json:"expect_refused"`                            // its settings disagree with the deployment's
 	Aliased       bool   `json:"expect_refused_once_named_twice,omitempty"` // it lists node 0 twice: refused once the second name answers
-	Polling       bool   `json:"polling"`        // it polls TryLock: grants not required
-	Granted       int    `json:"granted"`        // leases it got
+	Polling       bool   `json:"polling"`                                   // it polls TryLock: grants not required
+	Granted       int    `json:"granted"`                                   // leases it got
 	Accepted      int    `json:"accepted"`
 	Refusals      int    `json:"refusals"` // lock calls refused with a *redlock.ConfigError
 	RefusalError  string `json:"refusal_error,omitempty"`
