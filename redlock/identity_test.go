@@ -94,3 +94,50 @@ func TestIdentity_NewRefusesAServerListedTwice(t *testing.T) {
 	_, err := New(list)
 	require.ErrorContains(t, err, "same Redis server")
 }
+
+// An extend counts only verified entries: a client whose list names node 0
+// twice (neither name verified: node 0 was frozen when it started) holds a
+// lease on nodes 1-3; once nodes 2 and 3 are taken over, node 0's two
+// names must not renew it as two votes beside node 1's.
+func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
+	const ttl = 5 * time.Second
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "node0.sock")
+	rc := &realCluster{}
+	for i := range 5 {
+		var opts []testenv.RedisOption
+		if i == 0 {
+			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
+		}
+		nd := testenv.Redis(t, opts...)
+		rc.nodes = append(rc.nodes, nd)
+		rc.raw = append(rc.raw, nd.Client(t))
+	}
+	require.NoError(t, rc.client(t, nil, nil, WithMaxTTL(ttl)).Bootstrap(ctx))
+	require.NoError(t, rc.nodes[0].Pause())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
+	for i := range 4 {
+		list = append(list, redis.NewClient(&redis.Options{Addr: rc.nodes[i].Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	c, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
+	require.NoError(t, rc.nodes[0].Resume())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.False(t, c.verified(0) || c.verified(1), "node 0's names answered New's probe")
+
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, ttl)
+	require.NoError(t, err, "nodes 1-3 are three distinct servers")
+	require.Eventually(t, func() bool { return rc.value(t, 0, key) != "" }, 2*time.Second, 5*time.Millisecond,
+		"the acquire never reached node 0")
+	require.False(t, c.verified(0) || c.verified(1), "a won attempt verified node 0's names")
+	rc.drop(t, key, 2, 3)
+	rc.hold(t, key, ttl, 2, 3)
+	before := l.Deadline()
+	err = l.Extend(ctx, ttl)
+	require.Error(t, err, "node 0's two names renewed the lease as two votes beside node 1's")
+	require.Equal(t, before, l.Deadline(), "a failed extend moved the deadline")
+}
