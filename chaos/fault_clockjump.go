@@ -64,7 +64,7 @@ func clockAhead(ctx context.Context, addr string, ahead time.Duration) error {
 	defer cancel()
 	for {
 		t, err := rc.Time(cctx).Result()
-		if err == nil && t.Sub(time.Now()) >= ahead {
+		if err == nil && time.Until(t) >= ahead {
 			return nil
 		}
 		if cctx.Err() != nil {

@@ -108,14 +108,14 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 			return false, nil // a verified entry did not answer: prove nothing new
 		}
 	}
-	var any bool
+	var grew bool
 	for i := range n {
 		if ids[i] != "" && !id.ok[i].Load() {
 			id.ok[i].Store(true)
-			any = true
+			grew = true
 		}
 	}
-	return any, nil
+	return grew, nil
 }
 
 // DuplicateNodeError reports two entries of a client's node list that
