@@ -179,16 +179,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The probe also verifies the entries that answer it; the others are
+	// verified when they first answer a script call, before their votes
+	// count (identity.go).
 	if err := c.probe(); err != nil {
-		c.Close()
-		return nil, err
-	}
-	// Verify the entries that answer now; the others are verified when
-	// they first answer a script call, before their votes count.
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
-	_, err = c.verify(ctx)
-	cancel()
-	if errors.Is(err, ErrConfigMismatch) {
 		c.Close()
 		return nil, err
 	}
@@ -291,45 +285,50 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 var minVersion = [2]int{5, 0}
 
 // probe checks, on the nodes that answer within the probe timeout, that
-// no two entries reach the same server and that each is a primary of a
-// Redis the scripts run on.
-func (c *Client) probe() error {
+// each is a primary of a Redis the scripts run on, and verifies their
+// identities: two entries that reach the same server are refused with a
+// *DuplicateNodeError.
+func (c *Client) probe() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
 	defer cancel()
-	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (string, error) {
+	type probed struct{ info, ident string }
+	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
 		if uc == nil {
-			return "", errors.New("no info")
+			return probed{}, errors.New("no info")
 		}
-		return uc.Info(ctx).Result()
+		info, err := uc.Info(ctx).Result()
+		if err != nil {
+			return probed{}, err
+		}
+		// The server's identity in the same round (see identity.go); a node
+		// that cannot run it is verified later, when it first answers.
+		ident, _ := readIdent(ctx, uc)
+		return probed{info, ident}, nil
 	})
-	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[string]) bool { return true })
+	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[probed]) bool { return true })
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
-	ids := map[string]int{}
+	idents := make([]string, len(c.nodes))
+	defer func() {
+		if err == nil {
+			_, err = c.prove(idents)
+		}
+	}()
 	for _, rep := range replies {
 		if rep.Err != nil {
 			c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", c.nodes[rep.Node].name, "err", rep.Err)
 			continue
 		}
+		idents[rep.Node] = rep.Val.ident
 		nd := c.nodes[rep.Node]
-		if err := checkInfo(rep.Val); err != nil {
+		if err := checkInfo(rep.Val.info); err != nil {
 			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, err)
 		}
-		if n := infoField(rep.Val, "connected_slaves"); n != "" && n != "0" {
+		if n := infoField(rep.Val.info, "connected_slaves"); n != "" && n != "0" {
 			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
 				"node", rep.Node, "addr", nd.name, "replicas", n)
 		}
-		id := infoField(rep.Val, "run_id")
-		if id == "" {
-			continue
-		}
-		if j, ok := ids[id]; ok {
-			a, b := min(j, rep.Node), max(j, rep.Node)
-			return fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same Redis server (run_id %s)",
-				a, c.nodes[a].name, b, c.nodes[b].name, id)
-		}
-		ids[id] = rep.Node
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
@@ -81,26 +83,51 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 	}
 	n := len(c.nodes)
 	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (string, error) {
-		return identScript.Run(ctx, c.nodes[i].sc, []string{identKey}, newValue()).Text()
+		return readIdent(ctx, c.nodes[i].sc)
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[string]) bool { return true })
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
 	ids := make([]string, n)
-	byID := map[string]int{}
 	for _, rep := range replies {
-		if rep.Err != nil || rep.Val == "" {
+		if rep.Err == nil {
+			ids[rep.Node] = rep.Val
+		}
+	}
+	return c.proveLocked(ids)
+}
+
+// readIdent reads (and on first use writes) the identity of the server sc
+// reaches.
+func readIdent(ctx context.Context, sc redis.Scripter) (string, error) {
+	return identScript.Run(ctx, sc, []string{identKey}, newValue()).Text()
+}
+
+// prove is verify for identities read elsewhere (New's probe reads them
+// with INFO): ids[i] is what entry i read in one round, "" if it did not
+// answer.
+func (c *Client) prove(ids []string) (bool, error) {
+	c.ident.mu.Lock()
+	defer c.ident.mu.Unlock()
+	return c.proveLocked(ids)
+}
+
+// proveLocked verifies the entries of one round's ids; c.ident.mu is held.
+func (c *Client) proveLocked(ids []string) (bool, error) {
+	id := c.ident
+	n := len(c.nodes)
+	byID := map[string]int{}
+	for i, v := range ids {
+		if v == "" {
 			continue
 		}
-		if j, ok := byID[rep.Val]; ok {
-			a, b := min(j, rep.Node), max(j, rep.Node)
-			e := &DuplicateNodeError{Node: a, Addr: c.nodes[a].name, Other: b, OtherAddr: c.nodes[b].name}
+		if j, ok := byID[v]; ok {
+			e := &DuplicateNodeError{Node: j, Addr: c.nodes[j].name, Other: i, OtherAddr: c.nodes[i].name}
 			id.dup.CompareAndSwap(nil, e)
 			c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", "err", e)
 			return false, id.dup.Load()
 		}
-		byID[rep.Val] = rep.Node
-		ids[rep.Node] = rep.Val
+		byID[v] = i
 	}
 	for i := range n {
 		if id.ok[i].Load() && ids[i] == "" {
