@@ -22,7 +22,7 @@ import (
 
 // clockShim is what moves a Redis node's wall clock: libfaketime where it
 // can run redis-server, otherwise the suite's own LD_PRELOAD library
-// (clockshim.c), compiled here. Both read the offset from a file the suite
+// (internal/servers/shim/clockshim.c), compiled here. Both read the offset from a file the suite
 // replaces atomically.
 type clockShim struct {
 	dir      string
