@@ -12,6 +12,24 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
+// aliasedCluster starts five nodes; node 0 also listens on the returned
+// Unix socket, a second name for it.
+func aliasedCluster(t *testing.T) (*realCluster, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "node0.sock")
+	rc := &realCluster{}
+	for i := range 5 {
+		var opts []testenv.RedisOption
+		if i == 0 {
+			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
+		}
+		nd := testenv.Redis(t, opts...)
+		rc.nodes = append(rc.nodes, nd)
+		rc.raw = append(rc.raw, nd.Client(t))
+	}
+	return rc, sock
+}
+
 // One server, one vote (docs/fencing.md). From a red-team review: a client
 // whose node list named one server twice, and that could not reach it when
 // it started, later counted it as two of five votes and got a lease while
@@ -19,18 +37,7 @@ import (
 func TestIdentity_AServerListedTwiceNeverCountsTwice(t *testing.T) {
 	const ttl = 10 * time.Second
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "node0.sock")
-	rc := &realCluster{}
-	for i := range 5 {
-		var opts []testenv.RedisOption
-		if i == 0 {
-			// A second name for node 0: its Unix socket.
-			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
-		}
-		nd := testenv.Redis(t, opts...)
-		rc.nodes = append(rc.nodes, nd)
-		rc.raw = append(rc.raw, nd.Client(t))
-	}
+	rc, sock := aliasedCluster(t)
 	good := rc.client(t, nil, nil, WithMaxTTL(ttl))
 	require.NoError(t, good.Bootstrap(ctx))
 
@@ -102,17 +109,7 @@ func TestIdentity_NewRefusesAServerListedTwice(t *testing.T) {
 func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	const ttl = 5 * time.Second
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "node0.sock")
-	rc := &realCluster{}
-	for i := range 5 {
-		var opts []testenv.RedisOption
-		if i == 0 {
-			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
-		}
-		nd := testenv.Redis(t, opts...)
-		rc.nodes = append(rc.nodes, nd)
-		rc.raw = append(rc.raw, nd.Client(t))
-	}
+	rc, sock := aliasedCluster(t)
 	require.NoError(t, rc.client(t, nil, nil, WithMaxTTL(ttl)).Bootstrap(ctx))
 	require.NoError(t, rc.nodes[0].Pause())
 	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
