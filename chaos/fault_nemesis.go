@@ -307,6 +307,13 @@ func (n *nemesisState) restart(ctx context.Context, i int, down time.Duration) {
 	}
 }
 
+// three draws three of the free nodes (the caller checked there are).
+func (n *nemesisState) three(free []int) []int {
+	nodes := slices.Clone(free)
+	n.e.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	return nodes[:3]
+}
+
 // flush empties node i with FLUSHALL: data lost as in a restart without
 // persistence, at once, with no process start in between.
 func (n *nemesisState) flush(ctx context.Context, i int) {
@@ -347,18 +354,14 @@ func (n *nemesisState) step(ctx context.Context) {
 		n.note("kill -9 node %d, restart empty after %v", node, down)
 		n.wg.Go(func() { n.restart(ctx, node, down) })
 	case "restart-3":
-		nodes := slices.Clone(free)
-		e.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-		nodes = nodes[:3]
+		nodes := n.three(free)
 		n.note("kill -9 nodes %v at once, restart empty (no quorum until their quarantine ends)", nodes)
 		for _, i := range nodes {
 			n.hold(i, q+300*time.Millisecond)
 			n.wg.Go(func() { n.restart(ctx, i, 0) })
 		}
 	case "flush-3":
-		nodes := slices.Clone(free)
-		e.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-		nodes = nodes[:3]
+		nodes := n.three(free)
 		n.note("FLUSHALL nodes %v at once (their data is gone at once, the processes go on)", nodes)
 		for _, i := range nodes {
 			n.hold(i, q+300*time.Millisecond)
