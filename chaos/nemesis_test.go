@@ -232,3 +232,43 @@ func TestNemesisClients(t *testing.T) {
 		t.Errorf("only %d ways of naming the nodes among the well-configured clients", len(looks))
 	}
 }
+
+// TestNemesisKinds checks the schedule's vocabulary: distinct names, and
+// the rule that keeps the lock available (at most two nodes impaired,
+// except by the kinds whose point is to take three at once).
+func TestNemesisKinds(t *testing.T) {
+	for _, mix := range [][]weightedKind{nemesisKinds, restartHeavy} {
+		seen := map[string]bool{}
+		for _, k := range mix {
+			if k.kind == nil || k.kind.inject == nil || k.weight <= 0 {
+				t.Fatalf("bad entry in a schedule: %+v", k)
+			}
+			if seen[k.kind.name] {
+				t.Errorf("kind %q listed twice in one schedule", k.kind.name)
+			}
+			seen[k.kind.name] = true
+		}
+	}
+	cases := []struct {
+		kind           *nemesisKind
+		free, impaired int
+		want           bool
+	}{
+		{kindRestartEmpty, 4, 1, true},
+		{kindRestartEmpty, 3, 2, false},
+		{kindPause, 3, 2, false},
+		{kindRollingRestart, 5, 0, true},
+		{kindRollingRestart, 4, 1, true},
+		{kindRollingRestart, 3, 2, false},
+		{kindRestart3, 3, 2, true},
+		{kindRestart3, 2, 3, false},
+		{kindFlush3, 5, 0, true},
+		{kindFlush3, 2, 3, false},
+		{kindWorkerFreeze, 0, 5, true},
+	}
+	for _, c := range cases {
+		if got := c.kind.fits(c.free, c.impaired); got != c.want {
+			t.Errorf("%s fits with %d free, %d impaired = %v, want %v", c.kind.name, c.free, c.impaired, got, c.want)
+		}
+	}
+}
