@@ -15,7 +15,7 @@ import (
 )
 
 // TestChaosSmokeVerdicts runs the smoke profile against real processes and
-// checks the verdicts DESIGN.md §4 promises, run by run.
+// checks the verdicts docs/chaos.md promises, run by run.
 func TestChaosSmokeVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dozens of redis-server processes and PostgreSQL")
@@ -216,7 +216,7 @@ func TestChaosPolling(t *testing.T) {
 }
 
 // TestChaosNemesis runs a seeded minute of the randomized multi-client
-// nemesis (issue 11) and checks its verdicts one by one: no two valid
+// nemesis and checks its verdicts one by one: no two valid
 // leases at once, tokens in grant order and at the resource, nothing lost
 // under claim-first, every misconfigured client refused with a
 // *redlock.ConfigError and never granted, the others granted, and the

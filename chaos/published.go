@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// publishedRow is one stall rate of the published experiment DESIGN.md §4
+// publishedRow is one stall rate of the published experiment docs/chaos.md
 // quotes (one Redis, 8 worker processes, 10,000 sections of read / 5 ms
 // work / write, 200 ms TTL, stalls of 1.5 x TTL, 5 runs): lost updates
 // without fencing, median and range.

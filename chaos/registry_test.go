@@ -60,8 +60,8 @@ func TestRegisteredFaults(t *testing.T) {
 	}
 }
 
-// TestAPIFaultNames: the names API.md promises stay registered, where
-// it says they apply.
+// TestAPIFaultNames: the fault names users and scripts rely on stay
+// registered, where the docs say they apply.
 func TestAPIFaultNames(t *testing.T) {
 	for _, name := range []string{"none", "kill-1", "kill-2", "kill-3", "pause-primary-2", "partition-2", "slow-1",
 		"restart-empty", "restart-empty-no-quarantine", "restart-delayed", "restart-aof", "failover", "worker-freeze",
