@@ -21,8 +21,8 @@ define each-module
 	@set -e; for m in $(MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
-# Modules that must stay out of the root module's graph (STYLE.md: the
-# importable library stays lean).
+# Modules that must stay out of the root module's graph (docs/design.md, "A
+# lean library": the importable library stays lean).
 HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
 
 .DEFAULT_GOAL := help
@@ -71,6 +71,16 @@ BENCH_ARGS ?=
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results
 	cd bench && $(GO) run -mod=mod ./cmd/qlbench --json results/bench.json --plot results/bench.svg --markdown results/bench.md $(BENCH_ARGS)
+	./scripts/doc-tables.sh
+
+# The docs show the latest measured tables, copied in between markers.
+.PHONY: docs-tables docs-check
+
+docs-tables: ## Copy bench/results/bench.md into docs/performance.md, and chaos-report-quick.md (if present) into docs/chaos.md
+	./scripts/doc-tables.sh
+
+docs-check: ## Fail on a broken relative link in the README, CONTRIBUTING.md or docs/, or a README example that differs from its test file
+	./scripts/check-docs.sh
 
 # Containers (docs/compose.md): images built from Debian's packages, and the
 # compose topology of compose/redlock-5.yml.
