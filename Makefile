@@ -46,7 +46,7 @@ test-short: ## Run every module's tests in -short mode, without the race detecto
 vet: ## go vet every module
 	$(call each-module,$(GO) vet ./...)
 
-lint: lean-check ## gofmt (fails on any unformatted file), then go vet and staticcheck in every module
+lint: lean-check docs-check ## gofmt (fails on any unformatted file), then go vet and staticcheck in every module
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then \
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; \
