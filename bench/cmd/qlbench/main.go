@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
 	"github.com/quorumlock/quorumlock/bench/internal/report"
 	"github.com/quorumlock/quorumlock/bench/internal/suite"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -133,13 +133,15 @@ Flags:
 		meta.Mode, meta.GoVersion, meta.GOMAXPROCS, meta.RedisVersion, report.Load(meta.LoadBefore))
 
 	start := time.Now()
-	ns, err := nodes.Start(ctx, *redisBin, 5)
+	ns, err := startNodes(ctx, *redisBin, 5)
 	if err != nil {
 		fmt.Fprintln(stderr, "quorumlock bench:", err)
 		return 1
 	}
 	results, runErr := suite.Run(ctx, cfg, ns)
-	ns.Stop()
+	if err := servers.StopAll(ns); err != nil {
+		fmt.Fprintln(stderr, "quorumlock bench: stopping the nodes:", err)
+	}
 	meta.Seconds = time.Since(start).Seconds()
 	meta.LoadAfter = loadAvg()
 
@@ -206,6 +208,25 @@ func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
 		}
 	}()
 	return func() { signal.Stop(ch); close(done) }
+}
+
+// startNodes starts n throw-away redis-server processes of the binary bin
+// (a path, or a name looked up on PATH) on free loopback ports, without
+// persistence, each in its own temporary directory. They die with this
+// process, also when it is killed. On error it stops the ones it started.
+func startNodes(ctx context.Context, bin string, n int) ([]*servers.RedisProcess, error) {
+	var ns []*servers.RedisProcess
+	for range n {
+		p, err := servers.StartRedisProcess(ctx, servers.RedisConfig{Binary: bin, Persistence: servers.PersistenceNone})
+		if err != nil {
+			if errors.Is(err, servers.ErrBinaryNotFound) {
+				err = fmt.Errorf("%w (install redis-server, or pass --redis-server)", err)
+			}
+			return nil, errors.Join(err, servers.StopAll(ns))
+		}
+		ns = append(ns, p)
+	}
+	return ns, nil
 }
 
 func writeMarkdown(path string, m report.Meta, rs []suite.Result, ts []report.Target) error {
