@@ -34,7 +34,7 @@ help: ## List the targets
 deps: ## Install the Debian packages test and chaos need, if missing (as root, else through sudo)
 	@./scripts/install-packages.sh $(DEBIAN_PACKAGES)
 
-build: bin/quorumlock ## Compile every module, and the CLI into bin/quorumlock
+build: bin/quorumlock bin/quorumlock-chaos ## Compile every module; the CLI into bin/quorumlock, the chaos suite into bin/quorumlock-chaos
 	$(call each-module,$(GO) build -o /dev/null ./...)
 
 test: deps ## Run every module's tests with the race detector against real redis-server and PostgreSQL
@@ -87,21 +87,26 @@ down: ## Remove the compose topology: containers, volumes and network
 
 # Chaos suite (docs/chaos.md): real redis-server and PostgreSQL processes on
 # loopback, faults injected on a seeded schedule; nothing is left running.
-.PHONY: chaos chaos-full chaos-smoke bin/quorumlock
+.PHONY: chaos chaos-full chaos-smoke bin/quorumlock bin/quorumlock-chaos
 CHAOS_ARGS ?=
 
 # Phony, so that go's own cache decides whether anything is rebuilt.
 bin/quorumlock:
 	$(GO) -C cmd/quorumlock build -o $(CURDIR)/bin/quorumlock .
 
-chaos: deps bin/quorumlock ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
-	./bin/quorumlock chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
+# The chaos suite is a binary of its own (chaos/cmd/quorumlock-chaos), so
+# that bin/quorumlock links none of its dependencies.
+bin/quorumlock-chaos:
+	$(GO) -C chaos build -o $(CURDIR)/bin/quorumlock-chaos ./cmd/quorumlock-chaos
 
-chaos-full: deps bin/quorumlock ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
-	./bin/quorumlock chaos --profile full --json chaos-report-full.json --markdown chaos-report-full.md $(CHAOS_ARGS)
+chaos: deps bin/quorumlock-chaos ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
+	./bin/quorumlock-chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
 
-chaos-smoke: deps bin/quorumlock ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
-	./bin/quorumlock chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
+chaos-full: deps bin/quorumlock-chaos ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
+	./bin/quorumlock-chaos --profile full --json chaos-report-full.json --markdown chaos-report-full.md $(CHAOS_ARGS)
+
+chaos-smoke: deps bin/quorumlock-chaos ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
+	./bin/quorumlock-chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
 
 # The randomized multi-client nemesis (docs/chaos.md, "The nemesis"), for
 # SOAK_DURATION in all; SOAK_SEED=N reproduces a soak (default: random,
@@ -110,9 +115,9 @@ SOAK_DURATION ?= 1h
 SOAK_SEED ?=
 .PHONY: soak
 
-soak: deps bin/quorumlock ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
-	./bin/quorumlock chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
+soak: deps bin/quorumlock-chaos ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
+	./bin/quorumlock-chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
 
 .PHONY: chaos-compose
-chaos-compose: bin/quorumlock ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
-	./bin/quorumlock chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)
+chaos-compose: bin/quorumlock-chaos ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
+	./bin/quorumlock-chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)

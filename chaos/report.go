@@ -69,7 +69,7 @@ func waiters(pollMs int64) string {
 // file name of the plot to link.
 func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	fmt.Fprintf(w, "# Chaos report: profile %s\n\n", rep.Profile)
-	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
+	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock-chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
 		rep.Backend, rep.Seed, rep.Profile, rep.Seed, len(rep.Runs), float64(rep.DurationMs)/1000, rep.Started.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(w, "| topology | fault | fencing | stall | sections | lost | overlaps | stale overlaps | rejected | token inversions | linearizable | blocked | lock wait (median, max) | expected | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")

@@ -17,8 +17,8 @@ type Options struct {
 	// Backend runs the servers. Required.
 	Backend Backend
 	// WorkerCommand returns the command that starts one worker process:
-	// the quorumlock binary's hidden chaos-worker mode, or a re-executed
-	// test binary. The runner sets its environment and pipes.
+	// quorumlock-chaos's hidden worker mode, or a re-executed test
+	// binary. The runner sets its environment and pipes.
 	WorkerCommand func() (*exec.Cmd, error)
 	// Progress receives a progress line while the suite runs; nil: none.
 	Progress io.Writer

@@ -180,9 +180,8 @@ func refused(err error) bool {
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // WorkerMain runs a worker process from the configuration in WorkerEnv and
-// returns its exit status. The quorumlock binary's hidden chaos-worker
-// command and the package's tests (which re-execute their own binary) both
-// call it.
+// returns its exit status. quorumlock-chaos's hidden worker mode and the
+// package's tests (which re-execute their own binary) both call it.
 func WorkerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	raw := os.Getenv(WorkerEnv)
 	if raw == "" {
