@@ -6,9 +6,10 @@ GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT ?= 15m
 
-# The library is the root module; the tools with heavy dependencies have
-# modules of their own, so that importers of the library do not get them.
-MODULES := . chaos cmd/quorumlock bench
+# The library and the CLI (cmd/quorumlock) are the root module; the tools
+# with heavy dependencies have modules of their own, so that importers of the
+# library and users of the CLI do not get them.
+MODULES := . chaos bench
 
 # What the tests and the chaos suite start or build with: the servers, a C
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
@@ -21,9 +22,11 @@ define each-module
 	@set -e; for m in $(MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
-# Modules that must stay out of the root module's graph (STYLE.md: the
-# importable library stays lean).
+# Modules that must stay out of the root module's graph: the importable
+# library and the CLI stay lean.
 HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
+# Packages of the chaos lab that bin/quorumlock must not link.
+HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build test test-short vet lint lean-check tidy-check
@@ -34,7 +37,7 @@ help: ## List the targets
 deps: ## Install the Debian packages test and chaos need, if missing (as root, else through sudo)
 	@./scripts/install-packages.sh $(DEBIAN_PACKAGES)
 
-build: bin/quorumlock bin/quorumlock-chaos ## Compile every module; the CLI into bin/quorumlock, the chaos suite into bin/quorumlock-chaos
+build: bin/quorumlock bin/quorumlock-chaos bin/quorumlock-bench ## Compile every module, and the CLI, the chaos suite and the benchmark into bin/
 	$(call each-module,$(GO) build -o /dev/null ./...)
 
 test: deps ## Run every module's tests with the race detector against real redis-server and PostgreSQL
@@ -53,11 +56,16 @@ lint: lean-check ## gofmt (fails on any unformatted file), then go vet and stati
 	fi
 	$(call each-module,$(GO) vet ./... && $(STATICCHECK) ./...)
 
-lean-check: ## Fail if the root module's graph holds a heavy tool dependency, or bin/quorumlock links package testing
+lean-check: ## Fail if the root module's graph holds a heavy tool dependency, or bin/quorumlock links the chaos lab or package testing
 	@if $(GO) list -m all | grep -E '$(HEAVY_MODULES)'; then \
-		echo "the root module must not require the modules above: they belong in chaos/ or cmd/quorumlock/"; exit 1; \
+		echo "the root module must not require the modules above: they belong in chaos/ or bench/"; exit 1; \
 	fi
-	@if $(GO) -C cmd/quorumlock list -deps . | grep -qx testing; then \
+	@n="$$($(GO) list -deps ./cmd/quorumlock | grep -cE '$(HEAVY_PACKAGES)')"; \
+	if [ "$$n" -ne 0 ]; then \
+		$(GO) list -deps ./cmd/quorumlock | grep -E '$(HEAVY_PACKAGES)'; \
+		echo "bin/quorumlock links the $$n packages above: the chaos lab belongs in chaos/cmd/quorumlock-chaos"; exit 1; \
+	fi
+	@if $(GO) list -deps ./cmd/quorumlock | grep -qx testing; then \
 		echo "bin/quorumlock links package testing: non-test code imports internal/testenv instead of internal/servers"; exit 1; \
 	fi
 
@@ -66,7 +74,11 @@ tidy-check: ## Fail if any module's go.mod or go.sum is not tidy
 
 # Extra flags for the benchmark, e.g. `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
-.PHONY: bench
+.PHONY: bench bin/quorumlock-bench
+
+# The benchmark's program, bench/cmd/qlbench, for running it by hand.
+bin/quorumlock-bench:
+	$(GO) -C bench build -o $(CURDIR)/bin/quorumlock-bench ./cmd/qlbench
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results
@@ -92,7 +104,7 @@ CHAOS_ARGS ?=
 
 # Phony, so that go's own cache decides whether anything is rebuilt.
 bin/quorumlock:
-	$(GO) -C cmd/quorumlock build -o $(CURDIR)/bin/quorumlock .
+	$(GO) build -o bin/quorumlock ./cmd/quorumlock
 
 # The chaos suite is a binary of its own (chaos/cmd/quorumlock-chaos), so
 # that bin/quorumlock links none of its dependencies.
