@@ -1,10 +1,14 @@
 package chaos
 
-import "fmt"
+import (
+	"fmt"
 
-// Outcome is how a worker's attempt at a critical section ended. Only
-// OutcomeOK, OutcomeRejected and OutcomeError are ever recorded; the
-// history stores them by their String form.
+	"github.com/quorumlock/quorumlock/chaos/check"
+)
+
+// Outcome is how a worker's attempt at a critical section ended. Three of
+// them leave a section in the history, as check's outcomes (recorded);
+// the other two never reach it.
 type Outcome uint8
 
 const (
@@ -23,33 +27,31 @@ const (
 	outcomeStopped
 )
 
-var outcomeNames = [...]string{
-	outcomeNotLocked: "not-locked",
-	OutcomeOK:        "ok",
-	OutcomeRejected:  "rejected",
-	OutcomeError:     "error",
-	outcomeStopped:   "stopped",
+// recorded returns the outcome the history stores for o; false for the
+// attempts that leave no section.
+func (o Outcome) recorded() (check.Outcome, bool) {
+	switch o {
+	case OutcomeOK:
+		return check.OutcomeOK, true
+	case OutcomeRejected:
+		return check.OutcomeRejected, true
+	case OutcomeError:
+		return check.OutcomeError, true
+	}
+	return 0, false
 }
 
+// String is the text the history stores for a recorded outcome
+// (check.Outcome's), and a name for the others.
 func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
+	if r, ok := o.recorded(); ok {
+		return r.String()
+	}
+	switch o {
+	case outcomeNotLocked:
+		return "not-locked"
+	case outcomeStopped:
+		return "stopped"
 	}
 	return fmt.Sprintf("Outcome(%d)", o)
-}
-
-// recorded reports whether o is a section's outcome, as the history
-// stores it.
-func (o Outcome) recorded() bool {
-	return o == OutcomeOK || o == OutcomeRejected || o == OutcomeError
-}
-
-// parseOutcome reads a recorded outcome back from the history.
-func parseOutcome(s string) (Outcome, error) {
-	for o, name := range outcomeNames {
-		if name == s && Outcome(o).recorded() {
-			return Outcome(o), nil
-		}
-	}
-	return 0, fmt.Errorf("chaos: unknown section outcome %q in the history", s)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // TestWorkerProtocol: what a worker writes, the coordinator reads back as
@@ -36,21 +38,26 @@ func TestWorkerProtocol(t *testing.T) {
 	}
 }
 
-// TestOutcome: the recorded outcomes survive the history's text form; the
-// worker-internal ones and unknown text do not parse.
+// TestOutcome: the outcomes a worker records survive the history's text
+// form as check's; the worker-internal ones and unknown text do not parse.
 func TestOutcome(t *testing.T) {
-	for _, o := range []Outcome{OutcomeOK, OutcomeRejected, OutcomeError} {
-		got, err := parseOutcome(o.String())
-		if err != nil || got != o {
-			t.Errorf("parseOutcome(%q) = %v, %v; want %v", o.String(), got, err, o)
+	for o, want := range map[Outcome]check.Outcome{OutcomeOK: check.OutcomeOK, OutcomeRejected: check.OutcomeRejected, OutcomeError: check.OutcomeError} {
+		got, err := check.ParseOutcome(o.String())
+		if err != nil || got != want {
+			t.Errorf("check.ParseOutcome(%q) = %v, %v; want %v", o.String(), got, err, want)
 		}
 	}
 	if OutcomeOK.String() != "ok" || OutcomeRejected.String() != "rejected" || OutcomeError.String() != "error" {
 		t.Errorf("history text changed: %q %q %q", OutcomeOK, OutcomeRejected, OutcomeError)
 	}
-	for _, s := range []string{"not-locked", "stopped", "OK", "", "gate"} {
-		if o, err := parseOutcome(s); err == nil {
-			t.Errorf("parseOutcome(%q) = %v, want an error", s, o)
+	for _, o := range []Outcome{outcomeNotLocked, outcomeStopped} {
+		if r, err := check.ParseOutcome(o.String()); err == nil {
+			t.Errorf("check.ParseOutcome(%q) = %v, want an error: %v leaves no section", o.String(), r, o)
+		}
+	}
+	for _, s := range []string{"OK", "", "gate", "Outcome(0)"} {
+		if o, err := check.ParseOutcome(s); err == nil {
+			t.Errorf("check.ParseOutcome(%q) = %v, want an error", s, o)
 		}
 	}
 }
