@@ -11,7 +11,7 @@ import (
 )
 
 // TestLasting: a soak of d is timed runs adding up to d, none longer than
-// SoakSegment, each with a name (and so a seed) of its own.
+// soakSegment, each with a name (and so a seed) of its own.
 func TestLasting(t *testing.T) {
 	p, err := LookupProfile("soak")
 	if err != nil {
@@ -21,7 +21,7 @@ func TestLasting(t *testing.T) {
 		d    time.Duration
 		runs int
 	}{
-		{time.Minute, 1}, {SoakSegment, 1}, {time.Hour, 6}, {time.Hour + time.Minute, 7},
+		{time.Minute, 1}, {soakSegment, 1}, {time.Hour, 6}, {time.Hour + time.Minute, 7},
 	} {
 		q, err := p.Lasting(tc.d)
 		if err != nil {
@@ -30,7 +30,7 @@ func TestLasting(t *testing.T) {
 		var sum time.Duration
 		names := map[string]bool{}
 		for _, s := range q.Runs {
-			if s.Duration <= 0 || s.Duration > SoakSegment {
+			if s.Duration <= 0 || s.Duration > soakSegment {
 				t.Errorf("Lasting(%v): a run of %v", tc.d, s.Duration)
 			}
 			sum += s.Duration
@@ -57,16 +57,16 @@ func TestLasting(t *testing.T) {
 // was refused or starved, a panic stopped the panicking client, or the
 // tokens went backwards; and passes a clean one.
 func TestJudgeNemesis(t *testing.T) {
-	cfgs := make([]WorkerConfig, len(nemesisClients))
+	cfgs := make([]workerConfig, len(nemesisClients))
 	for w := range cfgs {
-		cfgs[w] = WorkerConfig{ID: w, TTLms: 200, Nodes: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, Dial: []string{"a", "b", "c"}}
+		cfgs[w] = workerConfig{ID: w, TTLms: 200, Nodes: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, Dial: []string{"a", "b", "c"}}
 		nemesisWorker(w, &cfgs[w])
 	}
-	clean := func() (*history, []*WorkerStats) {
+	clean := func() (*history, []*workerStats) {
 		h := &history{}
-		stats := make([]*WorkerStats, len(nemesisClients))
+		stats := make([]*workerStats, len(nemesisClients))
 		for w, c := range nemesisClients {
-			st := &WorkerStats{}
+			st := &workerStats{}
 			if c.aliased {
 				// granted before its second name answered, refused after
 				h.sections = append(h.sections, check.Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
@@ -91,7 +91,7 @@ func TestJudgeNemesis(t *testing.T) {
 		case !c.refused && grantedW < 0:
 			grantedW = w
 		}
-		if cfgs[w].Style == StyleDoPanic {
+		if cfgs[w].Style == styleDoPanic {
 			panicW = w
 		}
 	}
@@ -100,24 +100,24 @@ func TestJudgeNemesis(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		spoil func(r *Result, h *history, st []*WorkerStats)
+		spoil func(r *Result, h *history, st []*workerStats)
 		want  string
 	}{
-		{"clean", func(*Result, *history, []*WorkerStats) {}, ""},
-		{"misconfigured granted", func(_ *Result, h *history, _ []*WorkerStats) {
+		{"clean", func(*Result, *history, []*workerStats) {}, ""},
+		{"misconfigured granted", func(_ *Result, h *history, _ []*workerStats) {
 			h.sections = append(h.sections, check.Section{Worker: refusedW})
 		}, "yet got 1 leases"},
-		{"misconfigured not refused", func(_ *Result, _ *history, st []*WorkerStats) { st[refusedW].Refused = 0 }, "never refused"},
-		{"node listed twice never refused", func(_ *Result, _ *history, st []*WorkerStats) { st[aliasW].Refused = 0 }, "second name for node 0"},
-		{"configured refused", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
-		{"configured starved", func(_ *Result, h *history, _ []*WorkerStats) {
+		{"misconfigured not refused", func(_ *Result, _ *history, st []*workerStats) { st[refusedW].Refused = 0 }, "never refused"},
+		{"node listed twice never refused", func(_ *Result, _ *history, st []*workerStats) { st[aliasW].Refused = 0 }, "second name for node 0"},
+		{"configured refused", func(_ *Result, _ *history, st []*workerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
+		{"configured starved", func(_ *Result, h *history, _ []*workerStats) {
 			h.sections = h.sections[1:]
 		}, "never got the lock"},
-		{"stuck after a panic", func(_ *Result, _ *history, st []*WorkerStats) { st[panicW].AfterPanic = 0 }, "leases after the first"},
-		{"no statistics", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW] = nil }, "left no statistics"},
-		{"valid overlap", func(r *Result, _ *history, _ []*WorkerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
-		{"grant inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.GrantInversions = 2 }, "2 grants with a fencing token"},
-		{"resource inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.TokenInversions = 1 }, "older token"},
+		{"stuck after a panic", func(_ *Result, _ *history, st []*workerStats) { st[panicW].AfterPanic = 0 }, "leases after the first"},
+		{"no statistics", func(_ *Result, _ *history, st []*workerStats) { st[grantedW] = nil }, "left no statistics"},
+		{"valid overlap", func(r *Result, _ *history, _ []*workerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
+		{"grant inversion", func(r *Result, _ *history, _ []*workerStats) { r.GrantInversions = 2 }, "2 grants with a fencing token"},
+		{"resource inversion", func(r *Result, _ *history, _ []*workerStats) { r.TokenInversions = 1 }, "older token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, st := clean()
@@ -143,7 +143,7 @@ func TestJudgeNemesis(t *testing.T) {
 // differ from the first in names, order or network, and the misconfigured
 // ones in max ttl or drift.
 func TestNemesisClients(t *testing.T) {
-	base := WorkerConfig{TTLms: 200}
+	base := workerConfig{TTLms: 200}
 	for i := range 5 {
 		base.Nodes = append(base.Nodes, fmt.Sprintf("127.0.0.1:%d", 7000+i))
 		base.Dial = append(base.Dial, fmt.Sprintf("proxy-of-%d", 7000+i))

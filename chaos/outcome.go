@@ -6,22 +6,22 @@ import (
 	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
-// Outcome is how a worker's attempt at a critical section ended. Three of
-// them leave a section in the history, as check's outcomes (recorded);
-// the other two never reach it.
-type Outcome uint8
+// attemptOutcome is how a worker's attempt at a critical section ended.
+// Three of them leave a section in the history, as check's outcomes
+// (recorded); the other two never reach it.
+type attemptOutcome uint8
 
 const (
 	// outcomeNotLocked: the lock was not obtained, so there was no
 	// section (the zero value, so a forgotten assignment reads as this).
-	outcomeNotLocked Outcome = iota
-	// OutcomeOK: the section's write was accepted.
-	OutcomeOK
-	// OutcomeRejected: fencing refused the write as stale; the worker
+	outcomeNotLocked attemptOutcome = iota
+	// outcomeOK: the section's write was accepted.
+	outcomeOK
+	// outcomeRejected: fencing refused the write as stale; the worker
 	// redoes the increment under a fresh lease.
-	OutcomeRejected
-	// OutcomeError: the section failed for another reason.
-	OutcomeError
+	outcomeRejected
+	// outcomeError: the section failed for another reason.
+	outcomeError
 	// outcomeStopped: the coordinator went away while the worker waited
 	// at its "locked" gate; the worker ends without recording it.
 	outcomeStopped
@@ -29,13 +29,13 @@ const (
 
 // recorded returns the outcome the history stores for o; false for the
 // attempts that leave no section.
-func (o Outcome) recorded() (check.Outcome, bool) {
+func (o attemptOutcome) recorded() (check.Outcome, bool) {
 	switch o {
-	case OutcomeOK:
+	case outcomeOK:
 		return check.OutcomeOK, true
-	case OutcomeRejected:
+	case outcomeRejected:
 		return check.OutcomeRejected, true
-	case OutcomeError:
+	case outcomeError:
 		return check.OutcomeError, true
 	}
 	return 0, false
@@ -43,7 +43,7 @@ func (o Outcome) recorded() (check.Outcome, bool) {
 
 // String is the text the history stores for a recorded outcome
 // (check.Outcome's), and a name for the others.
-func (o Outcome) String() string {
+func (o attemptOutcome) String() string {
 	if r, ok := o.recorded(); ok {
 		return r.String()
 	}
@@ -53,5 +53,5 @@ func (o Outcome) String() string {
 	case outcomeStopped:
 		return "stopped"
 	}
-	return fmt.Sprintf("Outcome(%d)", o)
+	return fmt.Sprintf("attemptOutcome(%d)", o)
 }

@@ -86,7 +86,7 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
 			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, blocked, r.WaitMedianMs, r.WaitMaxMs, r.Expect, verdict)
 	}
-	if Soak(rep) != nil {
+	if sumSoak(rep) != nil {
 		fmt.Fprint(w, "\n## Nemesis\n")
 		WriteSoak(w, rep)
 	}
@@ -208,7 +208,7 @@ func stallSummary(rep *Report) []stallRow {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.topo != b.topo {
-			return slices.Index(Topologies, a.topo) < slices.Index(Topologies, b.topo)
+			return slices.Index(allTopologies, a.topo) < slices.Index(allTopologies, b.topo)
 		}
 		if a.work != b.work {
 			return a.work < b.work
@@ -219,7 +219,7 @@ func stallSummary(rep *Report) []stallRow {
 		if a.rate != b.rate {
 			return a.rate < b.rate
 		}
-		return slices.Index(FencingModes, a.mode) < slices.Index(FencingModes, b.mode)
+		return slices.Index(fencingModes, a.mode) < slices.Index(fencingModes, b.mode)
 	})
 	return out
 }

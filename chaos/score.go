@@ -11,7 +11,7 @@ import (
 // score fills in the measures of r from the run's history, what its fault
 // recorded, and the workers' final statistics (nil for a worker that
 // left none, such as a crashed one).
-func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
+func (r *Result) score(h *history, f faultRecord, stats []*workerStats) {
 	ss := h.sections
 	r.Final = h.final
 	r.Sections = len(ss)

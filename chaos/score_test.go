@@ -28,7 +28,7 @@ func TestScore(t *testing.T) {
 		tokens: []uint64{1, 3, 2},
 	}
 	f := faultRecord{from: 25 * ms, to: 75 * ms, blocked: 150 * time.Millisecond, schedule: []string{"step"}}
-	stats := []*WorkerStats{{Accepted: 1, Failures: 2}, nil, {Accepted: 0, Failures: 1, LastError: "no quorum", Polls: 4}}
+	stats := []*workerStats{{Accepted: 1, Failures: 2}, nil, {Accepted: 0, Failures: 1, LastError: "no quorum", Polls: 4}}
 	var r Result
 	r.score(h, f, stats)
 	for _, c := range []struct {
