@@ -6,9 +6,10 @@ GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT ?= 15m
 
-# The library is the root module; the tools with heavy dependencies have
-# modules of their own, so that importers of the library do not get them.
-MODULES := . chaos cmd/quorumlock bench
+# The library and the CLI (cmd/quorumlock) are the root module; the tools
+# with heavy dependencies have modules of their own, so that importers of the
+# library and users of the CLI do not get them.
+MODULES := . chaos bench
 
 # What the tests and the chaos suite start or build with: the servers, a C
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
@@ -22,8 +23,10 @@ define each-module
 endef
 
 # Modules that must stay out of the root module's graph (docs/design.md, "A
-# lean library": the importable library stays lean).
+# lean library"): the importable library and the CLI stay lean.
 HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
+# Packages of the chaos lab that bin/quorumlock must not link.
+HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build test test-short vet lint lean-check tidy-check
@@ -34,7 +37,7 @@ help: ## List the targets
 deps: ## Install the Debian packages test and chaos need, if missing (as root, else through sudo)
 	@./scripts/install-packages.sh $(DEBIAN_PACKAGES)
 
-build: bin/quorumlock ## Compile every module, and the CLI into bin/quorumlock
+build: bin/quorumlock bin/quorumlock-chaos bin/quorumlock-bench ## Compile every module, and the CLI, the chaos suite and the benchmark into bin/
 	$(call each-module,$(GO) build -o /dev/null ./...)
 
 test: deps ## Run every module's tests with the race detector against real redis-server and PostgreSQL
@@ -53,11 +56,16 @@ lint: lean-check docs-check ## gofmt (fails on any unformatted file), then go ve
 	fi
 	$(call each-module,$(GO) vet ./... && $(STATICCHECK) ./...)
 
-lean-check: ## Fail if the root module's graph holds a heavy tool dependency, or bin/quorumlock links package testing
+lean-check: ## Fail if the root module's graph holds a heavy tool dependency, or bin/quorumlock links the chaos lab or package testing
 	@if $(GO) list -m all | grep -E '$(HEAVY_MODULES)'; then \
-		echo "the root module must not require the modules above: they belong in chaos/ or cmd/quorumlock/"; exit 1; \
+		echo "the root module must not require the modules above: they belong in chaos/ or bench/"; exit 1; \
 	fi
-	@if $(GO) -C cmd/quorumlock list -deps . | grep -qx testing; then \
+	@n="$$($(GO) list -deps ./cmd/quorumlock | grep -cE '$(HEAVY_PACKAGES)')"; \
+	if [ "$$n" -ne 0 ]; then \
+		$(GO) list -deps ./cmd/quorumlock | grep -E '$(HEAVY_PACKAGES)'; \
+		echo "bin/quorumlock links the $$n packages above: the chaos lab belongs in chaos/cmd/quorumlock-chaos"; exit 1; \
+	fi
+	@if $(GO) list -deps ./cmd/quorumlock | grep -qx testing; then \
 		echo "bin/quorumlock links package testing: non-test code imports internal/testenv instead of internal/servers"; exit 1; \
 	fi
 
@@ -66,7 +74,11 @@ tidy-check: ## Fail if any module's go.mod or go.sum is not tidy
 
 # Extra flags for the benchmark, e.g. `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
-.PHONY: bench
+.PHONY: bench bin/quorumlock-bench
+
+# The benchmark's program, bench/cmd/qlbench, for running it by hand.
+bin/quorumlock-bench:
+	$(GO) -C bench build -o $(CURDIR)/bin/quorumlock-bench ./cmd/qlbench
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results
@@ -97,21 +109,26 @@ down: ## Remove the compose topology: containers, volumes and network
 
 # Chaos suite (docs/chaos.md): real redis-server and PostgreSQL processes on
 # loopback, faults injected on a seeded schedule; nothing is left running.
-.PHONY: chaos chaos-full chaos-smoke bin/quorumlock
+.PHONY: chaos chaos-full chaos-smoke bin/quorumlock bin/quorumlock-chaos
 CHAOS_ARGS ?=
 
 # Phony, so that go's own cache decides whether anything is rebuilt.
 bin/quorumlock:
-	$(GO) -C cmd/quorumlock build -o $(CURDIR)/bin/quorumlock .
+	$(GO) build -o bin/quorumlock ./cmd/quorumlock
 
-chaos: deps bin/quorumlock ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
-	./bin/quorumlock chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
+# The chaos suite is a binary of its own (chaos/cmd/quorumlock-chaos), so
+# that bin/quorumlock links none of its dependencies.
+bin/quorumlock-chaos:
+	$(GO) -C chaos build -o $(CURDIR)/bin/quorumlock-chaos ./cmd/quorumlock-chaos
 
-chaos-full: deps bin/quorumlock ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
-	./bin/quorumlock chaos --profile full --json chaos-report-full.json --markdown chaos-report-full.md $(CHAOS_ARGS)
+chaos: deps bin/quorumlock-chaos ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
+	./bin/quorumlock-chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
 
-chaos-smoke: deps bin/quorumlock ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
-	./bin/quorumlock chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
+chaos-full: deps bin/quorumlock-chaos ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)
+	./bin/quorumlock-chaos --profile full --json chaos-report-full.json --markdown chaos-report-full.md $(CHAOS_ARGS)
+
+chaos-smoke: deps bin/quorumlock-chaos ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
+	./bin/quorumlock-chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
 
 # The randomized multi-client nemesis (docs/chaos.md, "The nemesis"), for
 # SOAK_DURATION in all; SOAK_SEED=N reproduces a soak (default: random,
@@ -120,9 +137,9 @@ SOAK_DURATION ?= 1h
 SOAK_SEED ?=
 .PHONY: soak
 
-soak: deps bin/quorumlock ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
-	./bin/quorumlock chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
+soak: deps bin/quorumlock-chaos ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
+	./bin/quorumlock-chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
 
 .PHONY: chaos-compose
-chaos-compose: bin/quorumlock ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
-	./bin/quorumlock chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)
+chaos-compose: bin/quorumlock-chaos ## Run the chaos smoke profile with every server in a container (needs `make images` or registry access)
+	./bin/quorumlock-chaos --backend compose --profile smoke --json chaos-report-compose.json $(CHAOS_ARGS)

@@ -193,7 +193,7 @@ func (s *servers) close(stop func() error) error {
 // NewLocalBackend returns a local backend after checking that the server
 // binaries exist, so a missing one is reported before anything starts.
 func NewLocalBackend() (*LocalBackend, error) {
-	if err := CheckLocalBinaries(); err != nil {
+	if err := checkLocalBinaries(); err != nil {
 		return nil, err
 	}
 	return &LocalBackend{}, nil

@@ -203,10 +203,10 @@ func (s *clockShim) write(path string, d time.Duration) error {
 	return nil
 }
 
-// CheckLocalBinaries reports a missing redis-server before anything starts.
+// checkLocalBinaries reports a missing redis-server before anything starts.
 // A missing PostgreSQL is reported by the first start (package servers
 // knows where Debian keeps its binaries).
-func CheckLocalBinaries() error {
+func checkLocalBinaries() error {
 	var missing []string
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		missing = append(missing, "redis-server (Debian: apt-get install redis-server)")

@@ -13,8 +13,8 @@ import (
 type cluster struct {
 	nodes []Node         // the lock nodes first, then any others (a replica)
 	lockN int            // how many of nodes a client locks on
-	prox  [][]*Proxy     // [worker][lock node]: what each worker dials (Redis topologies)
-	repl  *Proxy         // the replication link, where the topology has one
+	prox  [][]*proxy     // [worker][lock node]: what each worker dials (Redis topologies)
+	repl  *proxy         // the replication link, where the topology has one
 	stops []func() error // stop what the nodes' own Stop leaves (an etcd cluster's directory)
 }
 
@@ -33,10 +33,10 @@ func (c *cluster) start(ctx context.Context, b Backend, t *topology, f *fault, w
 	if t.lock != lockRedlock {
 		return nil // the other clients dial the servers themselves
 	}
-	c.prox = make([][]*Proxy, workers)
+	c.prox = make([][]*proxy, workers)
 	for w := range c.prox {
 		for n := range c.lockN {
-			p, err := NewProxy(c.nodes[n].Addr())
+			p, err := newProxy(c.nodes[n].Addr())
 			if err != nil {
 				return err
 			}

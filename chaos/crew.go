@@ -11,12 +11,12 @@ import (
 // counterKey is the lock's key: every worker increments the one counter.
 const counterKey = "chaos:counter"
 
-// workerConfig is the configuration of worker w in run e: the scenario's
+// newWorkerConfig is the configuration of worker w in run e: the scenario's
 // settings, the topology's client settings, its links to the lock nodes,
 // and what the fault asks of it.
-func workerConfig(e *env, dsn string, w int) WorkerConfig {
+func newWorkerConfig(e *env, dsn string, w int) workerConfig {
 	sc := e.sc
-	cfg := WorkerConfig{
+	cfg := workerConfig{
 		ID: w, Lock: e.topo.lock, DSN: dsn, Key: counterKey, Fencing: sc.Fencing,
 		TTLms: int(sc.TTL.Milliseconds()), WorkMs: int(sc.Work.Milliseconds()),
 		NodeMs: int(e.topo.nodeTimeout(sc.TTL).Milliseconds()), LockMs: 10_000,
@@ -51,7 +51,7 @@ type crew struct {
 }
 
 // start starts one worker per configuration, in order.
-func (c *crew) start(newCmd func() (*exec.Cmd, error), cfgs []WorkerConfig) error {
+func (c *crew) start(newCmd func() (*exec.Cmd, error), cfgs []workerConfig) error {
 	for _, cfg := range cfgs {
 		p, err := startWorker(newCmd, cfg)
 		if err != nil {
@@ -119,8 +119,8 @@ func (c *crew) warm(ctx context.Context, n int64) error {
 }
 
 // stats returns each worker's final statistics (nil where it left none).
-func (c *crew) stats() []*WorkerStats {
-	out := make([]*WorkerStats, len(c.procs))
+func (c *crew) stats() []*workerStats {
+	out := make([]*workerStats, len(c.procs))
 	for i, p := range c.procs {
 		out[i], _ = p.result()
 	}

@@ -51,8 +51,8 @@ func doubleGrantRun(topo, mode string, sections int, e Expect) Scenario {
 
 // doubleGrantGates stops the holder where the fault strikes and before
 // its write, and the challenger before it tries and once it is granted.
-func doubleGrantGates(w int, cfg *WorkerConfig) {
-	gated([]Gate{GateLocked, GateRead}, []Gate{GateStart, GateLocked})(w, cfg)
+func doubleGrantGates(w int, cfg *workerConfig) {
+	gated([]gatePoint{gateLocked, gateRead}, []gatePoint{gateStart, gateLocked})(w, cfg)
 	cfg.NodeMs = int(engNodeTimeout.Milliseconds())
 }
 
@@ -62,10 +62,10 @@ func doubleGrantGates(w int, cfg *WorkerConfig) {
 func doubleGrant(strike func(ctx context.Context, e *env) (after func(), err error)) func(ctx context.Context, e *env) error {
 	return func(ctx context.Context, e *env) error {
 		h, w := e.crew.holder(), e.crew.others()[0]
-		if _, err := w.waitGate(ctx, GateStart, 15*time.Second); err != nil {
+		if _, err := w.waitGate(ctx, gateStart, 15*time.Second); err != nil {
 			return err
 		}
-		locked, err := h.waitGate(ctx, GateLocked, 15*time.Second)
+		locked, err := h.waitGate(ctx, gateLocked, 15*time.Second)
 		if err != nil {
 			return err
 		}
@@ -83,11 +83,11 @@ func doubleGrant(strike func(ctx context.Context, e *env) (after func(), err err
 		if err := firstErr(h.answer(), w.answer()); err != nil {
 			return err
 		}
-		if _, err := h.waitGate(ctx, GateRead, 10*time.Second); err != nil {
+		if _, err := h.waitGate(ctx, gateRead, 10*time.Second); err != nil {
 			return err
 		}
 		left := time.Duration(locked.deadline - stampNs())
-		granted, err := w.waitGate(ctx, GateLocked, max(left, time.Millisecond))
+		granted, err := w.waitGate(ctx, gateLocked, max(left, time.Millisecond))
 		switch {
 		case err == nil && granted.deadline > 0:
 			in := time.Duration(locked.deadline - (granted.deadline - int64(e.sc.TTL)))
@@ -111,7 +111,7 @@ func doubleGrant(strike func(ctx context.Context, e *env) (after func(), err err
 			if !h.waitDone(ctx, 1, 10*time.Second) {
 				return errors.New("chaos: the holder did not finish its section within 10s")
 			}
-			if _, err := w.waitGate(ctx, GateLocked, 15*time.Second); err != nil {
+			if _, err := w.waitGate(ctx, gateLocked, 15*time.Second); err != nil {
 				return err
 			}
 			return w.answer()

@@ -36,7 +36,7 @@ type fault struct {
 	// nodes adjusts the lock nodes' settings before the servers start.
 	nodes func(specs []RedisSpec)
 	// worker adjusts worker w's configuration: its gates and limits.
-	worker func(w int, cfg *WorkerConfig)
+	worker func(w int, cfg *workerConfig)
 	// prepare acts after the warm-up lock, before the workers start.
 	prepare func(ctx context.Context, e *env) error
 	// script performs the fault while the workers run. Its context ends
@@ -44,7 +44,7 @@ type fault struct {
 	script func(ctx context.Context, e *env) error
 	// judge checks what the expectations cannot express, once the run is
 	// scored: each string it returns fails the run.
-	judge func(e *env, r *Result, h *history, stats []*WorkerStats) []string
+	judge func(e *env, r *Result, h *history, stats []*workerStats) []string
 }
 
 // registry holds the faults by name and in rank order.
@@ -124,7 +124,7 @@ func (f *fault) check() error {
 			if t := lookupTopology(s.Topology); t != nil && t.lock == lockAdvisory && s.Fencing != "none" {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %s with fencing %q: an advisory lock has no token", f.name, p, s.Topology, s.Fencing))
 			}
-			if !slices.Contains(FencingModes, s.Fencing) {
+			if !slices.Contains(fencingModes, s.Fencing) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run with unknown fencing mode %q", f.name, p, s.Fencing))
 			}
 			if t := lookupTopology(s.Topology); s.Workers < 1 || s.Sections < 1 || s.TTL < 0 || (s.TTL == 0) != (t != nil && t.ttl == 0) {

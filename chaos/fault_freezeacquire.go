@@ -14,7 +14,7 @@ func init() {
 		runs: map[string][]Scenario{
 			"quick": {newRun(Redlock5, "none", 4, 20, Expect{Overlaps: Zero})},
 		},
-		worker: gated([]Gate{GateStart}, nil),
+		worker: gated([]gatePoint{gateStart}, nil),
 		script: freezeAcquire,
 	})
 }
@@ -23,7 +23,7 @@ func init() {
 // replies are slowed to make the round last), for two TTLs.
 func freezeAcquire(ctx context.Context, e *env) error {
 	h := e.crew.holder()
-	if _, err := h.waitGate(ctx, GateStart, 15*time.Second); err != nil {
+	if _, err := h.waitGate(ctx, gateStart, 15*time.Second); err != nil {
 		return err
 	}
 	if err := e.crew.warm(ctx, 3); err != nil {

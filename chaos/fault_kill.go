@@ -55,8 +55,8 @@ func leavesNoQuorum(k, n int) bool { return 2*(n-k) <= n } // fewer than a major
 // giveUpWithoutQuorum returns a worker hook for a fault that kills k lock
 // nodes: where that leaves no majority, every lock call must fail, so the
 // workers wait at most lockMs per call and stop after two failures.
-func giveUpWithoutQuorum(k, lockMs int) func(int, *WorkerConfig) {
-	return func(_ int, cfg *WorkerConfig) {
+func giveUpWithoutQuorum(k, lockMs int) func(int, *workerConfig) {
+	return func(_ int, cfg *workerConfig) {
 		if leavesNoQuorum(k, len(cfg.Nodes)) {
 			cfg.LockMs, cfg.MaxFail = lockMs, 2
 		}

@@ -22,7 +22,7 @@ func init() {
 		// and tried again: gRPC will not ping a connection more often
 		// than every 10 s, so the client keeps sending a third of its
 		// calls to a member that cannot answer.
-		worker: func(_ int, cfg *WorkerConfig) { cfg.LockMs = 1000 },
+		worker: func(_ int, cfg *workerConfig) { cfg.LockMs = 1000 },
 		script: pauseLeader,
 	})
 }

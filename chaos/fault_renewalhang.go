@@ -22,7 +22,7 @@ func init() {
 				newRun(Redlock5, "claim-first", 3, 10, hang(Expect{Lost: Zero, Rejection: true})),
 			},
 		},
-		worker: func(w int, cfg *WorkerConfig) {
+		worker: func(w int, cfg *workerConfig) {
 			cfg.HoldMs = int(holdCap.Milliseconds()) // every worker runs its sections under Do
 			hangGates(w, cfg)
 		},
@@ -32,7 +32,7 @@ func init() {
 
 // hangGates stop the holder once it holds the lock and after its read,
 // and the others before they try, on their first attempt.
-var hangGates = gated([]Gate{GateLocked, GateRead}, []Gate{GateStart})
+var hangGates = gated([]gatePoint{gateLocked, gateRead}, []gatePoint{gateStart})
 
 // hang adds what every renewal-hang run must show to e: no two valid
 // leases, and the others blocked past one TTL (renewal kept the hung
@@ -54,14 +54,14 @@ func hang(e Expect) Expect {
 // read.
 func renewalHang(ctx context.Context, e *env) error {
 	h := e.crew.holder()
-	if _, err := h.waitGate(ctx, GateLocked, 15*time.Second); err != nil {
+	if _, err := h.waitGate(ctx, gateLocked, 15*time.Second); err != nil {
 		return err
 	}
 	locked := time.Now() // after the grant: a block counted from here is not longer than the lease
 	if err := h.answer(); err != nil {
 		return err
 	}
-	t0, err := blockOthers(ctx, e, GateRead, func() error { return nil }, "while the holder hung")
+	t0, err := blockOthers(ctx, e, gateRead, func() error { return nil }, "while the holder hung")
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func init() {
 func stallSweep() []Scenario {
 	var runs []Scenario
 	for _, rate := range []float64{0.001, 0.01, 0.05} {
-		for _, mode := range FencingModes {
+		for _, mode := range fencingModes {
 			for rep := range 5 {
 				runs = append(runs, stallRun(Single, mode, 8, 1250, rate, quickWork, 300*time.Millisecond, 300*time.Millisecond, rep+1))
 			}
@@ -48,7 +48,7 @@ func stallSweep() []Scenario {
 	// The overlap variant: work is half the TTL and stalls are shorter
 	// than the TTL to a little over it, so a stale holder often writes
 	// while the next one is between its read and its write.
-	for _, mode := range FencingModes {
+	for _, mode := range fencingModes {
 		for rep := range 5 {
 			runs = append(runs, stallRun(Single, mode, 8, 125, 0.2, 100*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond, rep+1))
 		}

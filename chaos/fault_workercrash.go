@@ -22,7 +22,7 @@ func init() {
 				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MaxBlock: time.Second}),
 			},
 		},
-		worker: gated([]Gate{GateLocked}, []Gate{GateStart}),
+		worker: gated([]gatePoint{gateLocked}, []gatePoint{gateStart}),
 		script: workerCrash,
 	})
 }
@@ -30,7 +30,7 @@ func init() {
 // workerCrash kills the holder with SIGKILL while it holds the lock and
 // measures how long the others wait for its lease to expire.
 func workerCrash(ctx context.Context, e *env) error {
-	t0, err := blockOthers(ctx, e, GateLocked, e.crew.holder().kill, "after the holder's crash")
+	t0, err := blockOthers(ctx, e, gateLocked, e.crew.holder().kill, "after the holder's crash")
 	if err != nil {
 		return err
 	}

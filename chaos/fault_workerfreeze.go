@@ -32,7 +32,7 @@ func init() {
 				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MinBlock: freezeWithoutTTL}),
 			},
 		},
-		worker: gated([]Gate{GateRead}, []Gate{GateStart}),
+		worker: gated([]gatePoint{gateRead}, []gatePoint{gateStart}),
 		script: workerFreeze,
 	})
 }
@@ -41,7 +41,7 @@ func init() {
 // counter and keeps it stopped past its lease while the others work.
 func workerFreeze(ctx context.Context, e *env) error {
 	h := e.crew.holder()
-	if _, err := h.waitGate(ctx, GateRead, 15*time.Second); err != nil {
+	if _, err := h.waitGate(ctx, gateRead, 15*time.Second); err != nil {
 		return err
 	}
 	if err := h.freeze(); err != nil {
@@ -53,7 +53,7 @@ func workerFreeze(ctx context.Context, e *env) error {
 		return err
 	}
 	for _, p := range e.crew.others() {
-		if _, err := p.waitGate(ctx, GateStart, 10*time.Second); err != nil {
+		if _, err := p.waitGate(ctx, gateStart, 10*time.Second); err != nil {
 			return err
 		}
 		if err := p.answer(); err != nil {

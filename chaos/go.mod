@@ -13,6 +13,7 @@ require (
 	github.com/rs/zerolog v1.28.0
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.49.0

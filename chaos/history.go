@@ -5,16 +5,18 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // history is what a run left in its database: every critical section the
 // workers recorded, the counter's final value, and the tokens of the
 // writes the counter accepted, in commit order.
 type history struct {
-	sections []Section // by the time the lock was granted
-	final    int64     // row 1, the counter of the run's fencing mode
-	tokens   []uint64  // of the writes to row 1
-	final2   int64     // row 2, written without fencing (nemesis)
+	sections []check.Section // by the time the lock was granted
+	final    int64           // row 1, the counter of the run's fencing mode
+	tokens   []uint64        // of the writes to row 1
+	final2   int64           // row 2, written without fencing (nemesis)
 }
 
 // readHistory reads a finished run's history from the database at dsn.
@@ -30,15 +32,15 @@ func readHistory(ctx context.Context, dsn string) (*history, error) {
 		return nil, err
 	}
 	for rows.Next() {
-		var s Section
+		var s check.Section
 		var tok int64
 		var outcome string
 		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome, &s.Row, &s.Held); err != nil {
 			return nil, err
 		}
 		s.Token = uint64(tok)
-		if s.Outcome, err = parseOutcome(outcome); err != nil {
-			return nil, err
+		if s.Outcome, err = check.ParseOutcome(outcome); err != nil {
+			return nil, fmt.Errorf("chaos: read the history: %w", err)
 		}
 		h.sections = append(h.sections, s)
 	}

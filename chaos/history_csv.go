@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // writeHistory writes a run's sections to dir as CSV, named after the
 // scenario and its seed so that a rerun with the same seed overwrites it.
-func writeHistory(dir string, sc Scenario, seed uint64, ss []Section) error {
+func writeHistory(dir string, sc Scenario, seed uint64, ss []check.Section) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("chaos: history: %w", err)
 	}

@@ -15,8 +15,8 @@ func TestAdvisoryKey(t *testing.T) {
 		"a":             -5808556873153909620,
 		"chaos:counter": 6400458422677405233,
 	} {
-		if got := AdvisoryKey(key); got != want {
-			t.Errorf("AdvisoryKey(%q) = %d, want %d", key, got, want)
+		if got := advisoryKey(key); got != want {
+			t.Errorf("advisoryKey(%q) = %d, want %d", key, got, want)
 		}
 	}
 }
@@ -43,19 +43,19 @@ func TestWorkerLockKinds(t *testing.T) {
 		if !tc.proxied {
 			c.prox = nil
 		}
-		cfg := workerConfig(&env{sc: sc, seed: 1, topo: tp, fault: f, cluster: c}, "dsn", 1)
+		cfg := newWorkerConfig(&env{sc: sc, seed: 1, topo: tp, fault: f, cluster: c}, "dsn", 1)
 		if cfg.Lock != tc.lock || len(cfg.Nodes) != tc.nodes || (len(cfg.Dial) > 0) != tc.proxied {
 			t.Errorf("%s: lock %q, %d nodes, dial %v; want %q, %d, proxied %v", tc.topo, cfg.Lock, len(cfg.Nodes), cfg.Dial, tc.lock, tc.nodes, tc.proxied)
 		}
 		if tc.topo == Etcd3 && cfg.TTLms != 1000 {
 			t.Errorf("etcd-3 lease %d ms, want whole seconds (1000)", cfg.TTLms)
 		}
-		if !slices.Equal(cfg.Gates, []Gate{GateStart}) || cfg.GateUntil != 1 {
+		if !slices.Equal(cfg.Gates, []gatePoint{gateStart}) || cfg.GateUntil != 1 {
 			t.Errorf("%s worker-crash: gates %v until %d", tc.topo, cfg.Gates, cfg.GateUntil)
 		}
 	}
 	// A worker refuses settings its lock cannot honour.
-	for _, cfg := range []WorkerConfig{
+	for _, cfg := range []workerConfig{
 		{Lock: lockAdvisory, Fencing: "claim-first"},
 		{Lock: lockEtcd, Fencing: "none", Nodes: []string{"127.0.0.1:1"}, TTLms: 1500},
 		{Lock: lockEtcd, Fencing: "none", TTLms: 1000},
@@ -85,7 +85,7 @@ func TestKillTwoByQuorum(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := fakeCluster(t, tp.lockNodes, 2)
-		cfg := workerConfig(&env{sc: sc, seed: 1, topo: tp, fault: f, cluster: c}, "dsn", 0)
+		cfg := newWorkerConfig(&env{sc: sc, seed: 1, topo: tp, fault: f, cluster: c}, "dsn", 0)
 		if cfg.LockMs != tc.lockMs || cfg.MaxFail != tc.maxFails {
 			t.Errorf("%s kill-2: lock wait %d ms, max failures %d; want %d, %d", tc.topo, cfg.LockMs, cfg.MaxFail, tc.lockMs, tc.maxFails)
 		}

@@ -22,7 +22,7 @@ type nemesisClient struct {
 	// leases (its four distinct servers are the deployment's) until the
 	// second name answers, and from then on must be refused.
 	aliased bool
-	apply   func(ttl time.Duration, cfg *WorkerConfig)
+	apply   func(ttl time.Duration, cfg *workerConfig)
 }
 
 // nemesisClients are the nemesis's workers, by index. The well-configured
@@ -31,42 +31,42 @@ type nemesisClient struct {
 // them); the misconfigured ones are built with another max ttl or drift
 // factor than the deployment was admitted with.
 var nemesisClients = []nemesisClient{
-	{name: "lock ip", apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "lock ip", apply: func(ttl time.Duration, c *workerConfig) {
 		c.WorkMs = int(ttl.Milliseconds() / 20)
 	}},
-	{name: "do-extend localhost", apply: func(ttl time.Duration, c *WorkerConfig) {
-		c.Style, c.WorkMs = StyleDoExtend, int(ttl.Milliseconds()*2/5)
+	{name: "do-extend localhost", apply: func(ttl time.Duration, c *workerConfig) {
+		c.Style, c.WorkMs = styleDoExtend, int(ttl.Milliseconds()*2/5)
 		renameNodes(c, func(_ int, port string) string { return "localhost:" + port })
 	}},
-	{name: "do-panic tcp4 reversed", apply: func(ttl time.Duration, c *WorkerConfig) {
-		c.Style, c.WorkMs = StyleDoPanic, int(ttl.Milliseconds()/10)
+	{name: "do-panic tcp4 reversed", apply: func(ttl time.Duration, c *workerConfig) {
+		c.Style, c.WorkMs = styleDoPanic, int(ttl.Milliseconds()/10)
 		c.Network = "tcp4"
 		reorderNodes(c, func(n int) []int { o := seq(0, n); slices.Reverse(o); return o })
 	}},
-	{name: "trylock hostnames rotated", polls: true, apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "trylock hostnames rotated", polls: true, apply: func(ttl time.Duration, c *workerConfig) {
 		c.PollMs, c.WorkMs = 20, int(ttl.Milliseconds()/50)
 		renameNodes(c, func(i int, port string) string { return fmt.Sprintf("redis-%d.fleet.internal:%s", i, port) })
 		reorderNodes(c, func(n int) []int { return append(seq(2, n), seq(0, 2)...) })
 	}},
-	{name: "unfenced do-extend", apply: func(ttl time.Duration, c *WorkerConfig) {
-		c.Fencing, c.Row, c.Style = "none", 2, StyleDoExtend
+	{name: "unfenced do-extend", apply: func(ttl time.Duration, c *workerConfig) {
+		c.Fencing, c.Row, c.Style = "none", 2, styleDoExtend
 		c.WorkMs = int(ttl.Milliseconds() / 5)
 		renameNodes(c, func(_ int, port string) string { return "localhost:" + port })
 	}},
-	{name: "max-ttl x2", refused: true, apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "max-ttl x2", refused: true, apply: func(ttl time.Duration, c *workerConfig) {
 		c.MaxTTLms, c.PauseMs = int(2*ttl.Milliseconds()), 100
 	}},
-	{name: "max-ttl /2 unfenced", refused: true, apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "max-ttl /2 unfenced", refused: true, apply: func(ttl time.Duration, c *workerConfig) {
 		c.Fencing, c.Row = "none", 2
 		c.MaxTTLms, c.TTLms, c.PauseMs = int(ttl.Milliseconds()/2), int(ttl.Milliseconds()/2), 100
 	}},
-	{name: "drift 0.02", refused: true, apply: func(_ time.Duration, c *WorkerConfig) {
+	{name: "drift 0.02", refused: true, apply: func(_ time.Duration, c *workerConfig) {
 		c.Drift, c.PauseMs = 0.02, 100
 	}},
-	{name: "bootstrap at every start", apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "bootstrap at every start", apply: func(ttl time.Duration, c *workerConfig) {
 		c.Bootstrap, c.WorkMs = true, int(ttl.Milliseconds()/20)
 	}},
-	{name: "node 0 listed twice", aliased: true, apply: func(ttl time.Duration, c *WorkerConfig) {
+	{name: "node 0 listed twice", aliased: true, apply: func(ttl time.Duration, c *workerConfig) {
 		c.Fencing, c.Row, c.PauseMs = "none", 2, 100
 		c.AliasDownMs, c.WorkMs = 2000, int(ttl.Milliseconds()/20)
 	}},
@@ -81,7 +81,7 @@ func seq(from, to int) []int {
 }
 
 // renameNodes gives the worker's node i the name name(i, port).
-func renameNodes(c *WorkerConfig, name func(i int, port string) string) {
+func renameNodes(c *workerConfig, name func(i int, port string) string) {
 	for i, a := range c.Nodes {
 		_, port, _ := strings.Cut(a, ":")
 		c.Nodes[i] = name(i, port)
@@ -90,7 +90,7 @@ func renameNodes(c *WorkerConfig, name func(i int, port string) string) {
 
 // reorderNodes lists the worker's nodes in another order (with their
 // proxies).
-func reorderNodes(c *WorkerConfig, order func(n int) []int) {
+func reorderNodes(c *workerConfig, order func(n int) []int) {
 	idx := order(len(c.Nodes))
 	nodes, dial := make([]string, len(idx)), make([]string, len(idx))
 	for i, j := range idx {
@@ -103,7 +103,7 @@ func reorderNodes(c *WorkerConfig, order func(n int) []int) {
 // then a section stalls past its lease between read and write (a GC
 // pause, a slow disk), so that stale holders meet the fence; Do's
 // renewal keeps the lease of the sections under Do alive instead.
-func nemesisWorker(w int, cfg *WorkerConfig) {
+func nemesisWorker(w int, cfg *workerConfig) {
 	ttl := time.Duration(cfg.TTLms) * time.Millisecond
 	cfg.StallRate, cfg.StallMin, cfg.StallMax = 0.02, cfg.TTLms, cfg.TTLms*3/2
 	nemesisClients[w%len(nemesisClients)].apply(ttl, cfg)

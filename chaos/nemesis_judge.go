@@ -25,7 +25,7 @@ type NemesisWorker struct {
 // measures beyond overlaps and lost updates, that every misconfigured
 // client was refused with a clear error and never got a lock, and that
 // the well-configured ones kept working (also after a panic in fn).
-func judgeNemesis(e *env, r *Result, h *history, stats []*WorkerStats) []string {
+func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string {
 	var bad []string
 	if e.fault != nil && e.fault.noQuarantine {
 		// The lock is broken on purpose: report, judge nothing but the
@@ -62,10 +62,10 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*WorkerStats) []string 
 		case !c.refused && nw.Granted == 0 && !c.polls:
 			bad = append(bad, fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, c.name, st.LastError))
 		}
-		if e.cfgs[w].Style == StyleDoPanic && (nw.Panics == 0 || nw.AfterPanic == 0) {
+		if e.cfgs[w].Style == styleDoPanic && (nw.Panics == 0 || nw.AfterPanic == 0) {
 			bad = append(bad, fmt.Sprintf("worker %d (%s): %d panics in fn, %d leases after the first; want both > 0", w, c.name, nw.Panics, nw.AfterPanic))
 		}
-		if e.cfgs[w].Style == StyleDoExtend && nw.Extends == 0 {
+		if e.cfgs[w].Style == styleDoExtend && nw.Extends == 0 {
 			bad = append(bad, fmt.Sprintf("worker %d (%s) never called Extend from fn", w, c.name))
 		}
 	}
@@ -74,7 +74,7 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*WorkerStats) []string 
 
 // nemesisWorkers is what each client did: its leases from the history,
 // the rest from its statistics (none for a worker that left none).
-func nemesisWorkers(h *history, stats []*WorkerStats) []NemesisWorker {
+func nemesisWorkers(h *history, stats []*workerStats) []NemesisWorker {
 	granted := map[int]int{}
 	for _, s := range h.sections {
 		granted[s.Worker]++

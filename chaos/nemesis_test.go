@@ -6,67 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
-// TestValidOverlaps: a lease's window runs from the grant to the holder's
-// release or its deadline, whichever is first; the section's end does not
-// close it.
-func TestValidOverlaps(t *testing.T) {
-	sec := func(w int, got, end, held, deadline int64) Section {
-		return Section{Worker: w, Got: got, End: end, Held: held, Deadline: deadline, Outcome: OutcomeOK}
-	}
-	for _, tc := range []struct {
-		name            string
-		ss              []Section
-		valid, overlaps int
-	}{
-		{"one after the other", []Section{sec(0, 10, 20, 25, 100), sec(1, 30, 40, 45, 120)}, 0, 0},
-		// Worker 1 was granted after worker 0's write but before its
-		// release, while worker 0's lease was still valid.
-		{"granted before the release", []Section{sec(0, 10, 20, 50, 100), sec(1, 30, 40, 45, 120)}, 1, 0},
-		// The same, but worker 0's lease had ended by then.
-		{"granted after the deadline", []Section{sec(0, 10, 20, 50, 25), sec(1, 30, 40, 45, 120)}, 0, 0},
-		{"no release recorded", []Section{sec(0, 10, 35, 0, 100), sec(1, 30, 40, 45, 120)}, 1, 1},
-		{"same worker", []Section{sec(0, 10, 20, 50, 100), sec(0, 30, 40, 45, 120)}, 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ValidOverlaps(tc.ss); got != tc.valid {
-				t.Errorf("ValidOverlaps = %d, want %d", got, tc.valid)
-			}
-			if got := Overlaps(tc.ss); got != tc.overlaps {
-				t.Errorf("Overlaps = %d, want %d", got, tc.overlaps)
-			}
-		})
-	}
-}
-
-// TestGrantInversions: in grant order, each token must be above every
-// earlier one; unfenced grants and leases that were over when Lock
-// returned do not count.
-func TestGrantInversions(t *testing.T) {
-	sec := func(got int64, tok uint64) Section { return Section{Got: got, Deadline: got + 100, Token: tok} }
-	for _, tc := range []struct {
-		name string
-		ss   []Section
-		want int
-	}{
-		{"increasing", []Section{sec(30, 7), sec(10, 3), sec(20, 5)}, 0},
-		{"smaller", []Section{sec(10, 5), sec(20, 4)}, 1},
-		{"equal", []Section{sec(10, 5), sec(20, 5)}, 1},
-		{"below an older one", []Section{sec(10, 5), sec(20, 9), sec(30, 6)}, 1},
-		{"unfenced", []Section{sec(10, 5), sec(20, 0), sec(30, 6)}, 0},
-		{"over at once", []Section{sec(10, 5), {Got: 20, Deadline: 15, Token: 4}, sec(30, 6)}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := GrantInversions(tc.ss); got != tc.want {
-				t.Errorf("GrantInversions = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestLasting: a soak of d is timed runs adding up to d, none longer than
-// SoakSegment, each with a name (and so a seed) of its own.
+// soakSegment, each with a name (and so a seed) of its own.
 func TestLasting(t *testing.T) {
 	p, err := LookupProfile("soak")
 	if err != nil {
@@ -76,7 +21,7 @@ func TestLasting(t *testing.T) {
 		d    time.Duration
 		runs int
 	}{
-		{time.Minute, 1}, {SoakSegment, 1}, {time.Hour, 6}, {time.Hour + time.Minute, 7},
+		{time.Minute, 1}, {soakSegment, 1}, {time.Hour, 6}, {time.Hour + time.Minute, 7},
 	} {
 		q, err := p.Lasting(tc.d)
 		if err != nil {
@@ -85,7 +30,7 @@ func TestLasting(t *testing.T) {
 		var sum time.Duration
 		names := map[string]bool{}
 		for _, s := range q.Runs {
-			if s.Duration <= 0 || s.Duration > SoakSegment {
+			if s.Duration <= 0 || s.Duration > soakSegment {
 				t.Errorf("Lasting(%v): a run of %v", tc.d, s.Duration)
 			}
 			sum += s.Duration
@@ -112,24 +57,24 @@ func TestLasting(t *testing.T) {
 // was refused or starved, a panic stopped the panicking client, or the
 // tokens went backwards; and passes a clean one.
 func TestJudgeNemesis(t *testing.T) {
-	cfgs := make([]WorkerConfig, len(nemesisClients))
+	cfgs := make([]workerConfig, len(nemesisClients))
 	for w := range cfgs {
-		cfgs[w] = WorkerConfig{ID: w, TTLms: 200, Nodes: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, Dial: []string{"a", "b", "c"}}
+		cfgs[w] = workerConfig{ID: w, TTLms: 200, Nodes: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, Dial: []string{"a", "b", "c"}}
 		nemesisWorker(w, &cfgs[w])
 	}
-	clean := func() (*history, []*WorkerStats) {
+	clean := func() (*history, []*workerStats) {
 		h := &history{}
-		stats := make([]*WorkerStats, len(nemesisClients))
+		stats := make([]*workerStats, len(nemesisClients))
 		for w, c := range nemesisClients {
-			st := &WorkerStats{}
+			st := &workerStats{}
 			if c.aliased {
 				// granted before its second name answered, refused after
-				h.sections = append(h.sections, Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
+				h.sections = append(h.sections, check.Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
 				st.Accepted, st.Refused, st.Failures, st.RefusedError = 1, 3, 3, "redlock: nodes 0 (...) and 4 (...) are the same Redis server"
 			} else if c.refused {
 				st.Refused, st.Failures, st.RefusedError = 3, 3, "redlock: node 0 ... every client of a deployment must use the same nodes"
 			} else {
-				h.sections = append(h.sections, Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
+				h.sections = append(h.sections, check.Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
 				st.Accepted, st.Panics, st.AfterPanic, st.Extends = 1, 1, 1, 1
 			}
 			stats[w] = st
@@ -146,7 +91,7 @@ func TestJudgeNemesis(t *testing.T) {
 		case !c.refused && grantedW < 0:
 			grantedW = w
 		}
-		if cfgs[w].Style == StyleDoPanic {
+		if cfgs[w].Style == styleDoPanic {
 			panicW = w
 		}
 	}
@@ -155,24 +100,24 @@ func TestJudgeNemesis(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		spoil func(r *Result, h *history, st []*WorkerStats)
+		spoil func(r *Result, h *history, st []*workerStats)
 		want  string
 	}{
-		{"clean", func(*Result, *history, []*WorkerStats) {}, ""},
-		{"misconfigured granted", func(_ *Result, h *history, _ []*WorkerStats) {
-			h.sections = append(h.sections, Section{Worker: refusedW})
+		{"clean", func(*Result, *history, []*workerStats) {}, ""},
+		{"misconfigured granted", func(_ *Result, h *history, _ []*workerStats) {
+			h.sections = append(h.sections, check.Section{Worker: refusedW})
 		}, "yet got 1 leases"},
-		{"misconfigured not refused", func(_ *Result, _ *history, st []*WorkerStats) { st[refusedW].Refused = 0 }, "never refused"},
-		{"node listed twice never refused", func(_ *Result, _ *history, st []*WorkerStats) { st[aliasW].Refused = 0 }, "second name for node 0"},
-		{"configured refused", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
-		{"configured starved", func(_ *Result, h *history, _ []*WorkerStats) {
+		{"misconfigured not refused", func(_ *Result, _ *history, st []*workerStats) { st[refusedW].Refused = 0 }, "never refused"},
+		{"node listed twice never refused", func(_ *Result, _ *history, st []*workerStats) { st[aliasW].Refused = 0 }, "second name for node 0"},
+		{"configured refused", func(_ *Result, _ *history, st []*workerStats) { st[grantedW].Refused = 1 }, "yet was refused"},
+		{"configured starved", func(_ *Result, h *history, _ []*workerStats) {
 			h.sections = h.sections[1:]
 		}, "never got the lock"},
-		{"stuck after a panic", func(_ *Result, _ *history, st []*WorkerStats) { st[panicW].AfterPanic = 0 }, "leases after the first"},
-		{"no statistics", func(_ *Result, _ *history, st []*WorkerStats) { st[grantedW] = nil }, "left no statistics"},
-		{"valid overlap", func(r *Result, _ *history, _ []*WorkerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
-		{"grant inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.GrantInversions = 2 }, "2 grants with a fencing token"},
-		{"resource inversion", func(r *Result, _ *history, _ []*WorkerStats) { r.TokenInversions = 1 }, "older token"},
+		{"stuck after a panic", func(_ *Result, _ *history, st []*workerStats) { st[panicW].AfterPanic = 0 }, "leases after the first"},
+		{"no statistics", func(_ *Result, _ *history, st []*workerStats) { st[grantedW] = nil }, "left no statistics"},
+		{"valid overlap", func(r *Result, _ *history, _ []*workerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
+		{"grant inversion", func(r *Result, _ *history, _ []*workerStats) { r.GrantInversions = 2 }, "2 grants with a fencing token"},
+		{"resource inversion", func(r *Result, _ *history, _ []*workerStats) { r.TokenInversions = 1 }, "older token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, st := clean()
@@ -198,7 +143,7 @@ func TestJudgeNemesis(t *testing.T) {
 // differ from the first in names, order or network, and the misconfigured
 // ones in max ttl or drift.
 func TestNemesisClients(t *testing.T) {
-	base := WorkerConfig{TTLms: 200}
+	base := workerConfig{TTLms: 200}
 	for i := range 5 {
 		base.Nodes = append(base.Nodes, fmt.Sprintf("127.0.0.1:%d", 7000+i))
 		base.Dial = append(base.Dial, fmt.Sprintf("proxy-of-%d", 7000+i))

@@ -1,55 +1,57 @@
 package chaos
 
-import "fmt"
+import (
+	"fmt"
 
-// Outcome is how a worker's attempt at a critical section ended. Only
-// OutcomeOK, OutcomeRejected and OutcomeError are ever recorded; the
-// history stores them by their String form.
-type Outcome uint8
+	"github.com/quorumlock/quorumlock/chaos/check"
+)
+
+// attemptOutcome is how a worker's attempt at a critical section ended.
+// Three of them leave a section in the history, as check's outcomes
+// (recorded); the other two never reach it.
+type attemptOutcome uint8
 
 const (
 	// outcomeNotLocked: the lock was not obtained, so there was no
 	// section (the zero value, so a forgotten assignment reads as this).
-	outcomeNotLocked Outcome = iota
-	// OutcomeOK: the section's write was accepted.
-	OutcomeOK
-	// OutcomeRejected: fencing refused the write as stale; the worker
+	outcomeNotLocked attemptOutcome = iota
+	// outcomeOK: the section's write was accepted.
+	outcomeOK
+	// outcomeRejected: fencing refused the write as stale; the worker
 	// redoes the increment under a fresh lease.
-	OutcomeRejected
-	// OutcomeError: the section failed for another reason.
-	OutcomeError
+	outcomeRejected
+	// outcomeError: the section failed for another reason.
+	outcomeError
 	// outcomeStopped: the coordinator went away while the worker waited
 	// at its "locked" gate; the worker ends without recording it.
 	outcomeStopped
 )
 
-var outcomeNames = [...]string{
-	outcomeNotLocked: "not-locked",
-	OutcomeOK:        "ok",
-	OutcomeRejected:  "rejected",
-	OutcomeError:     "error",
-	outcomeStopped:   "stopped",
-}
-
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
+// recorded returns the outcome the history stores for o; false for the
+// attempts that leave no section.
+func (o attemptOutcome) recorded() (check.Outcome, bool) {
+	switch o {
+	case outcomeOK:
+		return check.OutcomeOK, true
+	case outcomeRejected:
+		return check.OutcomeRejected, true
+	case outcomeError:
+		return check.OutcomeError, true
 	}
-	return fmt.Sprintf("Outcome(%d)", o)
+	return 0, false
 }
 
-// recorded reports whether o is a section's outcome, as the history
-// stores it.
-func (o Outcome) recorded() bool {
-	return o == OutcomeOK || o == OutcomeRejected || o == OutcomeError
-}
-
-// parseOutcome reads a recorded outcome back from the history.
-func parseOutcome(s string) (Outcome, error) {
-	for o, name := range outcomeNames {
-		if name == s && Outcome(o).recorded() {
-			return Outcome(o), nil
-		}
+// String is the text the history stores for a recorded outcome
+// (check.Outcome's), and a name for the others.
+func (o attemptOutcome) String() string {
+	if r, ok := o.recorded(); ok {
+		return r.String()
 	}
-	return 0, fmt.Errorf("chaos: unknown section outcome %q in the history", s)
+	switch o {
+	case outcomeNotLocked:
+		return "not-locked"
+	case outcomeStopped:
+		return "stopped"
+	}
+	return fmt.Sprintf("attemptOutcome(%d)", o)
 }

@@ -27,13 +27,13 @@ type proc struct {
 	exited chan struct{}
 
 	mu     sync.Mutex
-	stats  *WorkerStats
+	stats  *workerStats
 	stderr bytes.Buffer
 	killed bool
 }
 
 // startWorker starts a worker process with cfg.
-func startWorker(newCmd func() (*exec.Cmd, error), cfg WorkerConfig) (*proc, error) {
+func startWorker(newCmd func() (*exec.Cmd, error), cfg workerConfig) (*proc, error) {
 	cmd, err := newCmd()
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (p *proc) line(s string) {
 var errGateTimeout = errors.New("gate not reached in time")
 
 // waitGate waits for the worker to stop at gate g.
-func (p *proc) waitGate(ctx context.Context, g Gate, timeout time.Duration) (gateEvent, error) {
+func (p *proc) waitGate(ctx context.Context, g gatePoint, timeout time.Duration) (gateEvent, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -179,7 +179,7 @@ func (p *proc) stop() {
 	}
 }
 
-func (p *proc) result() (*WorkerStats, bool) {
+func (p *proc) result() (*workerStats, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats, p.killed

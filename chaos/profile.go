@@ -19,10 +19,10 @@ type Profile struct {
 // sets another length.
 var Profiles = []string{"smoke", "quick", "full", "soak"}
 
-// SoakSegment is the longest timed run Lasting makes: a longer soak is
+// soakSegment is the longest timed run Lasting makes: a longer soak is
 // several runs one after another, each on fresh servers and with a seed
 // of its own, so that one run's history stays small enough to check.
-const SoakSegment = 10 * time.Minute
+const soakSegment = 10 * time.Minute
 
 // LookupProfile returns a profile by name.
 func LookupProfile(name string) (Profile, error) {
@@ -72,8 +72,8 @@ func topologyTTL(topo string) time.Duration {
 // given lists (an empty list keeps all). Unknown names are an error.
 func (p Profile) Filter(topologies, faults, modes []string) (Profile, error) {
 	for _, t := range topologies {
-		if !slices.Contains(Topologies, t) {
-			return p, fmt.Errorf("chaos: unknown topology %q (want one of %s)", t, strings.Join(Topologies, ", "))
+		if !slices.Contains(allTopologies, t) {
+			return p, fmt.Errorf("chaos: unknown topology %q (want one of %s)", t, strings.Join(allTopologies, ", "))
 		}
 	}
 	for _, f := range faults {
@@ -82,8 +82,8 @@ func (p Profile) Filter(topologies, faults, modes []string) (Profile, error) {
 		}
 	}
 	for _, m := range modes {
-		if !slices.Contains(FencingModes, m) {
-			return p, fmt.Errorf("chaos: unknown fencing mode %q (want one of %s)", m, strings.Join(FencingModes, ", "))
+		if !slices.Contains(fencingModes, m) {
+			return p, fmt.Errorf("chaos: unknown fencing mode %q (want one of %s)", m, strings.Join(fencingModes, ", "))
 		}
 	}
 	out := Profile{Name: p.Name}
@@ -130,7 +130,7 @@ func (p Profile) Polling(every time.Duration) (Profile, error) {
 }
 
 // Lasting makes the timed runs of p (the soak profile's) last d in all:
-// each becomes runs of at most SoakSegment, numbered as repeats, whose
+// each becomes runs of at most soakSegment, numbered as repeats, whose
 // durations add up to d. d must be at least 10 s; p must have timed runs.
 func (p Profile) Lasting(d time.Duration) (Profile, error) {
 	if d < 10*time.Second {
@@ -144,13 +144,13 @@ func (p Profile) Lasting(d time.Duration) (Profile, error) {
 			continue
 		}
 		timed = true
-		if d <= SoakSegment {
+		if d <= soakSegment {
 			s.Duration = d
 			out.Runs = append(out.Runs, s)
 			continue
 		}
 		for i, left := 1, d; left > 0; i++ {
-			s.Repeat, s.Duration = i, min(left, SoakSegment)
+			s.Repeat, s.Duration = i, min(left, soakSegment)
 			left -= s.Duration
 			out.Runs = append(out.Runs, s)
 		}

@@ -7,15 +7,15 @@ import (
 	"strings"
 )
 
-// Gate is a point in a worker's loop where it can wait for the
+// gatePoint is a point in a worker's loop where it can wait for the
 // coordinator, so a fault lands at a chosen moment of a chosen section.
-type Gate string
+type gatePoint string
 
 // Gates, in the order a section reaches them.
 const (
-	GateStart  Gate = "start"  // before the lock call
-	GateLocked Gate = "locked" // the lease is held, nothing read yet
-	GateRead   Gate = "read"   // the counter was read, not yet written
+	gateStart  gatePoint = "start"  // before the lock call
+	gateLocked gatePoint = "locked" // the lease is held, nothing read yet
+	gateRead   gatePoint = "read"   // the counter was read, not yet written
 )
 
 // Worker protocol on stdout, one line per message:
@@ -28,7 +28,7 @@ const (
 
 // gateEvent is a worker stopped at a gate.
 type gateEvent struct {
-	gate    Gate
+	gate    gatePoint
 	attempt int
 	token   uint64
 	// deadline is when the lease held at the gate stops being valid, as
@@ -43,7 +43,7 @@ func writeGate(w io.Writer, ev gateEvent) {
 
 func writeDone(w io.Writer, accepted int) { fmt.Fprintf(w, "done %d\n", accepted) }
 
-func writeStats(w io.Writer, st WorkerStats) {
+func writeStats(w io.Writer, st workerStats) {
 	b, _ := json.Marshal(st)
 	fmt.Fprintf(w, "stats %s\n", b)
 }
@@ -52,7 +52,7 @@ func writeStats(w io.Writer, st WorkerStats) {
 type message struct {
 	gate  *gateEvent
 	done  *int64
-	stats *WorkerStats
+	stats *workerStats
 }
 
 // parseMessage reads one line of the protocol; ok is false for anything
@@ -66,7 +66,7 @@ func parseMessage(line string) (m message, ok bool) {
 		if _, err := fmt.Sscanf(rest, "%s %d %d %d", &name, &ev.attempt, &ev.token, &ev.deadline); err != nil {
 			return m, false
 		}
-		ev.gate = Gate(name)
+		ev.gate = gatePoint(name)
 		m.gate = &ev
 	case "done":
 		var n int64
@@ -75,7 +75,7 @@ func parseMessage(line string) (m message, ok bool) {
 		}
 		m.done = &n
 	case "stats":
-		var st WorkerStats
+		var st workerStats
 		if json.Unmarshal([]byte(rest), &st) != nil {
 			return m, false
 		}

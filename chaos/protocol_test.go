@@ -4,21 +4,23 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // TestWorkerProtocol: what a worker writes, the coordinator reads back as
 // the same typed message, and anything else is ignored.
 func TestWorkerProtocol(t *testing.T) {
 	var b bytes.Buffer
-	writeGate(&b, gateEvent{gate: GateRead, attempt: 3, token: 41, deadline: 123456789})
+	writeGate(&b, gateEvent{gate: gateRead, attempt: 3, token: 41, deadline: 123456789})
 	writeDone(&b, 7)
-	writeStats(&b, WorkerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"})
+	writeStats(&b, workerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want 3: %q", len(lines), b.String())
 	}
 	m, ok := parseMessage(lines[0])
-	if !ok || m.gate == nil || *m.gate != (gateEvent{gate: GateRead, attempt: 3, token: 41, deadline: 123456789}) {
+	if !ok || m.gate == nil || *m.gate != (gateEvent{gate: gateRead, attempt: 3, token: 41, deadline: 123456789}) {
 		t.Errorf("gate line %q parsed as %+v, %v", lines[0], m, ok)
 	}
 	m, ok = parseMessage(lines[1])
@@ -26,7 +28,7 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Errorf("done line %q parsed as %+v, %v", lines[1], m, ok)
 	}
 	m, ok = parseMessage(lines[2])
-	if !ok || m.stats == nil || *m.stats != (WorkerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"}) {
+	if !ok || m.stats == nil || *m.stats != (workerStats{Accepted: 7, Rejected: 2, Polls: 5, LastError: "no quorum"}) {
 		t.Errorf("stats line %q parsed as %+v, %v", lines[2], m, ok)
 	}
 	for _, junk := range []string{"", "hello", "gate read x 1", "gate read 1 2", "done many", "stats {", "gate"} {
@@ -36,21 +38,26 @@ func TestWorkerProtocol(t *testing.T) {
 	}
 }
 
-// TestOutcome: the recorded outcomes survive the history's text form; the
-// worker-internal ones and unknown text do not parse.
+// TestOutcome: the outcomes a worker records survive the history's text
+// form as check's; the worker-internal ones and unknown text do not parse.
 func TestOutcome(t *testing.T) {
-	for _, o := range []Outcome{OutcomeOK, OutcomeRejected, OutcomeError} {
-		got, err := parseOutcome(o.String())
-		if err != nil || got != o {
-			t.Errorf("parseOutcome(%q) = %v, %v; want %v", o.String(), got, err, o)
+	for o, want := range map[attemptOutcome]check.Outcome{outcomeOK: check.OutcomeOK, outcomeRejected: check.OutcomeRejected, outcomeError: check.OutcomeError} {
+		got, err := check.ParseOutcome(o.String())
+		if err != nil || got != want {
+			t.Errorf("check.ParseOutcome(%q) = %v, %v; want %v", o.String(), got, err, want)
 		}
 	}
-	if OutcomeOK.String() != "ok" || OutcomeRejected.String() != "rejected" || OutcomeError.String() != "error" {
-		t.Errorf("history text changed: %q %q %q", OutcomeOK, OutcomeRejected, OutcomeError)
+	if outcomeOK.String() != "ok" || outcomeRejected.String() != "rejected" || outcomeError.String() != "error" {
+		t.Errorf("history text changed: %q %q %q", outcomeOK, outcomeRejected, outcomeError)
 	}
-	for _, s := range []string{"not-locked", "stopped", "OK", "", "gate"} {
-		if o, err := parseOutcome(s); err == nil {
-			t.Errorf("parseOutcome(%q) = %v, want an error", s, o)
+	for _, o := range []attemptOutcome{outcomeNotLocked, outcomeStopped} {
+		if r, err := check.ParseOutcome(o.String()); err == nil {
+			t.Errorf("check.ParseOutcome(%q) = %v, want an error: %v leaves no section", o.String(), r, o)
+		}
+	}
+	for _, s := range []string{"OK", "", "gate", "Outcome(0)"} {
+		if o, err := check.ParseOutcome(s); err == nil {
+			t.Errorf("check.ParseOutcome(%q) = %v, want an error", s, o)
 		}
 	}
 }

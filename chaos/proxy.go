@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Proxy is a Toxiproxy proxy (github.com/Shopify/toxiproxy/v2, run inside
+// proxy is a Toxiproxy proxy (github.com/Shopify/toxiproxy/v2, run inside
 // this process rather than as a server driven over HTTP) between one client
 // process and one Redis node: every byte they exchange goes through it, so
 // faults apply to that client only. It listens on a loopback port of its
@@ -26,7 +26,7 @@ import (
 // long enough to break them would. Latency is a "latency" toxic on the
 // replies. A cut stops the proxy: open connections close and new ones are
 // refused, until it is started again on the same port.
-type Proxy struct {
+type proxy struct {
 	tp *toxiproxy.Proxy
 
 	mu      sync.Mutex
@@ -43,32 +43,32 @@ var toxServer = sync.OnceValue(func() *toxiproxy.ApiServer {
 
 var proxySeq atomic.Int64
 
-// NewProxy starts a proxy to target on a free loopback port.
-func NewProxy(target string) (*Proxy, error) {
+// newProxy starts a proxy to target on a free loopback port.
+func newProxy(target string) (*proxy, error) {
 	name := fmt.Sprintf("chaos-%d-%s", proxySeq.Add(1), target)
 	tp := toxiproxy.NewProxy(toxServer(), name, "127.0.0.1:0", target)
 	if err := tp.Start(); err != nil {
 		return nil, fmt.Errorf("chaos: proxy to %s: %w", target, err)
 	}
-	return &Proxy{tp: tp, toxics: map[string]bool{}}, nil
+	return &proxy{tp: tp, toxics: map[string]bool{}}, nil
 }
 
 // Addr is the address clients dial instead of the node's.
-func (p *Proxy) Addr() string {
+func (p *proxy) Addr() string {
 	p.tp.Lock()
 	defer p.tp.Unlock()
 	return p.tp.Listen
 }
 
 // Target returns the node address connections are forwarded to.
-func (p *Proxy) Target() string {
+func (p *proxy) Target() string {
 	p.tp.Lock()
 	defer p.tp.Unlock()
 	return p.tp.Upstream
 }
 
 // SetLatency delays every reply of the node by d (0: none).
-func (p *Proxy) SetLatency(d time.Duration) {
+func (p *proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.removeLocked("latency")
@@ -79,7 +79,7 @@ func (p *Proxy) SetLatency(d time.Duration) {
 
 // Blackhole drops (on) every byte in both directions while keeping the
 // connections open, or (off) ends that, closing the connections it held.
-func (p *Proxy) Blackhole(on bool) {
+func (p *proxy) Blackhole(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if on {
@@ -92,13 +92,13 @@ func (p *Proxy) Blackhole(on bool) {
 }
 
 // Cut closes every open connection and, while on, refuses new ones.
-func (p *Proxy) Cut(on bool) {
+func (p *proxy) Cut(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutLocked(on)
 }
 
-func (p *Proxy) cutLocked(on bool) {
+func (p *proxy) cutLocked(on bool) {
 	if p.closed || on == p.stopped {
 		return
 	}
@@ -117,7 +117,7 @@ func (p *Proxy) cutLocked(on bool) {
 // Retarget forwards new connections to addr and closes the open ones, so
 // clients reconnect to the new node: what a virtual IP or a Sentinel-aware
 // client does after a failover.
-func (p *Proxy) Retarget(addr string) {
+func (p *proxy) Retarget(addr string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -130,7 +130,7 @@ func (p *Proxy) Retarget(addr string) {
 }
 
 // Heal clears every fault.
-func (p *Proxy) Heal() {
+func (p *proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name := range p.toxics {
@@ -140,7 +140,7 @@ func (p *Proxy) Heal() {
 }
 
 // Close stops the proxy and closes every connection. It is idempotent.
-func (p *Proxy) Close() error {
+func (p *proxy) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed {
@@ -152,7 +152,7 @@ func (p *Proxy) Close() error {
 
 // addLocked adds a toxic unless one of that name is on. The toxics and
 // their JSON are fixed by this file, so an error is a bug.
-func (p *Proxy) addLocked(name, typ, stream, attrs string) {
+func (p *proxy) addLocked(name, typ, stream, attrs string) {
 	if p.toxics[name] {
 		return
 	}
@@ -163,7 +163,7 @@ func (p *Proxy) addLocked(name, typ, stream, attrs string) {
 	p.toxics[name] = true
 }
 
-func (p *Proxy) removeLocked(name string) {
+func (p *proxy) removeLocked(name string) {
 	if !p.toxics[name] {
 		return
 	}

@@ -52,7 +52,7 @@ func roundTrip(t *testing.T, c net.Conn, timeout time.Duration) (time.Duration, 
 }
 
 func TestChaosProxy(t *testing.T) {
-	p, err := NewProxy(echo(t))
+	p, err := newProxy(echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ var published = []publishedRow{
 	{0.05, 1650, 1447, 1740},
 }
 
-// PublishedRuns is how many runs the published medians come from; fewer
+// publishedRuns is how many runs the published medians come from; fewer
 // runs here are compared but not judged.
-const PublishedRuns = 5
+const publishedRuns = 5
 
 // PublishedTolerance is the factor within which a median here must land
 // of the published one.
@@ -46,7 +46,7 @@ type Comparison struct {
 }
 
 // Judged reports whether the comparison had enough runs to count.
-func (c Comparison) Judged() bool { return c.Runs >= PublishedRuns }
+func (c Comparison) Judged() bool { return c.Runs >= publishedRuns }
 
 // compare puts the runs that repeat the published experiment (single
 // Redis, no fencing, 8 workers, 10,000 sections, 5 ms work, 200 ms TTL)
@@ -88,7 +88,7 @@ func compareRate(runs []Result, p publishedRow, poll int64) (Comparison, bool) {
 	c.Ratio = float64(c.LostMedian) / float64(p.median)
 	switch {
 	case !c.Judged():
-		c.Verdict = fmt.Sprintf("not judged: %d of %d runs", c.Runs, PublishedRuns)
+		c.Verdict = fmt.Sprintf("not judged: %d of %d runs", c.Runs, publishedRuns)
 	case c.Ratio >= 1/PublishedTolerance && c.Ratio <= PublishedTolerance:
 		c.Verdict = "ok"
 	default:

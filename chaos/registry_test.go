@@ -248,8 +248,8 @@ func TestTopologies(t *testing.T) {
 		}
 		seen[tp.name] = true
 	}
-	if !slices.Equal(Topologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3}) {
-		t.Errorf("Topologies = %v", Topologies)
+	if !slices.Equal(allTopologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3}) {
+		t.Errorf("allTopologies = %v", allTopologies)
 	}
 	r5 := lookupTopology(Redlock5)
 	for ttl, want := range map[time.Duration]time.Duration{quickTTL: 30 * time.Millisecond, engTTL: 180 * time.Millisecond} {
@@ -265,7 +265,7 @@ func TestTopologies(t *testing.T) {
 // TestWorkerConfig: the fault's hook shapes each worker's configuration
 // on top of the scenario's and the topology's settings.
 func TestWorkerConfig(t *testing.T) {
-	cfgs := func(topo, faultName string, workers int) []WorkerConfig {
+	cfgs := func(topo, faultName string, workers int) []workerConfig {
 		t.Helper()
 		sc := Scenario{Topology: topo, Fault: faultName, Fencing: "none", Workers: workers, Sections: 4, TTL: quickTTL, Work: quickWork}
 		tp, f, err := resolve(sc)
@@ -274,9 +274,9 @@ func TestWorkerConfig(t *testing.T) {
 		}
 		c := fakeCluster(t, tp.lockNodes, workers)
 		e := &env{sc: sc, seed: 9, topo: tp, fault: f, cluster: c}
-		out := make([]WorkerConfig, workers)
+		out := make([]workerConfig, workers)
 		for w := range out {
-			out[w] = workerConfig(e, "dsn", w)
+			out[w] = newWorkerConfig(e, "dsn", w)
 		}
 		return out
 	}
@@ -288,13 +288,13 @@ func TestWorkerConfig(t *testing.T) {
 		}
 	}
 	fo := cfgs(SingleReplica, "failover", 2)
-	if !slices.Equal(fo[0].Gates, []Gate{GateLocked, GateRead}) || !slices.Equal(fo[1].Gates, []Gate{GateStart, GateLocked}) ||
+	if !slices.Equal(fo[0].Gates, []gatePoint{gateLocked, gateRead}) || !slices.Equal(fo[1].Gates, []gatePoint{gateStart, gateLocked}) ||
 		fo[0].GateUntil != 1 || fo[1].GateUntil != 1 || len(fo[0].Dial) != 1 || !fo[0].NoQuar ||
 		fo[0].NodeMs != 600 || fo[1].NodeMs != 600 {
 		t.Errorf("failover: %+v", fo)
 	}
 	fa := cfgs(Redlock5, "freeze-acquire", 3)
-	if !slices.Equal(fa[0].Gates, []Gate{GateStart}) || fa[1].Gates != nil || fa[1].GateUntil != 0 {
+	if !slices.Equal(fa[0].Gates, []gatePoint{gateStart}) || fa[1].Gates != nil || fa[1].GateUntil != 0 {
 		t.Errorf("freeze-acquire: holder %v/%d, other %v/%d", fa[0].Gates, fa[0].GateUntil, fa[1].Gates, fa[1].GateUntil)
 	}
 	for _, c := range cfgs(Redlock5, "none", 2) {
@@ -312,10 +312,10 @@ func fakeCluster(t *testing.T, n, workers int) *cluster {
 	for i := range n {
 		c.nodes = append(c.nodes, fakeNode(fmt.Sprintf("127.0.0.1:%d", 1+i)))
 	}
-	c.prox = make([][]*Proxy, workers)
+	c.prox = make([][]*proxy, workers)
 	for w := range c.prox {
 		for i := range n {
-			p, err := NewProxy(c.nodes[i].Addr())
+			p, err := newProxy(c.nodes[i].Addr())
 			if err != nil {
 				t.Fatal(err)
 			}

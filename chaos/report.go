@@ -69,7 +69,7 @@ func waiters(pollMs int64) string {
 // file name of the plot to link.
 func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 	fmt.Fprintf(w, "# Chaos report: profile %s\n\n", rep.Profile)
-	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
+	fmt.Fprintf(w, "Backend %s, seed %d (`quorumlock-chaos --profile %s --seed %d` reproduces it), %d runs in %.0f s, started %s.\n\n",
 		rep.Backend, rep.Seed, rep.Profile, rep.Seed, len(rep.Runs), float64(rep.DurationMs)/1000, rep.Started.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(w, "| topology | fault | fencing | stall | sections | lost | overlaps | stale overlaps | rejected | token inversions | linearizable | blocked | lock wait (median, max) | expected | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
@@ -86,7 +86,7 @@ func WriteMarkdown(w io.Writer, rep *Report, svg string) error {
 			r.Topology, r.Fault, r.Fencing, stallLabel(r), r.Sections, r.LostUpdates, r.Overlaps,
 			r.StaleOverlaps, r.Rejected, r.TokenInversions, r.Linearizable, blocked, r.WaitMedianMs, r.WaitMaxMs, r.Expect, verdict)
 	}
-	if Soak(rep) != nil {
+	if sumSoak(rep) != nil {
 		fmt.Fprint(w, "\n## Nemesis\n")
 		WriteSoak(w, rep)
 	}
@@ -208,7 +208,7 @@ func stallSummary(rep *Report) []stallRow {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.topo != b.topo {
-			return slices.Index(Topologies, a.topo) < slices.Index(Topologies, b.topo)
+			return slices.Index(allTopologies, a.topo) < slices.Index(allTopologies, b.topo)
 		}
 		if a.work != b.work {
 			return a.work < b.work
@@ -219,7 +219,7 @@ func stallSummary(rep *Report) []stallRow {
 		if a.rate != b.rate {
 			return a.rate < b.rate
 		}
-		return slices.Index(FencingModes, a.mode) < slices.Index(FencingModes, b.mode)
+		return slices.Index(fencingModes, a.mode) < slices.Index(fencingModes, b.mode)
 	})
 	return out
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// SoakTotals adds up a report's nemesis runs: what the soak table shows.
-type SoakTotals struct {
+// soakTotals adds up a report's nemesis runs: what the soak table shows.
+type soakTotals struct {
 	Runs            int
 	Seeds           []uint64
 	Duration        time.Duration // the runs' wall time, setup included
@@ -38,15 +38,15 @@ type SoakTotals struct {
 	Failed          int
 }
 
-// Soak returns the totals of rep's nemesis runs, or nil when it has none.
-func Soak(rep *Report) *SoakTotals {
-	var t *SoakTotals
+// sumSoak returns the totals of rep's nemesis runs, or nil when it has none.
+func sumSoak(rep *Report) *soakTotals {
+	var t *soakTotals
 	for _, r := range rep.Runs {
 		if r.Nemesis == nil && r.Fault != "nemesis" {
 			continue
 		}
 		if t == nil {
-			t = &SoakTotals{Refusals: map[string]int{}, OtherFailures: map[string]int{}, Granted2: map[string]int{},
+			t = &soakTotals{Refusals: map[string]int{}, OtherFailures: map[string]int{}, Granted2: map[string]int{},
 				Faults: map[string]int{}, Linearizable: map[string]int{}}
 		}
 		t.Runs++
@@ -90,7 +90,7 @@ func Soak(rep *Report) *SoakTotals {
 // one by one, and the faults injected. It writes nothing for a report
 // without nemesis runs.
 func WriteSoak(w io.Writer, rep *Report) {
-	t := Soak(rep)
+	t := sumSoak(rep)
 	if t == nil {
 		return
 	}

@@ -17,8 +17,8 @@ type Options struct {
 	// Backend runs the servers. Required.
 	Backend Backend
 	// WorkerCommand returns the command that starts one worker process:
-	// the quorumlock binary's hidden chaos-worker mode, or a re-executed
-	// test binary. The runner sets its environment and pipes.
+	// quorumlock-chaos's hidden worker mode, or a re-executed test
+	// binary. The runner sets its environment and pipes.
 	WorkerCommand func() (*exec.Cmd, error)
 	// Progress receives a progress line while the suite runs; nil: none.
 	Progress io.Writer
@@ -30,9 +30,9 @@ type Options struct {
 	History string
 }
 
-// RunSeed derives a run's seed from the suite's seed and the run's name,
+// runSeed derives a run's seed from the suite's seed and the run's name,
 // so that a run keeps its seed when other runs are filtered out.
-func RunSeed(suite uint64, s Scenario) uint64 {
+func runSeed(suite uint64, s Scenario) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", suite, s.Name())
 	return h.Sum64() >> 1 // fits a signed 64-bit integer, for JSON readers
@@ -57,7 +57,7 @@ func Run(ctx context.Context, p Profile, seed uint64, opts Options) (*Report, er
 		if ctx.Err() != nil {
 			break
 		}
-		rs := RunSeed(seed, sc)
+		rs := runSeed(seed, sc)
 		bar.start(i, sc)
 		r := runOne(ctx, opts, pg, sc, rs, bar)
 		if ctx.Err() != nil && !r.Pass {
@@ -93,7 +93,7 @@ type env struct {
 	cluster *cluster // the lock servers and the links to them
 	pg      Postgres // the suite's database, where the counter lives
 	crew    *crew    // the worker processes
-	cfgs    []WorkerConfig
+	cfgs    []workerConfig
 	log     *faultLog // what the fault did, for the report
 }
 
@@ -164,9 +164,9 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 			return err
 		}
 	}
-	e.cfgs = make([]WorkerConfig, sc.Workers)
+	e.cfgs = make([]workerConfig, sc.Workers)
 	for w := range e.cfgs {
-		e.cfgs[w] = workerConfig(e, dsn, w)
+		e.cfgs[w] = newWorkerConfig(e, dsn, w)
 	}
 	cfgs := e.cfgs
 	if err := e.crew.start(opts.WorkerCommand, cfgs); err != nil {

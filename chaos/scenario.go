@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// FencingModes lists the fencing modes in report order.
-var FencingModes = []string{"none", "write-only", "claim-first", "fence-table"}
+// fencingModes lists the fencing modes in report order.
+var fencingModes = []string{"none", "write-only", "claim-first", "fence-table"}
 
 // Scenario is one run: a topology under one fault, with one fencing mode.
 type Scenario struct {

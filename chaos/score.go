@@ -3,14 +3,15 @@ package chaos
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // score fills in the measures of r from the run's history, what its fault
 // recorded, and the workers' final statistics (nil for a worker that
 // left none, such as a crashed one).
-func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
+func (r *Result) score(h *history, f faultRecord, stats []*workerStats) {
 	ss := h.sections
 	r.Final = h.final
 	r.Sections = len(ss)
@@ -20,11 +21,11 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 	var accepted2 int64
 	for _, s := range ss {
 		switch {
-		case s.Outcome == OutcomeOK && s.Row == 2:
+		case s.Outcome == check.OutcomeOK && s.Row == 2:
 			accepted2++
-		case s.Outcome == OutcomeOK:
+		case s.Outcome == check.OutcomeOK:
 			r.Accepted++
-		case s.Outcome == OutcomeRejected:
+		case s.Outcome == check.OutcomeRejected:
 			r.Rejected++
 		}
 		if s.End > s.Deadline {
@@ -45,16 +46,17 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 	if accepted2 > 0 || h.final2 != 0 {
 		r.Unfenced = &UnfencedRow{Accepted: accepted2, Final: h.final2, LostUpdates: accepted2 - h.final2}
 	}
-	r.Overlaps = Overlaps(ss)
-	r.ValidOverlaps = ValidOverlaps(ss)
-	r.GrantInversions = GrantInversions(ss)
+	r.Overlaps = check.Overlaps(ss)
+	r.ValidOverlaps = check.ValidOverlaps(ss)
+	r.GrantInversions = check.GrantInversions(ss)
 	r.FaultCounts = f.counts
-	r.StaleOverlaps = StaleOverlaps(ss)
-	r.LateWrites, r.LateOverwritten = LateWrites(ss)
-	r.ReadWriteShare = math.Round(ReadWriteShare(ss)*1000) / 1000
-	r.TokenInversions = TokenInversions(h.tokens)
-	r.Linearizable = Linearizable(ss, 20*time.Second)
-	r.WaitMedianMs, r.WaitMaxMs = lockWait(ss)
+	r.StaleOverlaps = check.StaleOverlaps(ss)
+	r.LateWrites, r.LateOverwritten = check.LateWrites(ss)
+	r.ReadWriteShare = math.Round(check.ReadWriteShare(ss)*1000) / 1000
+	r.TokenInversions = check.TokenInversions(h.tokens)
+	r.Linearizable = check.Linearizable(ss, 20*time.Second)
+	median, longest := check.LockWait(ss)
+	r.WaitMedianMs, r.WaitMaxMs = ms(median).Milliseconds(), ms(longest).Milliseconds()
 	for _, st := range stats {
 		if st == nil {
 			continue
@@ -68,18 +70,3 @@ func (r *Result) score(h *history, f faultRecord, stats []*WorkerStats) {
 }
 
 func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }
-
-// lockWait is the median and the longest time from a lock call to its
-// grant over the sections, in milliseconds: how long a stalled or frozen
-// holder kept the others waiting.
-func lockWait(ss []Section) (median, longest int64) {
-	if len(ss) == 0 {
-		return 0, 0
-	}
-	w := make([]int64, len(ss))
-	for i, s := range ss {
-		w[i] = s.Got - s.Call
-	}
-	slices.Sort(w)
-	return ms(w[len(w)/2]).Milliseconds(), ms(w[len(w)-1]).Milliseconds()
-}

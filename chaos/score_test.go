@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/chaos/check"
 )
 
 // TestScore: the counts come from the history, the fault window decides
@@ -11,22 +13,22 @@ import (
 // missing lock error.
 func TestScore(t *testing.T) {
 	ms := int64(time.Millisecond)
-	sec := func(w int, got, end, deadline int64, o Outcome) Section {
-		return Section{Worker: w, Call: got - ms, Got: got, End: end, Deadline: deadline, Release: end + ms, Outcome: o}
+	sec := func(w int, got, end, deadline int64, o check.Outcome) check.Section {
+		return check.Section{Worker: w, Call: got - ms, Got: got, End: end, Deadline: deadline, Release: end + ms, Outcome: o}
 	}
 	h := &history{
-		sections: []Section{
-			sec(0, 10*ms, 20*ms, 200*ms, OutcomeOK),
-			sec(1, 30*ms, 40*ms, 220*ms, OutcomeRejected),
-			sec(1, 50*ms, 60*ms, 240*ms, OutcomeOK),
-			sec(2, 70*ms, 400*ms, 260*ms, OutcomeOK), // ran past its lease
-			sec(0, 410*ms, 420*ms, 600*ms, OutcomeError),
+		sections: []check.Section{
+			sec(0, 10*ms, 20*ms, 200*ms, check.OutcomeOK),
+			sec(1, 30*ms, 40*ms, 220*ms, check.OutcomeRejected),
+			sec(1, 50*ms, 60*ms, 240*ms, check.OutcomeOK),
+			sec(2, 70*ms, 400*ms, 260*ms, check.OutcomeOK), // ran past its lease
+			sec(0, 410*ms, 420*ms, 600*ms, check.OutcomeError),
 		},
 		final:  2,
 		tokens: []uint64{1, 3, 2},
 	}
 	f := faultRecord{from: 25 * ms, to: 75 * ms, blocked: 150 * time.Millisecond, schedule: []string{"step"}}
-	stats := []*WorkerStats{{Accepted: 1, Failures: 2}, nil, {Accepted: 0, Failures: 1, LastError: "no quorum", Polls: 4}}
+	stats := []*workerStats{{Accepted: 1, Failures: 2}, nil, {Accepted: 0, Failures: 1, LastError: "no quorum", Polls: 4}}
 	var r Result
 	r.score(h, f, stats)
 	for _, c := range []struct {

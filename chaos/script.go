@@ -60,12 +60,12 @@ func window(on, off func(e *env) error) func(ctx context.Context, e *env) error 
 // records how long it took until one of them finished a section (the lock
 // was obtained about one section earlier). It returns when the others
 // started trying.
-func blockOthers(ctx context.Context, e *env, gate Gate, fault func() error, what string) (time.Time, error) {
+func blockOthers(ctx context.Context, e *env, gate gatePoint, fault func() error, what string) (time.Time, error) {
 	if _, err := e.crew.holder().waitGate(ctx, gate, 15*time.Second); err != nil {
 		return time.Time{}, err
 	}
 	for _, p := range e.crew.others() {
-		if _, err := p.waitGate(ctx, GateStart, 10*time.Second); err != nil {
+		if _, err := p.waitGate(ctx, gateStart, 10*time.Second); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -94,8 +94,8 @@ func blockOthers(ctx context.Context, e *env, gate Gate, fault func() error, wha
 // gated returns a worker hook that stops the holder (worker 0) at the
 // holder gates and every other worker at the others' gates, on their
 // first attempt only.
-func gated(holder, others []Gate) func(w int, cfg *WorkerConfig) {
-	return func(w int, cfg *WorkerConfig) {
+func gated(holder, others []gatePoint) func(w int, cfg *workerConfig) {
+	return func(w int, cfg *workerConfig) {
 		g := others
 		if w == 0 {
 			g = holder

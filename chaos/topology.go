@@ -78,8 +78,8 @@ var topologies = []*topology{
 		lock: lockEtcd, ttl: etcdTTL, lockNodes: 3, nodeTimeout: noNodeTimeout, start: startEtcd, warm: warmEtcd, probe: probeEtcd},
 }
 
-// Topologies lists the topology names in report order.
-var Topologies = topologyNames()
+// allTopologies lists the topology names in report order.
+var allTopologies = topologyNames()
 
 func topologyNames() []string {
 	names := make([]string, len(topologies))
@@ -146,7 +146,7 @@ func startWithReplica(ctx context.Context, c *cluster, b Backend, specs []RedisS
 	if err := startPrimaries(ctx, c, b, specs); err != nil {
 		return err
 	}
-	rp, err := NewProxy(c.nodes[0].Addr())
+	rp, err := newProxy(c.nodes[0].Addr())
 	if err != nil {
 		return err
 	}

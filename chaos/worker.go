@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,12 +22,12 @@ import (
 // A worker talks to the coordinator in the protocol of protocol.go, and
 // records every critical section in the sections table.
 
-// RunWorker runs one worker process: it takes the lock, reads the counter,
+// runWorker runs one worker process: it takes the lock, reads the counter,
 // works, writes the counter plus one, and records the section, until it
 // has Sections accepted increments, its budget ends, or ctx ends. It
 // returns an error only when it could not start.
-func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io.Writer) error {
-	if _, ok := fencingModes[cfg.Fencing]; !ok {
+func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
+	if !slices.Contains(fencingModes, cfg.Fencing) {
 		return fmt.Errorf("chaos worker: unknown fencing mode %q", cfg.Fencing)
 	}
 	if cfg.BudgetMs > 0 {
@@ -60,10 +61,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		return err
 	}
 
-	var st WorkerStats
+	var st workerStats
 	consecutive := 0
 	for attempt := 0; st.Accepted < cfg.Sections && ctx.Err() == nil && !w.over(); attempt++ {
-		if err := w.gate(ctx, GateStart, attempt, 0); err != nil {
+		if err := w.gate(ctx, gateStart, attempt, 0); err != nil {
 			break
 		}
 		s := section{attempt: attempt, callNs: stampNs()}
@@ -99,9 +100,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		}
 		s.outcome = outcome
 		switch outcome {
-		case OutcomeOK:
+		case outcomeOK:
 			st.Accepted++
-		case OutcomeRejected:
+		case outcomeRejected:
 			st.Rejected++
 		default:
 			st.Errors++
@@ -130,7 +131,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 type lockService interface {
 	// attempt returns outcomeNotLocked, with the reason, when it did not
 	// get the lock.
-	attempt(ctx context.Context, w *worker, s *section) (Outcome, error)
+	attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error)
 	// recordsItself reports whether attempt writes the section's row
 	// itself, in the section's own transaction.
 	recordsItself() bool
@@ -138,7 +139,7 @@ type lockService interface {
 }
 
 // newLockService builds the worker's lock client for cfg.Lock.
-func newLockService(cfg WorkerConfig) (lockService, error) {
+func newLockService(cfg workerConfig) (lockService, error) {
 	switch cfg.Lock {
 	case "", lockRedlock:
 		return newRedlockService(cfg)
@@ -150,10 +151,8 @@ func newLockService(cfg WorkerConfig) (lockService, error) {
 	return nil, fmt.Errorf("chaos worker: unknown lock %q", cfg.Lock)
 }
 
-var fencingModes = map[string]bool{"none": true, "write-only": true, "claim-first": true, "fence-table": true}
-
 type worker struct {
-	cfg   WorkerConfig
+	cfg   workerConfig
 	in    *bufio.Scanner
 	out   io.Writer
 	rng   *rand.Rand
@@ -163,7 +162,7 @@ type worker struct {
 	polls int // TryLock refusals slept after (polling workers)
 
 	extends, extendErrs       int // Extend calls from inside fn, and failed ones
-	bootstraps, bootstrapErrs int // Bootstrap calls (WorkerConfig.Bootstrap), and refused ones
+	bootstraps, bootstrapErrs int // Bootstrap calls (workerConfig.Bootstrap), and refused ones
 }
 
 // over reports whether the worker's time (UntilNs) is up.
@@ -180,21 +179,20 @@ func refused(err error) bool {
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // WorkerMain runs a worker process from the configuration in WorkerEnv and
-// returns its exit status. The quorumlock binary's hidden chaos-worker
-// command and the package's tests (which re-execute their own binary) both
-// call it.
+// returns its exit status. quorumlock-chaos's hidden worker mode and the
+// package's tests (which re-execute their own binary) both call it.
 func WorkerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	raw := os.Getenv(WorkerEnv)
 	if raw == "" {
 		fmt.Fprintf(stderr, "chaos worker: %s is not set; workers are started by the chaos suite\n", WorkerEnv)
 		return 2
 	}
-	var cfg WorkerConfig
+	var cfg workerConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		fmt.Fprintf(stderr, "chaos worker: bad configuration: %v\n", err)
 		return 2
 	}
-	if err := RunWorker(ctx, cfg, stdin, stdout); err != nil {
+	if err := runWorker(ctx, cfg, stdin, stdout); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

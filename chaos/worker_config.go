@@ -4,33 +4,33 @@ package chaos
 // configuration (JSON) from the coordinator to the worker process.
 const WorkerEnv = "QUORUMLOCK_CHAOS_WORKER"
 
-// WorkerConfig is everything a worker process needs. Durations are in
+// workerConfig is everything a worker process needs. Durations are in
 // milliseconds so the JSON stays readable.
-type WorkerConfig struct {
-	ID        int      `json:"id"`
-	Lock      string   `json:"lock"`  // the kind of lock: redlock (also ""), pg-advisory, etcd
-	Nodes     []string `json:"nodes"` // the nodes' own addresses: their identity for redlock, the etcd endpoints
-	Dial      []string `json:"dial"`  // what to dial for each node: this worker's proxies
-	DSN       string   `json:"dsn"`
-	Key       string   `json:"key"`
-	Fencing   string   `json:"fencing"`
-	TTLms     int      `json:"ttl_ms"`
-	WorkMs    int      `json:"work_ms"`
-	NodeMs    int      `json:"node_timeout_ms"`
-	LockMs    int      `json:"lock_wait_ms"`
-	Sections  int      `json:"sections"`
-	MaxFail   int      `json:"max_failures"` // consecutive failed Lock calls that end the worker (0: never)
-	NoQuar    bool     `json:"no_quarantine"`
-	StallRate float64  `json:"stall_rate"`
-	StallMin  int      `json:"stall_min_ms"`
-	StallMax  int      `json:"stall_max_ms"`
-	HoldMs    int      `json:"hold_cap_ms"` // > 0: sections run under Do, extended up to this long
-	PollMs    int      `json:"poll_ms"`     // > 0: poll TryLock this often instead of waiting in Lock
-	Seed      uint64   `json:"seed"`
-	Gates     []Gate   `json:"gates"`      // wait for the coordinator there
-	GateUntil int      `json:"gate_until"` // gates apply to attempts numbered below this
-	BudgetMs  int      `json:"budget_ms"`  // stop after this long (0: no limit)
-	UntilNs   int64    `json:"until_ns"`   // > 0: start no attempt after this time (stampNs)
+type workerConfig struct {
+	ID        int         `json:"id"`
+	Lock      string      `json:"lock"`  // the kind of lock: redlock (also ""), pg-advisory, etcd
+	Nodes     []string    `json:"nodes"` // the nodes' own addresses: their identity for redlock, the etcd endpoints
+	Dial      []string    `json:"dial"`  // what to dial for each node: this worker's proxies
+	DSN       string      `json:"dsn"`
+	Key       string      `json:"key"`
+	Fencing   string      `json:"fencing"`
+	TTLms     int         `json:"ttl_ms"`
+	WorkMs    int         `json:"work_ms"`
+	NodeMs    int         `json:"node_timeout_ms"`
+	LockMs    int         `json:"lock_wait_ms"`
+	Sections  int         `json:"sections"`
+	MaxFail   int         `json:"max_failures"` // consecutive failed Lock calls that end the worker (0: never)
+	NoQuar    bool        `json:"no_quarantine"`
+	StallRate float64     `json:"stall_rate"`
+	StallMin  int         `json:"stall_min_ms"`
+	StallMax  int         `json:"stall_max_ms"`
+	HoldMs    int         `json:"hold_cap_ms"` // > 0: sections run under Do, extended up to this long
+	PollMs    int         `json:"poll_ms"`     // > 0: poll TryLock this often instead of waiting in Lock
+	Seed      uint64      `json:"seed"`
+	Gates     []gatePoint `json:"gates"`      // wait for the coordinator there
+	GateUntil int         `json:"gate_until"` // gates apply to attempts numbered below this
+	BudgetMs  int         `json:"budget_ms"`  // stop after this long (0: no limit)
+	UntilNs   int64       `json:"until_ns"`   // > 0: start no attempt after this time (stampNs)
 
 	// How the worker's lock client differs from its peers', as clients
 	// of one deployment do in real fleets (the nemesis fault sets them).
@@ -50,21 +50,21 @@ type WorkerConfig struct {
 	AliasDownMs int `json:"alias_down_ms,omitempty"`
 }
 
-// Styles of taking the lock (WorkerConfig.Style).
+// Styles of taking the lock (workerConfig.Style).
 const (
-	// StyleDoExtend: sections run under Do, and call Extend themselves
+	// styleDoExtend: sections run under Do, and call Extend themselves
 	// between read and write, while Do's renewal runs beside them.
-	StyleDoExtend = "do-extend"
-	// StyleDoPanic: sections run under Do, and fn panics now and then
+	styleDoExtend = "do-extend"
+	// styleDoPanic: sections run under Do, and fn panics now and then
 	// after its write; the worker recovers and goes on.
-	StyleDoPanic = "do-panic"
+	styleDoPanic = "do-panic"
 )
 
 // row is the counter row the worker's sections increment.
-func (c WorkerConfig) row() int { return max(c.Row, 1) }
+func (c workerConfig) row() int { return max(c.Row, 1) }
 
-// WorkerStats is the worker's last line on stdout.
-type WorkerStats struct {
+// workerStats is the worker's last line on stdout.
+type workerStats struct {
 	Accepted  int    `json:"accepted"`
 	Rejected  int    `json:"rejected"`
 	Failures  int    `json:"lock_failures"`
@@ -78,6 +78,6 @@ type WorkerStats struct {
 	AfterPanic   int    `json:"after_panic,omitempty"`      // sections granted after the first panic
 	Extends      int    `json:"extends,omitempty"`          // Extend calls from inside fn (do-extend)
 	ExtendErrors int    `json:"extend_errors,omitempty"`    // of those, failed ones
-	Bootstraps   int    `json:"bootstraps,omitempty"`       // Bootstrap calls (WorkerConfig.Bootstrap)
+	Bootstraps   int    `json:"bootstraps,omitempty"`       // Bootstrap calls (workerConfig.Bootstrap)
 	BootstrapErr int    `json:"bootstrap_errors,omitempty"` // of those, refused ones (the deployment in use)
 }

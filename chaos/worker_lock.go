@@ -21,7 +21,7 @@ type redlockService struct {
 	release func()
 }
 
-func newRedlockService(cfg WorkerConfig) (*redlockService, error) {
+func newRedlockService(cfg workerConfig) (*redlockService, error) {
 	if len(cfg.Nodes) == 0 || len(cfg.Nodes) != len(cfg.Dial) {
 		return nil, errors.New("chaos worker: nodes and dial addresses do not match")
 	}
@@ -34,7 +34,7 @@ func newRedlockService(cfg WorkerConfig) (*redlockService, error) {
 
 func (r *redlockService) close()              { r.release() }
 func (r *redlockService) recordsItself() bool { return false }
-func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error) {
 	if w.cfg.Bootstrap {
 		bctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := r.lc.Bootstrap(bctx)
@@ -50,7 +50,7 @@ func (r *redlockService) attempt(ctx context.Context, w *worker, s *section) (Ou
 // newLockClient is the worker's redlock client over its proxies to the
 // nodes (each node keeps its own address as its identity), with the
 // options the run asks for. release closes it and its connections.
-func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err error) {
+func newLockClient(cfg workerConfig) (lc *redlock.Client, release func(), err error) {
 	ttl := time.Duration(cfg.TTLms) * time.Millisecond
 	clients := make([]redis.UniversalClient, len(cfg.Nodes))
 	nodes, dials := slices.Clone(cfg.Nodes), slices.Clone(cfg.Dial)
@@ -118,7 +118,7 @@ func newLockClient(cfg WorkerConfig) (lc *redlock.Client, release func(), err er
 // attempt takes the lock and runs one section under it. With a hold cap
 // the section runs under Do, which keeps the lease extended up to the
 // cap; otherwise under a plain lease released afterwards.
-func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (Outcome, error) {
+func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (attemptOutcome, error) {
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
 	lockWait := time.Duration(w.cfg.LockMs) * time.Millisecond
 	if w.cfg.UntilNs > 0 {
@@ -144,7 +144,7 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (O
 // attemptDo runs the section under Do. In the do-panic style fn panics
 // now and then after the section; the worker recovers, as a server's
 // request handler would, and the next section must still get the lock.
-func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl time.Duration, s *section) (outcome Outcome, err error) {
+func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl time.Duration, s *section) (outcome attemptOutcome, err error) {
 	var serr error
 	defer func() {
 		if p := recover(); p != nil {
@@ -161,7 +161,7 @@ func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl ti
 	err = lc.Do(lctx, w.cfg.Key, ttl, func(_ context.Context, lease *redlock.Lease) error {
 		outcome, serr = w.section(ctx, lease, s)
 		s.heldNs = stampNs()
-		if w.cfg.Style == StyleDoPanic && w.rng.IntN(4) == 0 {
+		if w.cfg.Style == styleDoPanic && w.rng.IntN(4) == 0 {
 			s.outcome = outcome
 			panic(errPanic)
 		}
@@ -182,7 +182,7 @@ var errPanic = errors.New("chaos worker: panic in fn (on purpose)")
 // lease that cannot be extended is not acted on any more.
 func (w *worker) extend(ctx context.Context, h held) error {
 	lease, ok := h.(*redlock.Lease)
-	if w.cfg.Style != StyleDoExtend || !ok {
+	if w.cfg.Style != styleDoExtend || !ok {
 		return nil
 	}
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond

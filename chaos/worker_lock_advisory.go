@@ -21,21 +21,21 @@ type advisoryService struct {
 	key int64
 }
 
-func newAdvisoryService(cfg WorkerConfig) (*advisoryService, error) {
+func newAdvisoryService(cfg workerConfig) (*advisoryService, error) {
 	if cfg.Fencing != "none" {
 		return nil, fmt.Errorf("chaos worker: an advisory lock has no fencing token (fencing %q)", cfg.Fencing)
 	}
-	return &advisoryService{key: AdvisoryKey(cfg.Key)}, nil
+	return &advisoryService{key: advisoryKey(cfg.Key)}, nil
 }
 
-// AdvisoryKey is the bigint the advisory lock of key is taken on: the
+// advisoryKey is the bigint the advisory lock of key is taken on: the
 // 64-bit FNV-1a hash of key's UTF-8 bytes, read as a two's-complement
 // signed integer. Every process that locks key must use this mapping;
 // it is short enough to write again in any language (offset basis
 // 14695981039346656037, prime 1099511628211, xor then multiply per byte).
 // Two keys that collide share one lock, which costs throughput, never
 // safety.
-func AdvisoryKey(key string) int64 {
+func advisoryKey(key string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	return int64(h.Sum64())
@@ -48,7 +48,7 @@ func (a *advisoryService) recordsItself() bool { return true }
 // write, and the section's row, committed together. A section whose
 // transaction did not commit left nothing, not even its row; the lock
 // was let go with it.
-func (a *advisoryService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+func (a *advisoryService) attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error) {
 	lctx, cancel := context.WithTimeout(ctx, time.Duration(w.cfg.LockMs)*time.Millisecond)
 	defer cancel()
 	tx, err := w.pool.Begin(lctx)
@@ -63,36 +63,36 @@ func (a *advisoryService) attempt(ctx context.Context, w *worker, s *section) (O
 		return outcomeNotLocked, err
 	}
 	s.gotNs = stampNs()
-	if err := w.gate(ctx, GateLocked, s.attempt, 0); err != nil {
+	if err := w.gate(ctx, gateLocked, s.attempt, 0); err != nil {
 		rollback()
 		return outcomeStopped, err
 	}
 	if err := readCounter(ctx, tx, w.cfg.row(), s); err != nil {
 		rollback()
-		return OutcomeError, err
+		return outcomeError, err
 	}
-	if err := w.gate(ctx, GateRead, s.attempt, 0); err != nil {
+	if err := w.gate(ctx, gateRead, s.attempt, 0); err != nil {
 		rollback()
-		return OutcomeError, err
+		return outcomeError, err
 	}
 	_ = w.work(ctx, nil) // no lease to extend: the transaction holds the lock
 	if _, err := tx.Exec(ctx, `UPDATE counter SET value = $1 WHERE id = $2`, s.read+1, w.cfg.row()); err != nil {
 		rollback()
-		return OutcomeError, err
+		return outcomeError, err
 	}
 	// The lock is valid exactly while the transaction holds it, so the
 	// section's deadline is its end. Its release is the COMMIT below,
 	// which the row cannot wait for; it is recorded as the end too.
 	s.endNs = stampNs()
-	s.deadlineNs, s.releaseNs, s.outcome = s.endNs, s.endNs, OutcomeOK
+	s.deadlineNs, s.releaseNs, s.outcome = s.endNs, s.endNs, outcomeOK
 	if err := w.record(ctx, tx, s); err != nil {
 		rollback()
-		return OutcomeError, err
+		return outcomeError, err
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return OutcomeError, err
+		return outcomeError, err
 	}
-	return OutcomeOK, nil
+	return outcomeOK, nil
 }
 
 // lock waits in pg_advisory_xact_lock until ctx ends (pgx then cancels

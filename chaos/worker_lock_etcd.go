@@ -20,7 +20,7 @@ type etcdService struct {
 	sess *concurrency.Session
 }
 
-func newEtcdService(cfg WorkerConfig) (*etcdService, error) {
+func newEtcdService(cfg workerConfig) (*etcdService, error) {
 	if len(cfg.Nodes) == 0 {
 		return nil, errors.New("chaos worker: no etcd endpoints")
 	}
@@ -79,7 +79,7 @@ type etcdHold struct {
 func (h *etcdHold) FencingToken() uint64 { return h.token }
 func (h *etcdHold) Deadline() time.Time  { return h.deadline }
 
-func (e *etcdService) attempt(ctx context.Context, w *worker, s *section) (Outcome, error) {
+func (e *etcdService) attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error) {
 	// Ask for a leader: a member cut off from the majority then refuses
 	// at once instead of waiting out the lock's deadline.
 	lctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), time.Duration(w.cfg.LockMs)*time.Millisecond)

@@ -19,7 +19,7 @@ type section struct {
 	releaseNs                        int64
 	heldNs                           int64 // the holder let go: Release called, or fn returned
 	readNs, read                     int64
-	outcome                          Outcome
+	outcome                          attemptOutcome
 	panicked                         bool // fn panicked after the section (do-panic)
 }
 
@@ -34,11 +34,11 @@ var _ held = (*redlock.Lease)(nil)
 
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
-func (w *worker) section(ctx context.Context, lease held, s *section) (Outcome, error) {
+func (w *worker) section(ctx context.Context, lease held, s *section) (attemptOutcome, error) {
 	s.gotNs = stampNs()
 	s.token = lease.FencingToken()
 	deadline := s.gotNs + int64(time.Until(lease.Deadline()))
-	if err := w.gateAt(ctx, gateEvent{gate: GateLocked, attempt: s.attempt, token: s.token, deadline: deadline}); err != nil {
+	if err := w.gateAt(ctx, gateEvent{gate: gateLocked, attempt: s.attempt, token: s.token, deadline: deadline}); err != nil {
 		return outcomeStopped, err
 	}
 	outcome, err := w.body(ctx, lease, s)
@@ -48,7 +48,7 @@ func (w *worker) section(ctx context.Context, lease held, s *section) (Outcome, 
 }
 
 // gate waits for the coordinator when gate g is on for attempt.
-func (w *worker) gate(ctx context.Context, g Gate, attempt int, token uint64) error {
+func (w *worker) gate(ctx context.Context, g gatePoint, attempt int, token uint64) error {
 	return w.gateAt(ctx, gateEvent{gate: g, attempt: attempt, token: token})
 }
 
@@ -107,33 +107,33 @@ func readCounter(ctx context.Context, q interface {
 // body is one critical section in the worker's fencing mode. The database
 // calls deliberately carry no deadline from the lease: the point is to see
 // what a holder that outlived its lease does to the data.
-func (w *worker) body(ctx context.Context, lease held, s *section) (Outcome, error) {
+func (w *worker) body(ctx context.Context, lease held, s *section) (attemptOutcome, error) {
 	tok := int64(lease.FencingToken())
 	row := w.cfg.row()
 	switch w.cfg.Fencing {
 	case "none":
 		if err := readCounter(ctx, w.pool, row, s); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
-		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
-			return OutcomeError, err
+		if err := w.gate(ctx, gateRead, s.attempt, s.token); err != nil {
+			return outcomeError, err
 		}
 		if err := w.work(ctx, lease); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
 		if _, err := w.pool.Exec(ctx, `UPDATE counter SET value = $1, last_token = $2 WHERE id = $3`, s.read+1, tok, row); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
-		return OutcomeOK, nil
+		return outcomeOK, nil
 	case "write-only":
 		if err := readCounter(ctx, w.pool, row, s); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
-		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
-			return OutcomeError, err
+		if err := w.gate(ctx, gateRead, s.attempt, s.token); err != nil {
+			return outcomeError, err
 		}
 		if err := w.work(ctx, lease); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
 		return verdictOf(w.guard.Write(ctx, w.pool, row, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
 	case "claim-first":
@@ -141,13 +141,13 @@ func (w *worker) body(ctx context.Context, lease held, s *section) (Outcome, err
 			return verdictOf(err)
 		}
 		if err := readCounter(ctx, w.pool, row, s); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
-		if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
-			return OutcomeError, err
+		if err := w.gate(ctx, gateRead, s.attempt, s.token); err != nil {
+			return outcomeError, err
 		}
 		if err := w.work(ctx, lease); err != nil {
-			return OutcomeError, err
+			return outcomeError, err
 		}
 		return verdictOf(w.guard.WriteClaimed(ctx, w.pool, row, lease, fencing.Values{"value": s.read + 1, "last_token": tok}))
 	default: // fence-table
@@ -155,7 +155,7 @@ func (w *worker) body(ctx context.Context, lease held, s *section) (Outcome, err
 			if err := readCounter(ctx, tx, row, s); err != nil {
 				return err
 			}
-			if err := w.gate(ctx, GateRead, s.attempt, s.token); err != nil {
+			if err := w.gate(ctx, gateRead, s.attempt, s.token); err != nil {
 				return err
 			}
 			if err := w.work(ctx, lease); err != nil {
@@ -167,14 +167,14 @@ func (w *worker) body(ctx context.Context, lease held, s *section) (Outcome, err
 	}
 }
 
-func verdictOf(err error) (Outcome, error) {
+func verdictOf(err error) (attemptOutcome, error) {
 	switch {
 	case err == nil:
-		return OutcomeOK, nil
+		return outcomeOK, nil
 	case errors.Is(err, fencing.ErrStaleToken):
-		return OutcomeRejected, err
+		return outcomeRejected, err
 	default:
-		return OutcomeError, err
+		return outcomeError, err
 	}
 }
 

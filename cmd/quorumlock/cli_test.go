@@ -27,6 +27,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no arguments", nil, nil, "Usage:", exitUsage},
 		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`, exitUsage},
+		{"chaos moved out", nil, []string{"chaos", "--profile", "smoke"}, "program of its own now: quorumlock-chaos", exitUsage},
+		{"bench moved out", nil, []string{"bench", "--quick"}, "program of its own now: quorumlock-bench", exitUsage},
 		{"run without nodes", nil, []string{"run", "--key", "k", "--ttl", "1s", "--", "true"}, "no nodes", exitUsage},
 		{"run with empty nodes env", []string{"QUORUMLOCK_NODES= , "}, []string{"run", "--key", "k", "--ttl", "1s", "--", "true"}, "no nodes", exitUsage},
 		{"run without key", nil, []string{"run", "--nodes", node, "--ttl", "1s", "--", "true"}, "--key is required", exitUsage},

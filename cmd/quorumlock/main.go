@@ -46,6 +46,15 @@ type subcommand struct {
 // subcommands is filled by register from init functions.
 var subcommands = map[string]subcommand{}
 
+// movedOut names the programs that took over former subcommands, for the
+// error a user with an old command line gets. They have heavy dependencies
+// (etcd, gRPC, Toxiproxy; redsync) that this binary must not link.
+var movedOut = map[string]string{
+	"chaos":        "quorumlock-chaos (chaos/cmd/quorumlock-chaos; make chaos builds and runs it)",
+	"chaos-worker": "quorumlock-chaos",
+	"bench":        "quorumlock-bench (bench/cmd/qlbench; make bench runs it)",
+}
+
 // register adds a subcommand. It panics on a duplicate name or a nil run
 // function: both are programming errors that every test run would catch.
 func register(name string, s subcommand) {
@@ -84,6 +93,10 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	s, ok := subcommands[name]
 	if !ok {
+		if to, moved := movedOut[name]; moved {
+			fmt.Fprintf(stderr, "quorumlock: %q is a program of its own now: %s\n", name, to)
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "quorumlock: unknown command %q\n\n", name)
 		usage(stderr)
 		return exitUsage

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // ErrBinaryNotFound is wrapped by the errors of starters whose server binary
@@ -32,9 +33,14 @@ func FindBinary(name string) (string, error) {
 	}
 }
 
+// lookBinary finds name on PATH, or checks it when it is a path (it
+// contains a slash).
 func lookBinary(name string) (string, error) {
 	p, err := exec.LookPath(name)
 	if err != nil {
+		if strings.Contains(name, "/") {
+			return "", fmt.Errorf("%w: %s is not an executable file", ErrBinaryNotFound, name)
+		}
 		return "", fmt.Errorf("%w: %s is not on PATH", ErrBinaryNotFound, name)
 	}
 	return p, nil

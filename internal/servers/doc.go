@@ -1,10 +1,10 @@
 // Package servers starts real redis-server and PostgreSQL servers, as child
-// processes or as Docker containers, for the tests (through package testenv)
-// and for the chaos suite, and static etcd clusters as child processes for
-// the chaos suite's etcd-3 topology.
+// processes or as Docker containers, for the tests (through package testenv),
+// the chaos suite and the benchmark, and static etcd clusters as child
+// processes for the chaos suite's etcd-3 topology.
 //
 // It returns errors and never imports package testing, so that programs
-// built on it (the quorumlock CLI runs the chaos suite) do not link the test
+// built on it (quorumlock-chaos, the benchmark) do not link the test
 // framework. Package testenv adds the testing.TB layer: skip or fail, and
 // cleanups.
 //

@@ -53,6 +53,9 @@ func (p Persistence) args() ([]string, error) {
 // RedisConfig describes one redis-server. The zero value is a node on a free
 // port in a fresh temporary directory, without persistence.
 type RedisConfig struct {
+	// Binary is the redis-server program to run: a path, or a name looked
+	// up on PATH. Empty means "redis-server" on PATH.
+	Binary string
 	// Port to listen on; 0 picks a free one (and retries on a clash).
 	Port int
 	// Dir holds the log and any persisted data; empty means a temporary
@@ -92,7 +95,11 @@ func StartRedisProcess(ctx context.Context, cfg RedisConfig) (*RedisProcess, err
 	if _, err := cfg.Persistence.args(); err != nil {
 		return nil, err
 	}
-	bin, err := lookBinary("redis-server")
+	name := cfg.Binary
+	if name == "" {
+		name = "redis-server"
+	}
+	bin, err := lookBinary(name)
 	if err != nil {
 		return nil, err
 	}

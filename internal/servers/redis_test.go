@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,4 +65,29 @@ func TestRedisProcessEnvReachesServer(t *testing.T) {
 	log, err := os.ReadFile(p.LogPath())
 	require.NoError(t, err)
 	require.Contains(t, string(log), "quorumlock-testenv-marker.so")
+}
+
+// TestRedisProcessRunsTheBinaryAskedFor starts redis-server through a
+// wrapper named by RedisConfig.Binary: the wrapper leaves a mark, then
+// becomes the server (exec keeps the pid the readiness check expects).
+func TestRedisProcessRunsTheBinaryAskedFor(t *testing.T) {
+	t.Parallel()
+	testenv.RequireBinaries(t, "redis-server")
+	real, err := servers.FindBinary("redis-server")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "ran")
+	wrapper := filepath.Join(dir, "my-redis")
+	script := "#!/bin/sh\ntouch '" + mark + "'\nexec '" + real + "' \"$@\"\n"
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+
+	p, err := servers.StartRedisProcess(context.Background(), servers.RedisConfig{Binary: wrapper})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Stop()) })
+	require.FileExists(t, mark, "the server was not started through RedisConfig.Binary")
+
+	missing := filepath.Join(dir, "no-such-redis")
+	_, err = servers.StartRedisProcess(context.Background(), servers.RedisConfig{Binary: missing})
+	require.ErrorIs(t, err, servers.ErrBinaryNotFound)
+	require.Contains(t, err.Error(), missing)
 }

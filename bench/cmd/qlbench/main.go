@@ -1,7 +1,7 @@
 // Command qlbench compares quorumlock with go-redsync/redsync, a
 // single-node lock and the network floor, on five redis-server nodes it
-// starts itself. It is what `quorumlock bench` and `make bench` run; see
-// docs/performance.md.
+// starts itself. It is what `make bench` runs, and what `make build` puts
+// in bin/quorumlock-bench; see docs/performance.md.
 //
 // It lives in its own module (bench/) so that the quorumlock module never
 // depends on redsync.
@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
 	"github.com/quorumlock/quorumlock/bench/internal/report"
 	"github.com/quorumlock/quorumlock/bench/internal/suite"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -36,7 +36,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("quorumlock bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("quorumlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "smaller samples and shorter windows: about one minute instead of four to five")
 	jsonPath := fs.String("json", "", "write the results as JSON (API.md) to `FILE`")
@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE`")
 	countCalls := fs.Bool("count-calls", false, "count the Redis commands each implementation sends per operation (adds a client hook)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: quorumlock bench [flags]
+		fmt.Fprint(stderr, `Usage: quorumlock-bench [flags]
 
 Starts five redis-server nodes on free loopback ports (no persistence),
 runs the scenarios with quorumlock, redsync, a single-node lock and the
@@ -71,7 +71,7 @@ Flags:
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "quorumlock bench: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "quorumlock-bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	cfg := suite.Config{Quick: *quick, TTL: *ttl, Log: stderr}
@@ -79,7 +79,7 @@ Flags:
 	if *scen != "" {
 		for s := range strings.SplitSeq(*scen, ",") {
 			if !contains(suite.All, s) {
-				fmt.Fprintf(stderr, "quorumlock bench: unknown scenario %q (have %s)\n", s, strings.Join(suite.All, ","))
+				fmt.Fprintf(stderr, "quorumlock-bench: unknown scenario %q (have %s)\n", s, strings.Join(suite.All, ","))
 				return 2
 			}
 			cfg.Scenarios = append(cfg.Scenarios, s)
@@ -94,12 +94,12 @@ Flags:
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			return 1
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			return 1
 		}
 		defer pprof.StopCPUProfile()
@@ -107,12 +107,12 @@ Flags:
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		if err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			return 1
 		}
 		defer f.Close()
 		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			return 1
 		}
 		defer trace.Stop()
@@ -129,17 +129,19 @@ Flags:
 		NodeTimeout:  float64(nodeTimeout(*ttl)) / float64(time.Millisecond),
 		LoadBefore:   loadAvg(),
 	}
-	fmt.Fprintf(stderr, "quorumlock bench: %s mode, %s, GOMAXPROCS=%d, redis %s, load average before %s\n",
+	fmt.Fprintf(stderr, "quorumlock-bench: %s mode, %s, GOMAXPROCS=%d, redis %s, load average before %s\n",
 		meta.Mode, meta.GoVersion, meta.GOMAXPROCS, meta.RedisVersion, report.Load(meta.LoadBefore))
 
 	start := time.Now()
-	ns, err := nodes.Start(ctx, *redisBin, 5)
+	ns, err := startNodes(ctx, *redisBin, 5)
 	if err != nil {
-		fmt.Fprintln(stderr, "quorumlock bench:", err)
+		fmt.Fprintln(stderr, "quorumlock-bench:", err)
 		return 1
 	}
 	results, runErr := suite.Run(ctx, cfg, ns)
-	ns.Stop()
+	if err := servers.StopAll(ns); err != nil {
+		fmt.Fprintln(stderr, "quorumlock-bench: stopping the nodes:", err)
+	}
 	meta.Seconds = time.Since(start).Seconds()
 	meta.LoadAfter = loadAvg()
 
@@ -152,28 +154,28 @@ Flags:
 	status := 0
 	if *jsonPath != "" {
 		if err := report.WriteJSON(*jsonPath, report.Doc{Meta: meta, Results: results, Targets: ts}); err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			status = 1
 		}
 	}
 	if *mdPath != "" {
 		if err := writeMarkdown(*mdPath, meta, results, ts); err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
 			status = 1
 		}
 	}
 	if *plotPath != "" && len(results) > 0 {
 		if err := report.Plot(*plotPath, results); err != nil {
-			fmt.Fprintln(stderr, "quorumlock bench: plot:", err)
+			fmt.Fprintln(stderr, "quorumlock-bench: plot:", err)
 			status = 1
 		}
 	}
 	if runErr != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "quorumlock bench: interrupted; the nodes are stopped")
+			fmt.Fprintln(stderr, "quorumlock-bench: interrupted; the nodes are stopped")
 			return 130
 		}
-		fmt.Fprintln(stderr, "quorumlock bench:", runErr)
+		fmt.Fprintln(stderr, "quorumlock-bench:", runErr)
 		return 1
 	}
 	return status
@@ -181,8 +183,8 @@ Flags:
 
 // handleSignals cancels the run on the first SIGINT or SIGTERM so that the
 // nodes are thawed and stopped; a terminal's Ctrl-C may reach this process
-// twice (directly and forwarded by `quorumlock bench`), so only a third
-// signal ends the process at once (the nodes then die with it).
+// twice (directly and relayed by a wrapper that forwards signals), so only
+// a third signal ends the process at once (the nodes then die with it).
 func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
@@ -194,7 +196,7 @@ func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
 			case <-ch:
 				n++
 				if n == 1 {
-					fmt.Fprintln(stderr, "quorumlock bench: stopping (signal again twice to exit at once)")
+					fmt.Fprintln(stderr, "quorumlock-bench: stopping (signal again twice to exit at once)")
 					cancel()
 				}
 				if n >= 3 {
@@ -206,6 +208,25 @@ func handleSignals(cancel context.CancelFunc, stderr io.Writer) (stop func()) {
 		}
 	}()
 	return func() { signal.Stop(ch); close(done) }
+}
+
+// startNodes starts n throw-away redis-server processes of the binary bin
+// (a path, or a name looked up on PATH) on free loopback ports, without
+// persistence, each in its own temporary directory. They die with this
+// process, also when it is killed. On error it stops the ones it started.
+func startNodes(ctx context.Context, bin string, n int) ([]*servers.RedisProcess, error) {
+	var ns []*servers.RedisProcess
+	for range n {
+		p, err := servers.StartRedisProcess(ctx, servers.RedisConfig{Binary: bin, Persistence: servers.PersistenceNone})
+		if err != nil {
+			if errors.Is(err, servers.ErrBinaryNotFound) {
+				err = fmt.Errorf("%w (install redis-server, or pass --redis-server)", err)
+			}
+			return nil, errors.Join(err, servers.StopAll(ns))
+		}
+		ns = append(ns, p)
+	}
+	return ns, nil
 }
 
 func writeMarkdown(path string, m report.Meta, rs []suite.Result, ts []report.Target) error {

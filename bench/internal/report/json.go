@@ -22,7 +22,7 @@ type Meta struct {
 	LoadAfter    []float64 `json:"load_after,omitempty"`
 }
 
-// Doc is the JSON document `quorumlock bench --json` writes (API.md: an
+// Doc is the JSON document `quorumlock-bench --json` writes (API.md: an
 // object with a results array).
 type Doc struct {
 	Meta    Meta           `json:"meta"`

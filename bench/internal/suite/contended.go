@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -47,7 +47,7 @@ const HandOffVariant = "8 Clients, WithKeyHandOff"
 // service), quorumlock with one Client (and its own connections) per
 // goroutine (as 8 processes, woken through Pub/Sub), and redsync (one Mutex
 // per goroutine over shared pools), interleaved in blocks.
-func contended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
+func contended(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	ql, err := impl.NewQL(impl.Clients(addrs), true, cfg.TTL)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/bench/internal/delayproxy"
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -28,7 +28,7 @@ const faultTimeout = 60 * time.Second
 
 // slowNode puts a proxy that delays requests by 50 ms in front of node 4,
 // for every implementation's clients.
-func slowNode(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
+func slowNode(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	p, err := delayproxy.Start(addrs[4], SlowDelay)
 	if err != nil {
 		return nil, err
@@ -62,14 +62,14 @@ func slowNode(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key
 
 // twoDown freezes (SIGSTOP) nodes 3 and 4 and runs Lock+Release with
 // callers' go-redis clients at default options.
-func twoDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, key string) ([]Result, error) {
+func twoDown(ctx context.Context, cfg Config, ns []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	ql, err := impl.NewQL(impl.Clients(addrs), true, cfg.TTL)
 	if err != nil {
 		return nil, err
 	}
 	rs := impl.NewRS(impl.Clients(addrs), cfg.TTL)
 	defer func() {
-		ns.ThawAll() // before Close, which waits for calls stuck on the frozen nodes
+		thawAll(ns) // before Close, which waits for calls stuck on the frozen nodes
 		ql.Close()
 		rs.Close()
 	}()
@@ -83,7 +83,7 @@ func twoDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, key
 		return nil, err
 	}
 	for _, i := range []int{3, 4} {
-		if err := ns.Freeze(i); err != nil {
+		if err := ns[i].Pause(); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +98,7 @@ func twoDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, key
 // threeDown freezes nodes 2, 3 and 4: no quorum is possible. It measures
 // how long a failing TryLock takes, and that Lock returns when its ctx or
 // its retry policy says so.
-func threeDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, key string) ([]Result, error) {
+func threeDown(ctx context.Context, cfg Config, ns []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	ql, err := impl.NewQL(impl.Clients(addrs), true, cfg.TTL)
 	if err != nil {
 		return nil, err
@@ -111,14 +111,14 @@ func threeDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, k
 	}
 	rs := impl.NewRS(impl.Clients(addrs), cfg.TTL)
 	defer func() {
-		ns.ThawAll()
+		thawAll(ns)
 		ql.Close()
 		qr.Close()
 		rs.Close()
 	}()
 	warm(ctx, []*entry{{l: ql, key: key}, {l: qr, key: key}, {l: rs, key: key}}, 20)
 	for _, i := range []int{2, 3, 4} {
-		if err := ns.Freeze(i); err != nil {
+		if err := ns[i].Pause(); err != nil {
 			return nil, err
 		}
 	}
@@ -185,4 +185,13 @@ func threeDown(ctx context.Context, cfg Config, ns *nodes.Set, addrs []string, k
 		out = append(out, res(&rCtx, ThreeDownLockCtx, "redsync", fmt.Sprintf("LockContext, ctx %v", lockCtx)))
 	}
 	return out, ctx.Err()
+}
+
+// thawAll resumes every node (SIGCONT; a no-op on one that was not
+// frozen). A node that cannot be signalled is stopped or gone, and the
+// scenario that needs it reports that.
+func thawAll(ns []*servers.RedisProcess) {
+	for _, n := range ns {
+		_ = n.Resume()
+	}
 }

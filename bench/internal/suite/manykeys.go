@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // ManyKeysGoroutines is the number of goroutines in the many-keys
@@ -34,7 +34,7 @@ type mkEntry struct {
 // node shared by the goroutines: quorumlock (one Client), redsync (one
 // Mutex per key) and the pipelined floor, interleaved in blocks. Every
 // implementation's clients count the commands and round trips they send.
-func manyKeys(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
+func manyKeys(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	tq, tr, tf := impl.NewTrips(len(addrs)), impl.NewTrips(len(addrs)), impl.NewTrips(len(addrs))
 	ql, err := impl.NewQL(impl.CountedClients(addrs, tq), true, cfg.TTL)
 	if err != nil {

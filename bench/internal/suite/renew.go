@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
 	"github.com/quorumlock/quorumlock/bench/internal/nodestats"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -61,7 +61,7 @@ type renewCounts struct {
 // window in which all of them are held: quorumlock with 100 leases
 // (renew-few) and with 1000 under Do, and redsync with 1000 Mutexes each
 // extended by a goroutine of its own every ttl/3 (redsync has no Do).
-func renewMany(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
+func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	window, rsWindow, fewWindow := pick(cfg, 6*time.Second, 30*time.Second), pick(cfg, 3*time.Second, 10*time.Second), pick(cfg, 3*time.Second, 6*time.Second)
 	probes, closeProbes := openProbes(addrs)
 	defer closeProbes()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // Scenario names (API.md).
@@ -66,17 +66,18 @@ func pick[T any](c Config, quick, full T) T {
 
 // Run runs the selected scenarios on ns (five nodes) and returns their
 // results, and the checks of the targets those results allow. It stops
-// early, with what it has, when ctx ends.
-func Run(ctx context.Context, cfg Config, ns *nodes.Set) ([]Result, error) {
-	addrs := make([]string, len(ns.Nodes))
-	for i, n := range ns.Nodes {
-		addrs[i] = n.Addr
+// early, with what it has, when ctx ends. The fault scenarios freeze nodes
+// with Pause and resume every node before they return.
+func Run(ctx context.Context, cfg Config, ns []*servers.RedisProcess) ([]Result, error) {
+	addrs := make([]string, len(ns))
+	for i, n := range ns {
+		addrs[i] = n.Addr()
 	}
 	run := fmt.Sprintf("qlbench:%d", time.Now().UnixNano())
 	var out []Result
 	steps := []struct {
 		name string
-		f    func(context.Context, Config, *nodes.Set, []string, string) ([]Result, error)
+		f    func(context.Context, Config, []*servers.RedisProcess, []string, string) ([]Result, error)
 	}{
 		{Uncontended, uncontended},
 		{SlowNode, slowNode},
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config, ns *nodes.Set) ([]Result, error) {
 		}
 		cfg.logf("scenario %s", s.name)
 		rs, err := s.f(ctx, cfg, ns, addrs, run+":"+s.name)
-		ns.ThawAll()
+		thawAll(ns)
 		out = append(out, rs...)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", s.name, err)

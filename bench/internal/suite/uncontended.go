@@ -4,14 +4,14 @@ import (
 	"context"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
-	"github.com/quorumlock/quorumlock/bench/internal/nodes"
+	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // uncontended: one goroutine, Lock then Release on the same key (always
 // free when Lock starts), for the floor, the single-node baseline, redsync,
 // quorumlock and quorumlock WithFencing, interleaved.
-func uncontended(ctx context.Context, cfg Config, _ *nodes.Set, addrs []string, key string) ([]Result, error) {
+func uncontended(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	ql, err := impl.NewQL(impl.Clients(addrs), true, cfg.TTL)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package chaos
+package check
 
 import (
 	"math"
@@ -75,5 +75,75 @@ func TestChaosLateWrites(t *testing.T) {
 	ss[4].Outcome = OutcomeRejected
 	if acc, over := LateWrites(ss); acc != 1 || over != 0 {
 		t.Errorf("with the second late write rejected: %d accepted, %d overwritten; want 1 and 0", acc, over)
+	}
+}
+
+// TestValidOverlaps: a lease's window runs from the grant to the holder's
+// release or its deadline, whichever is first; the section's end does not
+// close it.
+func TestValidOverlaps(t *testing.T) {
+	sec := func(w int, got, end, held, deadline int64) Section {
+		return Section{Worker: w, Got: got, End: end, Held: held, Deadline: deadline, Outcome: OutcomeOK}
+	}
+	for _, tc := range []struct {
+		name            string
+		ss              []Section
+		valid, overlaps int
+	}{
+		{"one after the other", []Section{sec(0, 10, 20, 25, 100), sec(1, 30, 40, 45, 120)}, 0, 0},
+		// Worker 1 was granted after worker 0's write but before its
+		// release, while worker 0's lease was still valid.
+		{"granted before the release", []Section{sec(0, 10, 20, 50, 100), sec(1, 30, 40, 45, 120)}, 1, 0},
+		// The same, but worker 0's lease had ended by then.
+		{"granted after the deadline", []Section{sec(0, 10, 20, 50, 25), sec(1, 30, 40, 45, 120)}, 0, 0},
+		{"no release recorded", []Section{sec(0, 10, 35, 0, 100), sec(1, 30, 40, 45, 120)}, 1, 1},
+		{"same worker", []Section{sec(0, 10, 20, 50, 100), sec(0, 30, 40, 45, 120)}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ValidOverlaps(tc.ss); got != tc.valid {
+				t.Errorf("ValidOverlaps = %d, want %d", got, tc.valid)
+			}
+			if got := Overlaps(tc.ss); got != tc.overlaps {
+				t.Errorf("Overlaps = %d, want %d", got, tc.overlaps)
+			}
+		})
+	}
+}
+
+// TestGrantInversions: in grant order, each token must be above every
+// earlier one; unfenced grants and leases that were over when Lock
+// returned do not count.
+func TestGrantInversions(t *testing.T) {
+	sec := func(got int64, tok uint64) Section { return Section{Got: got, Deadline: got + 100, Token: tok} }
+	for _, tc := range []struct {
+		name string
+		ss   []Section
+		want int
+	}{
+		{"increasing", []Section{sec(30, 7), sec(10, 3), sec(20, 5)}, 0},
+		{"smaller", []Section{sec(10, 5), sec(20, 4)}, 1},
+		{"equal", []Section{sec(10, 5), sec(20, 5)}, 1},
+		{"below an older one", []Section{sec(10, 5), sec(20, 9), sec(30, 6)}, 1},
+		{"unfenced", []Section{sec(10, 5), sec(20, 0), sec(30, 6)}, 0},
+		{"over at once", []Section{sec(10, 5), {Got: 20, Deadline: 15, Token: 4}, sec(30, 6)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := GrantInversions(tc.ss); got != tc.want {
+				t.Errorf("GrantInversions = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLockWait: the median and the longest wait from the lock call to the
+// grant, whatever order the sections come in.
+func TestLockWait(t *testing.T) {
+	sec := func(call, got int64) Section { return Section{Call: call, Got: got} }
+	med, longest := LockWait([]Section{sec(0, 50), sec(10, 15), sec(20, 120), sec(30, 40), sec(5, 35)})
+	if med != 30 || longest != 100 {
+		t.Errorf("LockWait = %d, %d; want 30 and 100", med, longest)
+	}
+	if med, longest := LockWait(nil); med != 0 || longest != 0 {
+		t.Errorf("LockWait(nil) = %d, %d; want 0 and 0", med, longest)
 	}
 }

@@ -1,3 +1,12 @@
+// Command quorumlock-chaos runs the chaos suite (docs/chaos.md): it starts
+// its own redis-server, PostgreSQL and etcd servers, runs worker processes
+// that increment a counter under the lock, injects faults on a seeded
+// schedule and checks the history for what must never happen.
+//
+// It is a binary of its own, in the chaos module, so that the quorumlock
+// CLI links none of the suite's dependencies (etcd, gRPC, Toxiproxy,
+// porcupine, Prometheus). Its workers are this same binary, started with
+// the hidden first argument "worker".
 package main
 
 import (
@@ -10,9 +19,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,18 +31,30 @@ import (
 	"github.com/quorumlock/quorumlock/chaos"
 )
 
-func init() {
-	register("chaos", subcommand{
-		summary: "run the chaos suite: kill, pause, partition and skew Redis nodes and workers, and check the damage",
-		run:     chaosMain,
-	})
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitVerdict     = 1 // a run did not show what it must, or the suite could not run
+	exitUsage       = 2 // bad flags or arguments; nothing was started
+	exitInterrupted = 130
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exit statuses of chaos.
-const (
-	exitChaosVerdict = 1 // a run did not show what it must, or the suite could not run
-	exitInterrupted  = 130
-)
+// run returns the exit status. The first SIGINT or SIGTERM cancels the
+// suite, which then stops its servers and reports the runs finished so far
+// (context.Cause names the signal); a second one ends the process.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	if len(args) > 0 && args[0] == workerArg {
+		return workerMain(ctx, stdout, stderr)
+	}
+	return suiteMain(ctx, args, stdout, stderr)
+}
 
 type chaosConfig struct {
 	profile  string
@@ -52,7 +75,7 @@ type chaosConfig struct {
 }
 
 func chaosUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `Usage: quorumlock chaos [--profile quick|full|smoke|soak] [--duration D] [--backend local|compose] [--json FILE] [--seed N] [flags]
+	fmt.Fprint(w, `Usage: quorumlock-chaos [--profile quick|full|smoke|soak] [--duration D] [--backend local|compose] [--json FILE] [--seed N] [flags]
 
 Starts its own redis-server and PostgreSQL processes on loopback ports,
 runs worker processes that increment a PostgreSQL counter under the lock,
@@ -84,7 +107,7 @@ Exit codes:
 
 func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, bool) {
 	cc := &chaosConfig{}
-	fs := flag.NewFlagSet("quorumlock chaos", flag.ContinueOnError)
+	fs := flag.NewFlagSet("quorumlock-chaos", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cc.profile, "profile", "quick", "`name` of the profile: "+strings.Join(chaos.Profiles, ", "))
 	fs.StringVar(&cc.backend, "backend", "local", "where the servers run: local (child processes on loopback) or compose (containers from the locally built or official images)")
@@ -105,15 +128,15 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 			chaosUsage(stdout, fs)
 			return nil, exitOK, false
 		}
-		return nil, usageError(stderr, "chaos", err), false
+		return nil, usageError(stderr, err), false
 	}
 	if fs.NArg() > 0 {
-		return nil, usageError(stderr, "chaos", fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
+		return nil, usageError(stderr, fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
 	}
 	if *seed != "" {
 		n, err := strconv.ParseUint(*seed, 10, 64)
 		if err != nil {
-			return nil, usageError(stderr, "chaos", fmt.Errorf("--seed %q: want a non-negative integer", *seed)), false
+			return nil, usageError(stderr, fmt.Errorf("--seed %q: want a non-negative integer", *seed)), false
 		}
 		cc.seed, cc.seedSet = n, true
 	}
@@ -121,14 +144,19 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	case "local":
 	case "compose":
 	default:
-		return nil, usageError(stderr, "chaos", fmt.Errorf("unknown backend %q (want local or compose)", cc.backend)), false
+		return nil, usageError(stderr, fmt.Errorf("unknown backend %q (want local or compose)", cc.backend)), false
 	}
 	for _, p := range []int{cc.pgPort, cc.redis} {
 		if p < 0 || p > 65535 {
-			return nil, usageError(stderr, "chaos", fmt.Errorf("invalid port %d", p)), false
+			return nil, usageError(stderr, fmt.Errorf("invalid port %d", p)), false
 		}
 	}
 	return cc, 0, true
+}
+
+func usageError(w io.Writer, err error) int {
+	fmt.Fprintf(w, "quorumlock-chaos: %v\nRun \"quorumlock-chaos --help\" for usage.\n", err)
+	return exitUsage
 }
 
 func splitList(s string) []string {
@@ -141,7 +169,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func suiteMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cc, code, ok := parseChaos(args, stdout, stderr)
 	if !ok {
 		return code
@@ -162,7 +190,7 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		prof, err = prof.Polling(cc.poll)
 	}
 	if err != nil {
-		return usageError(stderr, "chaos", errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
+		return usageError(stderr, errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
 	}
 	if !cc.seedSet {
 		var b [8]byte
@@ -171,37 +199,37 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock chaos: cannot find my own binary to start workers: %v\n", err)
-		return exitChaosVerdict
+		fmt.Fprintf(stderr, "quorumlock-chaos: cannot find my own binary to start workers: %v\n", err)
+		return exitVerdict
 	}
 	var b chaos.Backend
 	if cc.backend == "compose" {
 		cb, err := chaos.NewComposeBackend()
 		if err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
-			return exitChaosVerdict
+			fmt.Fprintf(stderr, "quorumlock-chaos: %v\n", err)
+			return exitVerdict
 		}
 		b = cb
 	} else {
 		lb, err := chaos.NewLocalBackend()
 		if err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
-			return exitChaosVerdict
+			fmt.Fprintf(stderr, "quorumlock-chaos: %v\n", err)
+			return exitVerdict
 		}
 		lb.PostgresPort, lb.RedisBasePort = cc.pgPort, cc.redis
 		b = lb
 	}
 	defer func() {
 		if err := b.Close(); err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: stopping the servers: %v\n", err)
+			fmt.Fprintf(stderr, "quorumlock-chaos: stopping the servers: %v\n", err)
 		}
 	}()
 	redis.SetLogger(quietRedis{})
 
-	fmt.Fprintf(stdout, "quorumlock chaos: profile %s, %d runs, backend %s, seed %d\n", prof.Name, len(prof.Runs), b.Name(), cc.seed)
+	fmt.Fprintf(stdout, "quorumlock-chaos: profile %s, %d runs, backend %s, seed %d\n", prof.Name, len(prof.Runs), b.Name(), cc.seed)
 	opts := chaos.Options{
 		Backend:       b,
-		WorkerCommand: func() (*exec.Cmd, error) { return exec.Command(self, "chaos-worker"), nil },
+		WorkerCommand: func() (*exec.Cmd, error) { return exec.Command(self, workerArg), nil },
 		Log:           stdout,
 		History:       cc.history,
 	}
@@ -210,16 +238,16 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	rep, runErr := chaos.Run(ctx, prof, cc.seed, opts)
 	if rep == nil {
-		fmt.Fprintf(stderr, "quorumlock chaos: %v\n", runErr)
-		return exitChaosVerdict
+		fmt.Fprintf(stderr, "quorumlock-chaos: %v\n", runErr)
+		return exitVerdict
 	}
 	fmt.Fprintln(stdout)
 	if err := chaos.WriteTable(stdout, rep); err != nil {
-		return exitChaosVerdict
+		return exitVerdict
 	}
 	if err := writeReports(cc, rep); err != nil {
-		fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
-		return exitChaosVerdict
+		fmt.Fprintf(stderr, "quorumlock-chaos: %v\n", err)
+		return exitVerdict
 	}
 	failed := len(rep.Failed())
 	fmt.Fprintf(stdout, "\n%d of %d runs showed what they must; seed %d reproduces this suite.\n", len(rep.Runs)-failed, len(rep.Runs), cc.seed)
@@ -229,13 +257,13 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	switch {
 	case runErr != nil && ctx.Err() != nil:
-		fmt.Fprintf(stderr, "quorumlock chaos: interrupted (%v); reported the runs finished so far\n", context.Cause(ctx))
+		fmt.Fprintf(stderr, "quorumlock-chaos: interrupted (%v); reported the runs finished so far\n", context.Cause(ctx))
 		return exitInterrupted
 	case runErr != nil:
-		fmt.Fprintf(stderr, "quorumlock chaos: %v\n", runErr)
-		return exitChaosVerdict
+		fmt.Fprintf(stderr, "quorumlock-chaos: %v\n", runErr)
+		return exitVerdict
 	case failed > 0:
-		return exitChaosVerdict
+		return exitVerdict
 	}
 	return exitOK
 }

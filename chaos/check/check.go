@@ -1,4 +1,4 @@
-package chaos
+package check
 
 import (
 	"cmp"
@@ -7,40 +7,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 )
-
-// Section is one critical section as a worker recorded it. Times are
-// nanoseconds on the machine's monotonic clock (stampNs), which every
-// worker shares (they run on one host) and which no wall-clock step
-// moves; only the Redis nodes' wall clocks are ever moved on purpose.
-type Section struct {
-	Worker   int
-	Token    uint64
-	Call     int64 // Lock called
-	Got      int64 // Lock returned the lease; the section starts
-	Deadline int64 // the lease's validity ends
-	End      int64 // the write returned; the section ends
-	Release  int64 // Release returned
-	ReadAt   int64 // the read of the counter was sent (0: no read)
-	Read     int64 // the counter value the section read
-	Outcome  Outcome
-	Row      int   // the counter row it incremented
-	Held     int64 // the holder let go of the lease: Release called, or Do's fn returned (0: not recorded)
-}
-
-// valid is the part of the section during which its lease was valid: the
-// window in which no other holder may exist.
-func (s Section) valid() (int64, int64) { return s.Got, min(s.End, s.Deadline) }
-
-// held is the whole time the section's lease was valid: from the grant
-// until the holder let go of it (called Release, or returned from Do's
-// fn) or its deadline passed, whichever came first. The holder can act
-// anywhere in it, also after its write, so no other lease of the key may
-// be valid in it. The start is Lock's return: the library does not show
-// when its acquire round began, and a holder cannot act before it has
-// the lease.
-func (s Section) held() (int64, int64) {
-	return s.Got, min(max(s.Held, s.End), s.Deadline)
-}
 
 // ValidOverlaps counts pairs of sections of different workers whose held
 // windows intersect: two leases of the key that were valid at once. It
@@ -191,6 +157,21 @@ func TokenInversions(tokens []uint64) int {
 		hi = max(hi, t)
 	}
 	return n
+}
+
+// LockWait is the median and the longest time from a lock call to its
+// grant over the sections, in nanoseconds: how long a stalled or frozen
+// holder kept the others waiting. Both are 0 for no sections.
+func LockWait(ss []Section) (median, longest int64) {
+	if len(ss) == 0 {
+		return 0, 0
+	}
+	w := make([]int64, len(ss))
+	for i, s := range ss {
+		w[i] = s.Got - s.Call
+	}
+	slices.Sort(w)
+	return w[len(w)/2], w[len(w)-1]
 }
 
 // lockModel is a mutex: acquire succeeds only when nobody holds it, release

@@ -36,7 +36,7 @@ func TestChaosCLIBadInput(t *testing.T) {
 		{"duration not a duration", []string{"--profile", "soak", "--duration", "long"}, `invalid value "long" for flag -duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runCLI(t, t.TempDir(), nil, append([]string{"chaos"}, tc.args...)...)
+			r := runCLI(t, t.TempDir(), nil, tc.args...)
 			if r.code != exitUsage || !strings.Contains(r.stderr, tc.msg) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, tc.msg)
 			}
@@ -44,10 +44,37 @@ func TestChaosCLIBadInput(t *testing.T) {
 	}
 }
 
+// TestChaosCLIHelp: --help names this binary and its flags, exits 0, and
+// keeps the worker mode out of sight.
+func TestChaosCLIHelp(t *testing.T) {
+	r := runCLI(t, t.TempDir(), nil, "--help")
+	if r.code != exitOK {
+		t.Fatalf("exit %d, stderr %q; want %d", r.code, r.stderr, exitOK)
+	}
+	for _, want := range []string{"Usage: quorumlock-chaos [--profile", "-profile name", "-seed N", "130  interrupted"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "quorumlock-chaos "+workerArg) {
+		t.Errorf("--help mentions the hidden %q mode:\n%s", workerArg, r.stdout)
+	}
+}
+
+// TestChaosCLIWorkerNeedsTheSuite: the worker mode run by hand, without
+// the configuration the suite passes in the environment, refuses with a
+// usage error instead of running anything.
+func TestChaosCLIWorkerNeedsTheSuite(t *testing.T) {
+	r := runCLI(t, t.TempDir(), nil, workerArg)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "workers are started by the chaos suite") {
+		t.Errorf("exit %d, stderr %q; want %d and a message that the suite starts workers", r.code, r.stderr, exitUsage)
+	}
+}
+
 func TestChaosCLIMissingBinaries(t *testing.T) {
-	r := runCLI(t, t.TempDir(), []string{"PATH=" + t.TempDir()}, "chaos", "--profile", "smoke")
-	if r.code != exitChaosVerdict || !strings.Contains(r.stderr, "redis-server") || !strings.Contains(r.stderr, "not installed") {
-		t.Errorf("exit %d, stderr %q; want %d and a message naming redis-server", r.code, r.stderr, exitChaosVerdict)
+	r := runCLI(t, t.TempDir(), []string{"PATH=" + t.TempDir()}, "--profile", "smoke")
+	if r.code != exitVerdict || !strings.Contains(r.stderr, "redis-server") || !strings.Contains(r.stderr, "not installed") {
+		t.Errorf("exit %d, stderr %q; want %d and a message naming redis-server", r.code, r.stderr, exitVerdict)
 	}
 }
 
@@ -68,9 +95,9 @@ func TestChaosCLIPortInUse(t *testing.T) {
 	}
 	defer l.Close()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	r := runCLI(t, t.TempDir(), nil, "chaos", "--profile", "smoke", "--postgres-port", port)
-	if r.code != exitChaosVerdict || !strings.Contains(r.stderr, "port "+port+" on 127.0.0.1 is in use") {
-		t.Errorf("exit %d, stderr %q; want %d and a port-in-use message", r.code, r.stderr, exitChaosVerdict)
+	r := runCLI(t, t.TempDir(), nil, "--profile", "smoke", "--postgres-port", port)
+	if r.code != exitVerdict || !strings.Contains(r.stderr, "port "+port+" on 127.0.0.1 is in use") {
+		t.Errorf("exit %d, stderr %q; want %d and a port-in-use message", r.code, r.stderr, exitVerdict)
 	}
 }
 
@@ -81,7 +108,7 @@ func TestChaosCLIReport(t *testing.T) {
 		t.Skip("starts redis-server and PostgreSQL")
 	}
 	dir := t.TempDir()
-	r := runCLI(t, dir, nil, "chaos", "--profile", "smoke", "--fault", "kill-3,kill-2", "--seed", "5",
+	r := runCLI(t, dir, nil, "--profile", "smoke", "--fault", "kill-3,kill-2", "--seed", "5",
 		"--json", "r.json", "--markdown", "r.md")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -109,8 +136,14 @@ func TestChaosCLIReport(t *testing.T) {
 			}
 		}
 	}
-	if md, err := os.ReadFile(filepath.Join(dir, "r.md")); err != nil || !strings.Contains(string(md), "| redlock-5 | kill-3 |") {
-		t.Errorf("markdown report: %v\n%s", err, md)
+	md, err := os.ReadFile(filepath.Join(dir, "r.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| redlock-5 | kill-3 |", "`quorumlock-chaos --profile smoke --seed 5` reproduces it"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the markdown report lacks %q:\n%s", want, md)
+		}
 	}
 }
 
@@ -121,7 +154,7 @@ func TestChaosCLIInterrupt(t *testing.T) {
 		t.Skip("starts redis-server and PostgreSQL")
 	}
 	pg, rd := freeTCPPort(t), freePortBlock(t, 5)
-	p := startCLI(t, t.TempDir(), nil, "chaos", "--profile", "quick", "--fault", "mixed",
+	p := startCLI(t, t.TempDir(), nil, "--profile", "quick", "--fault", "mixed",
 		"--postgres-port", strconv.Itoa(pg), "--redis-port", strconv.Itoa(rd))
 	deadline := time.Now().Add(45 * time.Second)
 	for !listening(rd + 4) {
