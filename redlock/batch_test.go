@@ -17,7 +17,7 @@ import (
 // Under load the batcher pipelines calls; every caller still gets its own
 // call's reply, and a script that is not cached (NOSCRIPT) fails only the
 // calls that used it.
-func TestBatcherRepliesUnderLoad(t *testing.T) {
+func TestBatcher_RepliesUnderLoad(t *testing.T) {
 	rc := testenv.Redis(t).Client(t)
 	b := newBatcher(rc, time.Second)
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func TestBatcherRepliesUnderLoad(t *testing.T) {
 // A frozen node: callers are bounded by their own ctx whether their call
 // went out directly or waits in the queue, and the node works again once
 // it thaws.
-func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
+func TestBatcher_AFrozenNodeRespectsDeadlines(t *testing.T) {
 	n, _, b := frozenBatcher(t, 3*maxDirect)
 	var wg sync.WaitGroup
 	for range 3 * maxDirect {
@@ -100,7 +100,7 @@ func TestBatcherFrozenNodeRespectsDeadlines(t *testing.T) {
 // frozen node waits only as long as its own ctx, and, once its caller has
 // given up, it is never sent, not even after the node thaws (a late
 // acquire would only take a key its caller no longer counts).
-func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
+func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	marker := testenv.Key(t)
 	n, rc, b := frozenBatcher(t, maxDirect+maxPipes)
 	// Fill the direct slots and the pipeline with calls that wait 1.5 s.
@@ -155,7 +155,8 @@ func TestBatcherCallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 // freeze, since a new connection's handshake is never bounded by the ctx.
 func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, *batcher) {
 	t.Helper()
-	n := testenv.Redis(t)
+	cl := newCluster(t, 1)
+	n := cl.nodes[0]
 	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	var wg sync.WaitGroup
@@ -167,7 +168,6 @@ func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, 
 		})
 	}
 	wg.Wait()
-	require.NoError(t, n.Pause())
-	t.Cleanup(func() { _ = n.Resume() }) // a second SIGCONT is harmless
+	cl.freeze(t, 0)
 	return n, rc, newBatcher(rc, time.Second)
 }

@@ -3,12 +3,12 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -32,44 +32,89 @@ func requireNoSecondLease(t *testing.T, other *Client, key string, ttl time.Dura
 	require.True(t, time.Now().Before(first.Deadline()), "the check ran after the first lease had ended: it proves nothing")
 }
 
+func TestBootstrap_AdmitsANewDeploymentAtOnce(t *testing.T) {
+	cl := newCluster(t, 5)
+	c := cl.client(t)
+	ctx := context.Background()
+	require.NoError(t, c.Bootstrap(ctx))
+	require.NoError(t, c.Bootstrap(ctx), "Bootstrap is not idempotent")
+	l, err := c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	for i := range 5 {
+		require.Equal(t, deploymentOf(c), cl.value(t, i, keyMarker), "node %d", i)
+	}
+}
+
+func TestBootstrap_RefusesUsedOrUnreachableNodes(t *testing.T) {
+	ctx := context.Background()
+	t.Run("quarantine in progress", func(t *testing.T) {
+		cl := newCluster(t, 5)
+		c := cl.client(t, WithMaxTTL(time.Second))
+		_, err := c.TryLock(ctx, testenv.Key(t), time.Second) // starts the quarantines
+		require.ErrorIs(t, err, ErrNodeQuarantined)
+		err = c.Bootstrap(ctx)
+		require.ErrorIs(t, err, ErrNotNew)
+		for i := range 5 {
+			require.False(t, cl.admittedOn(t, i), "node %d admitted though Bootstrap refused", i)
+		}
+	})
+	t.Run("other settings", func(t *testing.T) {
+		cl := newCluster(t, 5)
+		c := cl.client(t)
+		cl.set(t, keyMarker, settingsString(5, time.Second, 0.01), 0, 3)
+		err := c.Bootstrap(ctx)
+		require.ErrorIs(t, err, ErrConfigMismatch)
+		require.False(t, cl.admittedOn(t, 0), "one refusal must admit nothing")
+	})
+	t.Run("a node down", func(t *testing.T) {
+		cl := newCluster(t, 5)
+		c, f := cl.faulty(t)
+		f.fail(errors.New("connection refused"), "", 4)
+		err := c.Bootstrap(ctx)
+		require.ErrorContains(t, err, "connection refused")
+		require.False(t, cl.admittedOn(t, 0), "Bootstrap must see every node before admitting any")
+	})
+}
+
 func TestBootstrap_OnADeploymentInUseAdmitsNothing(t *testing.T) {
 	const ttl = 8 * time.Second
 	for _, tc := range []struct {
 		name string
-		wipe func(t *testing.T, rc *realCluster)
+		wipe func(t *testing.T, cl *cluster)
 	}{
-		{"one node flushed", func(t *testing.T, rc *realCluster) {
-			require.NoError(t, rc.raw[0].FlushAll(context.Background()).Err())
+		{"one node flushed", func(t *testing.T, cl *cluster) {
+			require.NoError(t, cl.raw[0].FlushAll(context.Background()).Err())
 		}},
-		{"three nodes restarted empty", func(t *testing.T, rc *realCluster) {
+		{"three nodes restarted empty", func(t *testing.T, cl *cluster) {
 			for i := range 3 {
-				rc.restartEmpty(t, i)
+				cl.restartEmpty(t, i)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := newRealCluster(t, 5)
+			cl := newCluster(t, 5)
 			ctx := context.Background()
-			a := rc.client(t, nil, nil, WithMaxTTL(ttl))
+			a := cl.client(t, WithMaxTTL(ttl))
 			require.NoError(t, a.Bootstrap(ctx))
 			key := testenv.Key(t)
 			// The first lease is held on nodes 0, 1 and 2 only.
-			rc.hold(t, key, time.Second, 3, 4)
+			cl.hold(t, key, time.Second, 3, 4)
 			first, err := a.TryLock(ctx, key, ttl)
 			require.NoError(t, err)
-			rc.drop(t, key, 3, 4)
-			tc.wipe(t, rc)
+			cl.drop(t, key, 3, 4)
+			tc.wipe(t, cl)
 
-			b := rc.client(t, nil, nil, WithMaxTTL(ttl))
+			b := cl.client(t, WithMaxTTL(ttl))
 			err = b.Bootstrap(ctx)
 			require.ErrorIs(t, err, ErrNotNew, "Bootstrap on a deployment in use")
 			var nn *NotNewError
 			require.ErrorAs(t, err, &nn)
 			require.NotEmpty(t, nn.Nodes)
-			q := b.set.quarantine()
+			q := quarantineOf(b)
 			for _, n := range nn.Nodes {
 				require.NoError(t, n.Err)
-				require.False(t, rc.admittedOn(t, n.Node), "node %d admitted though Bootstrap refused", n.Node)
+				require.False(t, cl.admittedOn(t, n.Node), "node %d admitted though Bootstrap refused", n.Node)
 				require.Greater(t, n.Left, q/2, "node %d: its quarantine has just started", n.Node)
 				require.LessOrEqual(t, n.Left, q, "node %d", n.Node)
 				require.Contains(t, err.Error(), "node "+strings.TrimSpace(string(rune('0'+n.Node))))
@@ -87,24 +132,19 @@ func TestBootstrap_OnADeploymentInUseAdmitsNothing(t *testing.T) {
 // A deployment whose every node is admitted gets no write from Bootstrap:
 // a node wiped right after Bootstrap looked at it stays out.
 func TestBootstrap_AnAdmittedDeploymentGetsNoWrite(t *testing.T) {
-	rc := newRealCluster(t, 5)
+	cl := newCluster(t, 5)
 	ctx := context.Background()
-	require.NoError(t, rc.client(t, nil, nil).Bootstrap(ctx))
+	require.NoError(t, cl.client(t).Bootstrap(ctx))
 	var wiped atomic.Bool
-	wrap := func(i int, sc redis.Scripter) redis.Scripter {
-		if i != 0 {
-			return sc
+	b, f := cl.faulty(t)
+	f.after(func(c *call, _ error) {
+		if c.Node == 0 && c.Script == "state" && wiped.CompareAndSwap(false, true) {
+			cl.wipe(t, 0)
 		}
-		return hookScripter{Scripter: sc, after: func(ctx context.Context, script string, _ []string, _ []any, _ *redis.Cmd) {
-			if script == "state" && wiped.CompareAndSwap(false, true) {
-				require.NoError(t, rc.raw[0].FlushAll(ctx).Err())
-			}
-		}}
-	}
-	b := rc.client(t, wrap, nil)
+	})
 	require.NoError(t, b.Bootstrap(ctx))
 	require.True(t, wiped.Load())
-	require.False(t, rc.admittedOn(t, 0), "Bootstrap admitted node 0, wiped after it was seen admitted")
+	require.False(t, cl.admittedOn(t, 0), "Bootstrap admitted node 0, wiped after it was seen admitted")
 }
 
 // The write that admits a node takes effect only on the node Bootstrap
@@ -112,35 +152,30 @@ func TestBootstrap_AnAdmittedDeploymentGetsNoWrite(t *testing.T) {
 // go-redis retries the call after the restart reset its connection) is not
 // admitted.
 func TestBootstrap_TheAdmittingWriteNeedsTheInspectedNode(t *testing.T) {
-	rc := newRealCluster(t, 5)
+	cl := newCluster(t, 5)
 	ctx := context.Background()
 	var restarted atomic.Bool
-	wrap := func(i int, sc redis.Scripter) redis.Scripter {
-		if i != 0 {
-			return sc
+	b, f := cl.faulty(t)
+	f.before(func(_ context.Context, c *call) error {
+		// The admitting write: "admit" now; the one bootstrap call before.
+		if c.Node == 0 && c.Script == "bootstrap" && (c.Args[0] == "admit" || strings.HasPrefix(fmt.Sprint(c.Args[0]), settingsPrefix)) &&
+			restarted.CompareAndSwap(false, true) {
+			cl.restartEmpty(t, 0)
 		}
-		return hookScripter{Scripter: sc, before: func(_ context.Context, script string, _ []string, args []any) *redis.Cmd {
-			// The admitting write: "admit" now; the one bootstrap call before.
-			if script == "bootstrap" && (args[0] == "admit" || strings.HasPrefix(args[0].(string), settingsVersion)) &&
-				restarted.CompareAndSwap(false, true) {
-				rc.restartEmpty(t, 0)
-			}
-			return nil
-		}}
-	}
-	b := rc.client(t, wrap, nil)
+		return nil
+	})
 	err := b.Bootstrap(ctx)
 	require.True(t, restarted.Load())
 	require.Error(t, err, "Bootstrap reported success though node 0 restarted empty before its admission")
-	require.False(t, rc.admittedOn(t, 0), "the admitting write landed on a node that lost its data after Bootstrap inspected it")
+	require.False(t, cl.admittedOn(t, 0), "the admitting write landed on a node that lost its data after Bootstrap inspected it")
 	for i := 1; i < 5; i++ {
-		require.True(t, rc.admittedOn(t, i), "node %d", i)
+		require.True(t, cl.admittedOn(t, i), "node %d", i)
 	}
 	// Node 0 serves an ordinary quarantine from its next use.
 	_, err = b.TryLock(ctx, testenv.Key(t), time.Second)
 	require.NoError(t, err, "four admitted nodes are a majority")
 	require.Eventually(t, func() bool {
-		n, err := rc.raw[0].Exists(ctx, pendingKey).Result()
+		n, err := cl.raw[0].Exists(ctx, keyPending).Result()
 		return err == nil && n == 1
 	}, 5*time.Second, 10*time.Millisecond, "node 0's quarantine never started")
 }
@@ -148,18 +183,17 @@ func TestBootstrap_TheAdmittingWriteNeedsTheInspectedNode(t *testing.T) {
 // Bootstrap at every start of a new deployment: the first admits it, the
 // rest find it admitted and return nil.
 func TestBootstrap_IsSafeToRunAtEveryStart(t *testing.T) {
-	rc := newRealCluster(t, 5)
+	cl := newCluster(t, 5)
 	ctx := context.Background()
 	for range 3 {
-		require.NoError(t, rc.client(t, nil, nil).Bootstrap(ctx))
+		require.NoError(t, cl.client(t).Bootstrap(ctx))
 	}
 	for i := range 5 {
-		require.True(t, rc.admittedOn(t, i), "node %d", i)
+		require.True(t, cl.admittedOn(t, i), "node %d", i)
 	}
 	// A quarantine a first use started is not ended by Bootstrap: the
 	// deployment is in use.
-	rc2 := newRealCluster(t, 5)
-	c := rc2.client(t, nil, nil, WithMaxTTL(2*time.Second))
+	c := newCluster(t, 5).client(t, WithMaxTTL(2*time.Second))
 	_, err := c.TryLock(ctx, testenv.Key(t), time.Second)
 	require.ErrorIs(t, err, ErrNodeQuarantined)
 	err = c.Bootstrap(ctx)

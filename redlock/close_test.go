@@ -7,19 +7,85 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// universal returns rc's raw clients as redis.UniversalClient.
-func (rc *realCluster) universal() []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(rc.raw))
-	for i, c := range rc.raw {
-		out[i] = c
+// Close: what happens to waiting calls, leases and hand-offs of a Client
+// that closes.
+
+// From a review: a Lock waiting in this Client's line when Close is called must not
+// get a lease afterwards (it could be neither renewed nor looked after).
+func TestClose_ALockWaitingGetsNoLease(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	c := cl.client(t)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l1, err := c.Lock(ctx, key, 500*time.Millisecond)
+	require.NoError(t, err)
+	type res struct {
+		l   *Lease
+		err error
 	}
-	return out
+	waiting := make(chan res, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := c.Lock(lctx, key, 500*time.Millisecond)
+		waiting <- res{l, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, c.Close())
+	// The key goes away on the nodes (an operator, or its expiry): when the
+	// first lease's deadline passes, nothing would stop a waiter's attempt.
+	cl.drop(t, key, 0, 1, 2, 3, 4)
+	select {
+	case r := <-waiting:
+		require.Nil(t, r.l, "a Lock got a lease from a closed Client")
+		require.ErrorIs(t, r.err, ErrClosed)
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lock kept waiting after Close")
+	}
+	time.Sleep(time.Until(l1.Deadline()) + 100*time.Millisecond)
+	for i := range 5 {
+		require.Empty(t, cl.value(t, i, key), "node %d holds the key after the Client closed", i)
+	}
+}
+
+// 12, second half: a lease outlives its Client's Close. Its Release still
+// deletes the key on every node and says so (Close has closed the Client's
+// goroutine pool, so the release round runs on goroutines of its own),
+// and leaves nothing running (goleak, in TestMain).
+func TestClose_AReleaseAfterCloseDeletesEverywhere(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	c, err := New(testenv.Clients(t, cl.nodes))
+	require.NoError(t, err)
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := c.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	// the extend round, through the pool before Close and after it
+	require.NoError(t, l.Extend(ctx, 5*time.Second))
+	require.NoError(t, c.Close())
+	done := make(chan error, 2)
+	go func() {
+		done <- l.Extend(ctx, 5*time.Second)
+		done <- l.Release(ctx)
+	}()
+	for _, what := range []string{"an Extend", "the Release"} {
+		select {
+		case err := <-done:
+			require.NoError(t, err, "%s after Close", what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s after Close did not return", what)
+		}
+	}
+	for i := range 5 {
+		require.Empty(t, cl.value(t, i, key), "node %d kept the key after a Release that followed Close", i)
+	}
 }
 
 // From a red-team review: a Client closed while one of its Lock calls was
@@ -30,26 +96,23 @@ func (rc *realCluster) universal() []redis.UniversalClient {
 // closed. Another client then waited out the ttl (8 s) for a key nobody
 // held. After Close the call must still leave the line with the id the
 // keys hold, which deletes them.
-func TestLock_CloseDuringAHandOffLeavesTheKeyFree(t *testing.T) {
-	rc := newRealCluster(t, 5)
+func TestClose_DuringAHandOffLeavesTheKeyFree(t *testing.T) {
+	cl := newCluster(t, 5)
 	ctx := context.Background()
-	ucs := rc.universal()
 	const ttl = 8 * time.Second
 	var armed atomic.Bool
 	inside := make(chan struct{})
 	var once sync.Once
-	slow := func(i int, sc redis.Scripter) redis.Scripter {
-		return hookScripter{Scripter: sc, before: func(_ context.Context, script string, keys []string, _ []any) *redis.Cmd {
-			if script == "acquire" && isTestKey(keys[0]) && armed.Load() {
-				once.Do(func() { close(inside) })
-				time.Sleep(150 * time.Millisecond)
-			}
-			return nil
-		}}
-	}
-	h := rc.client(t, nil, nil)
-	a := rc.client(t, slow, nil, WithKeyHandOff(), WithNodeTimeout(time.Second),
+	h := cl.client(t)
+	a, f := cl.faulty(t, WithKeyHandOff(), WithNodeTimeout(time.Second),
 		WithRetry(func(int) time.Duration { return 200 * time.Millisecond }, 0))
+	f.before(func(_ context.Context, c *call) error {
+		if c.Script == "acquire" && isTestKey(c.Keys[0]) && armed.Load() {
+			once.Do(func() { close(inside) })
+			time.Sleep(150 * time.Millisecond)
+		}
+		return nil
+	})
 	require.NoError(t, h.Bootstrap(ctx))
 	key := testenv.Key(t)
 	lh, err := h.TryLock(ctx, key, ttl)
@@ -63,7 +126,7 @@ func TestLock_CloseDuringAHandOffLeavesTheKeyFree(t *testing.T) {
 		}
 		errA <- err
 	}()
-	requireLineLen(t, ucs, key, 1, "a never joined the line")
+	cl.requireLineLen(t, key, 1, "a never joined the line")
 	// a's next attempt is on its way (its calls held back 150 ms) when h's
 	// release hands the key to a on every node and a's Client closes.
 	armed.Store(true)
@@ -74,7 +137,7 @@ func TestLock_CloseDuringAHandOffLeavesTheKeyFree(t *testing.T) {
 	}
 	require.NoError(t, lh.Release(ctx))
 	for i := range 5 {
-		require.Contains(t, rc.value(t, i, key), "~", "node %d did not hand the key to a", i)
+		require.Contains(t, cl.value(t, i, key), "~", "node %d did not hand the key to a", i)
 	}
 	require.NoError(t, a.Close())
 	select {
@@ -84,13 +147,13 @@ func TestLock_CloseDuringAHandOffLeavesTheKeyFree(t *testing.T) {
 		t.Fatal("Lock kept waiting after Close")
 	}
 
-	b := rc.client(t, nil, nil)
+	b := cl.client(t)
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	lb, err := b.Lock(lctx, key, ttl)
 	for i := range 5 {
-		if v := rc.value(t, i, key); err != nil {
+		if v := cl.value(t, i, key); err != nil {
 			t.Logf("node %d holds %q", i, v)
 		}
 	}

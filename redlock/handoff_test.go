@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,18 +14,105 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
+// What a release does for the first Lock call in line: it reserves the
+// free key for it, or with WithKeyHandOff hands the key itself over
+// (docs/fencing.md, "Hand-off inside the release").
+
+// A Lock that has not waited yet goes behind the Locks already waiting,
+// and a release wakes the first in line by name: a holder that locks again
+// right after releasing does not take the lock back from a waiter of
+// another Client (process). The line is best effort (a waiter's place can
+// reach some nodes after the release does), so this counts: without it the
+// releaser, which needs no wake-up, takes the lock back nearly every time.
+func TestHandOff_TheReleaserDoesNotTakeTheKeyBackPastTheWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"reservation", nil}, {"key hand-off", []Option{WithKeyHandOff()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			testReleaserDoesNotTakeTheKeyBack(t, tc.opts...)
+		})
+	}
+}
+
+func testReleaserDoesNotTakeTheKeyBack(t *testing.T, opts ...Option) {
+	cl := newCluster(t, 5)
+	a, _ := cl.ready(t, opts...)
+	b := cl.client(t, append([]Option{WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)}, opts...)...)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	lock := func(c *Client) <-chan *Lease {
+		ch := make(chan *Lease, 1)
+		go func() {
+			l, err := c.Lock(ctx, key, 5*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- l
+		}()
+		return ch
+	}
+	const rounds = 20
+	handed := 0
+	for round := range rounds {
+		la, err := a.Lock(ctx, key, 5*time.Second)
+		require.NoError(t, err)
+		got := lock(b)
+		// B is in line once its first attempt failed, on the nodes that
+		// answered before the attempt was decided (a majority at least);
+		// it retries only after 5 s unless a release wakes it.
+		require.Eventually(t, func() bool {
+			in := 0
+			for _, rc := range cl.raw {
+				if n, err := rc.ZCard(ctx, keyLine(key)).Result(); err == nil && n > 0 {
+					in++
+				}
+			}
+			return in > len(cl.raw)/2
+		}, 2*time.Second, time.Millisecond, "round %d: B never joined the line", round)
+		start := time.Now()
+		require.NoError(t, la.Release(ctx))
+		again := lock(a)
+		select {
+		case lb := <-got:
+			handed++
+			require.Less(t, time.Since(start), time.Second, "round %d: the waiter waited for its retry timer, not the release", round)
+			require.NoError(t, lb.Release(ctx))
+			require.NoError(t, (<-again).Release(ctx))
+		case l := <-again:
+			t.Logf("round %d: the releaser took the lock back past the waiter", round)
+			require.NoError(t, l.Release(ctx))
+			select {
+			case lb := <-got:
+				require.NoError(t, lb.Release(ctx))
+			case <-time.After(3 * time.Second):
+				t.Fatalf("round %d: the waiter was not woken by the second release", round)
+			}
+		case <-time.After(3 * time.Second):
+			for i, rc := range cl.raw {
+				v, _ := rc.Get(ctx, key).Result()
+				p, _ := rc.PTTL(ctx, key).Result()
+				q, _ := rc.ZRangeWithScores(ctx, keyLine(key), 0, -1).Result()
+				t.Logf("node %d holds %q (pttl %v), line %v", i, v, p, q)
+			}
+			t.Fatalf("round %d: the waiter was not woken by the release", round)
+		}
+	}
+	t.Logf("%d of %d releases handed the lock to the waiter", handed, rounds)
+	require.GreaterOrEqual(t, handed, rounds-3, "the releaser took the lock back past the waiter too often")
+}
+
 // A release hands the key itself to the first Lock call in line (a call
 // without fencing): the waiter holds the lock once a majority of nodes
 // told it so, without a round trip of its own. The lease's value is the
 // waiter id, its validity runs from before the call's first attempt (not
 // from the notices), and its release frees every node.
-func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
+func TestHandOff_AReleaseHandsTheKeyToTheWaiter(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
 	ctx := context.Background()
-	a := wakeClient(t, ucs)
-	var calls evalCounter
-	b := countedClient(t, nodes, &calls, slowRetry, WithKeyHandOff())
+	a := cl.client(t)
+	b, calls := cl.faulty(t, slowRetry, WithKeyHandOff())
 	key, la := heldKey(t, a)
 
 	const ttl = 2 * time.Second
@@ -46,8 +132,8 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		id = id[:0]
 		for _, uc := range ucs {
-			in, _ := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
-			if v, _ := uc.Get(ctx, key).Result(); strings.Contains(v, "~") {
+			in, _ := uc.ZRange(ctx, keyLine(key), 0, -1).Result()
+			if v, _ := uc.Get(ctx, key).Result(); handedTo(v) {
 				in = append(in, v)
 			}
 			if len(in) != 1 || (len(id) > 0 && in[0] != id[0]) {
@@ -60,10 +146,10 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	// Long enough that a validity counted from the hand-off would show.
 	time.Sleep(500 * time.Millisecond)
 
-	calls.n.Store(0)
+	calls.reset()
 	l := releaseTo(t, la, lb)
-	require.Zero(t, calls.n.Load(), "the waiter sent script calls after the release: it took the key itself")
-	require.Equal(t, id[0], l.value, "the lease's value is not the waiter id the release handed the key to")
+	require.Zero(t, calls.total(), "the waiter sent script calls after the release: it took the key itself")
+	require.Equal(t, id[0], valueOf(l), "the lease's value is not the waiter id the release handed the key to")
 	held := 0
 	for _, uc := range ucs {
 		if v, _ := uc.Get(ctx, key).Result(); v == id[0] {
@@ -81,7 +167,37 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	require.True(t, l.Deadline().After(time.Now()), "the lease was handed over already expired")
 
 	require.NoError(t, l.Release(ctx))
-	requireFreeEverywhere(t, ucs, key, "the handed lease's release left the key on a node")
+	cl.requireGone(t, key, "the handed lease's release left the key on a node")
+}
+
+// Without WithKeyHandOff (the default) the release keeps the free key for
+// the first in line (a reservation), and the call takes it with an acquire
+// round of its own, as fenced calls do.
+func TestHandOff_ByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	ctx := context.Background()
+	a := cl.client(t)
+	b, calls := cl.faulty(t, slowRetry)
+	key, la := heldKey(t, a)
+	lb := make(chan *Lease, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	cl.requireLineLen(t, key, 1, "b never joined the line")
+	id, err := ucs[0].ZRange(ctx, keyLine(key), 0, 0).Result()
+	require.NoError(t, err)
+	require.False(t, takesHandOffs(id[0]), "the waiter id offers to take hand-offs")
+	time.Sleep(100 * time.Millisecond)
+	calls.reset()
+	l := releaseTo(t, la, lb)
+	require.Positive(t, calls.total(), "the waiter took the key without an attempt")
+	require.NotEqual(t, id[0], valueOf(l))
+	require.NoError(t, l.Release(ctx))
 }
 
 // Releases that hand the key to different waiters on different nodes
@@ -90,14 +206,18 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 // key handed to a call ahead of it gives its own handed keys back, and
 // they go to the first in line, so the call ahead gets them. All three
 // get the lock, one after the other, long before the handed keys expire.
-func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 5)
-	ucs := testenv.Clients(t, nodes)
+func TestHandOff_SplitsBetweenWaitersSettleInLineOrder(t *testing.T) {
+	cl := newCluster(t, 5)
+	ucs := cl.universal()
 	ctx := context.Background()
-	a := wakeClient(t, ucs)
+	a := cl.client(t)
 	poll := WithRetry(func(int) time.Duration { return 50 * time.Millisecond }, 0)
-	ws := []*Client{wakeClient(t, ucs, poll, WithKeyHandOff()), wakeClient(t, ucs, poll, WithKeyHandOff()), wakeClient(t, ucs, poll, WithKeyHandOff())}
+	ws := []*Client{cl.client(t, poll, WithKeyHandOff()), cl.client(t, poll, WithKeyHandOff()), cl.client(t, poll, WithKeyHandOff())}
 	key, _ := heldKey(t, a) // a's key is replaced below; its lease is left to expire unused
+	// TryLock returns at a majority: the waiters' first attempts must not
+	// reach a node before a's acquire does, or their cleanups hand them
+	// that node and the line below is not what the test sets up.
+	cl.requireHeld(t, key)
 
 	var inside atomic.Int32
 	type result struct {
@@ -119,9 +239,9 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 			}
 			done <- result{i, time.Now(), err}
 		}()
-		requireLineLen(t, ucs, key, int64(i+1), "a waiter never joined the line")
+		cl.requireLineLen(t, key, int64(i+1), "a waiter never joined the line")
 	}
-	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
+	line, err := ucs[0].ZRange(ctx, keyLine(key), 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, line, 3)
 
@@ -132,7 +252,7 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 	for i, uc := range ucs {
 		id := line[[]int{0, 0, 1, 1, 2}[i]]
 		require.NoError(t, uc.Set(ctx, key, id, 5*time.Second).Err())
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), id).Err())
+		require.NoError(t, uc.ZRem(ctx, keyLine(key), id).Err())
 	}
 	for range ws {
 		select {
@@ -144,25 +264,25 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 			t.Fatal("the split did not settle before the handed keys expire")
 		}
 	}
-	requireFreeEverywhere(t, ucs, key, "a key handed to one of the waiters was left behind")
+	cl.requireGone(t, key, "a key handed to one of the waiters was left behind")
 }
 
 // A waiter whose process is gone (its Client's connections closed) is
 // passed over: the release hands the key to the next in line instead of
 // to an id nobody will take it for, which would hold the key up for that
 // id's ttl.
-func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
+func TestHandOff_PassesOverAWaiterNobodyListensFor(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
 	ctx := context.Background()
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry, WithKeyHandOff())
+	a, b := cl.client(t), cl.client(t, slowRetry, WithKeyHandOff())
 	key, la := heldKey(t, a)
 	// The gone waiter's place is ahead of b's on every node, and its id
 	// takes hand-offs for 5 s.
 	place := time.Now().UnixMicro() - 1000
-	gone := "gone.x~" + strconv.FormatInt(place, 10) + "+5000"
+	gone := handOffWaiter("gone", place, 5000)
 	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(place), Member: gone}).Err())
+		require.NoError(t, uc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(place), Member: gone}).Err())
 	}
 	lb := make(chan *Lease, 1)
 	go func() {
@@ -172,7 +292,7 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 		}
 		lb <- l
 	}()
-	requireLineLen(t, ucs, key, 2, "b never joined the line")
+	cl.requireLineLen(t, key, 2, "b never joined the line")
 	start := time.Now()
 	l := releaseTo(t, la, lb)
 	t.Logf("b had the key %v after the release", time.Since(start))
@@ -184,37 +304,6 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-// Without WithKeyHandOff (the default) the release keeps the free key for
-// the first in line (a reservation), and the call takes it with an acquire
-// round of its own, as fenced calls do.
-func TestIntegrationByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a := wakeClient(t, ucs)
-	var calls evalCounter
-	b := countedClient(t, nodes, &calls, slowRetry)
-	key, la := heldKey(t, a)
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 2*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
-	requireLineLen(t, ucs, key, 1, "b never joined the line")
-	id, err := ucs[0].ZRange(ctx, queueKey(key), 0, 0).Result()
-	require.NoError(t, err)
-	require.NotContains(t, id[0], "+", "the waiter id offers to take hand-offs")
-	time.Sleep(100 * time.Millisecond)
-	calls.n.Store(0)
-	l := releaseTo(t, la, lb)
-	require.Positive(t, calls.n.Load(), "the waiter took the key without an attempt")
-	require.NotEqual(t, id[0], l.value)
-	require.NoError(t, l.Release(ctx))
-}
-
 // splitAgainstAGoneCall sets up, on rc, the key state after releases that
 // handed nodes 0-2 to a Lock call ahead of waiter (its process then
 // died: nobody listens for its id) and nodes 3 and 4 to waiter, and tells
@@ -222,21 +311,18 @@ func TestIntegrationByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 // attempts then see the call ahead (-6) and give its keys back; on 3 and 4
 // nobody else is in line, so the give-back hands them back to waiter's new
 // id.
-func splitAgainstAGoneCall(t *testing.T, rc *realCluster, key, waiter string) {
+func (cl *cluster) splitAgainstAGoneCall(t *testing.T, key, waiter string) {
 	t.Helper()
 	ctx := context.Background()
-	place, err := strconv.ParseInt(waiter[strings.LastIndex(waiter, "~")+1:strings.LastIndex(waiter, "+")], 10, 64)
-	require.NoError(t, err)
-	gone := "gone.x~" + strconv.FormatInt(place-1000, 10) + "+5000"
-	cid := waiter[:strings.Index(waiter, ".")]
-	for i, uc := range rc.raw {
+	gone := handOffWaiter("gone", placeOf(t, waiter)-1000, 5000)
+	for i, uc := range cl.raw {
 		if i < 3 {
 			require.NoError(t, uc.Set(ctx, key, gone, 5*time.Second).Err())
 			continue
 		}
 		require.NoError(t, uc.Set(ctx, key, waiter, 5*time.Second).Err())
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), waiter).Err())
-		require.NoError(t, uc.Publish(ctx, wakePrefix+cid, "!"+waiter+"|"+key).Err())
+		require.NoError(t, uc.ZRem(ctx, keyLine(key), waiter).Err())
+		require.NoError(t, uc.Publish(ctx, chanWakeID(clientIDOf(waiter)), handOffNotice(waiter, key)).Err())
 	}
 }
 
@@ -246,43 +332,38 @@ func splitAgainstAGoneCall(t *testing.T, rc *realCluster, key, waiter string) {
 // overtakes it, the give-back puts the new id in line after it left, and
 // hands it the key, for an id nobody takes, for one ttl. Here node 3
 // answers the give-back 300 ms late and the call gives up meanwhile.
-func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
-	rc := newRealCluster(t, 5)
+func TestHandOff_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
+	cl := newCluster(t, 5)
 	ctx := context.Background()
-	ucs := rc.universal()
 	wctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	var landed atomic.Bool // the give-back reached node 3
-	slow := func(i int, sc redis.Scripter) redis.Scripter {
-		if i != 3 {
-			return sc
+	h := cl.client(t)
+	w, f := cl.faulty(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return 200 * time.Millisecond }, 0))
+	f.before(func(_ context.Context, c *call) error {
+		if c.Node == 3 && isGiveBack(c) && isTestKey(c.Keys[0]) {
+			giveUp()
+			time.Sleep(300 * time.Millisecond)
 		}
-		return hookScripter{Scripter: sc, before: func(_ context.Context, script string, keys []string, args []any) *redis.Cmd {
-			if script == "release" && isTestKey(keys[0]) && len(args) == 10 { // a give-back: old id, new id, place
-				giveUp()
-				time.Sleep(300 * time.Millisecond)
-			}
-			return nil
-		}, after: func(_ context.Context, script string, keys []string, args []any, _ *redis.Cmd) {
-			if script == "release" && isTestKey(keys[0]) && len(args) == 10 {
-				landed.Store(true)
-			}
-		}}
-	}
-	h := rc.client(t, nil, nil)
-	w := rc.client(t, slow, nil, WithKeyHandOff(), WithRetry(func(int) time.Duration { return 200 * time.Millisecond }, 0))
+		return nil
+	})
+	f.after(func(c *call, _ error) {
+		if c.Node == 3 && isGiveBack(c) && isTestKey(c.Keys[0]) {
+			landed.Store(true)
+		}
+	})
 	require.NoError(t, h.Bootstrap(ctx))
 	key := testenv.Key(t)
-	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
 	done := make(chan error, 1)
 	go func() {
 		_, err := w.Lock(wctx, key, 5*time.Second)
 		done <- err
 	}()
-	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
-	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	line, err := cl.raw[0].ZRange(ctx, keyLine(key), 0, 0).Result()
 	require.NoError(t, err)
-	splitAgainstAGoneCall(t, rc, key, line[0])
+	cl.splitAgainstAGoneCall(t, key, line[0])
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
@@ -295,10 +376,10 @@ func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 	cid := line[0][:strings.Index(line[0], ".")]
 	retired := func() (int, string) {
 		for i := range 5 {
-			if v := rc.value(t, i, key); strings.Contains(v, cid) {
+			if v := cl.value(t, i, key); strings.Contains(v, cid) {
 				return i, "holds the key for " + v
 			}
-			in, err := rc.raw[i].ZRange(ctx, queueKey(key), 0, -1).Result()
+			in, err := cl.raw[i].ZRange(ctx, keyLine(key), 0, -1).Result()
 			require.NoError(t, err)
 			for _, id := range in {
 				if strings.Contains(id, cid) {
@@ -325,17 +406,14 @@ func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 // keys (here a call whose process died after releases handed it a
 // majority: until its ttl ran out). A call gives keys back for a call
 // ahead at most once per retry delay.
-func TestLock_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
-	rc := newRealCluster(t, 5)
+func TestHandOff_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
+	cl := newCluster(t, 5)
 	ctx := context.Background()
-	ucs := rc.universal()
-	counts := &scriptCounts{script: "acquire"}
-	count := func(i int, sc redis.Scripter) redis.Scripter { return counts.wrap(i, sc, nil) }
-	h := rc.client(t, nil, nil)
-	w := rc.client(t, count, nil, WithKeyHandOff(), slowRetry)
+	h := cl.client(t)
+	w, f := cl.faulty(t, WithKeyHandOff(), slowRetry)
 	require.NoError(t, h.Bootstrap(ctx))
 	key := testenv.Key(t)
-	rc.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
 	const wait = 1500 * time.Millisecond
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -344,15 +422,125 @@ func TestLock_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
 		_, err := w.Lock(wctx, key, 5*time.Second)
 		done <- err
 	}()
-	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
-	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	line, err := cl.raw[0].ZRange(ctx, keyLine(key), 0, 0).Result()
 	require.NoError(t, err)
-	before := counts.n[0].Load()
-	splitAgainstAGoneCall(t, rc, key, line[0])
+	before := f.count("acquire", 0)
+	cl.splitAgainstAGoneCall(t, key, line[0])
 	require.ErrorIs(t, <-done, context.DeadlineExceeded)
-	n := counts.n[0].Load() - before
+	n := f.count("acquire", 0) - before
 	t.Logf("%d attempts after the split", n)
 	// The attempt on the notice, the one after the first give-back's hand
 	// back, and slack; the retry delay is 5 s.
 	require.LessOrEqual(t, n, int64(4), "the waiter spun attempts and give-backs")
+}
+
+// A release names a Lock call that is gone (its process crashed with its
+// place in line): the key is kept for it for one reservation only, and the
+// next waiter, with the default retry policy, takes it soon after.
+func TestReservation_AGoneWaiterCostsOne(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	ctx := context.Background()
+	a, c := cl.client(t), cl.client(t)
+	key, la := heldKey(t, a)
+	// The gone waiter's place is ahead of c's on every node.
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(time.Now().UnixMicro() - 1000), Member: "gone.x"}).Err())
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := c.Lock(ctx, key, 5*time.Second)
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Release(ctx)
+	}()
+	cl.requireLineLen(t, key, 2, "c never joined the line", 0)
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, la.Release(ctx))
+	// Release returns once a majority confirmed: node 0 may still be on
+	// its way. The reservation names the gone waiter (or has already run
+	// out, if c took the key).
+	var named string
+	require.Eventually(t, func() bool {
+		named, _ = ucs[0].Get(ctx, keyNamed(key)).Result()
+		return named != "" || len(got) > 0
+	}, time.Second, time.Millisecond)
+	if named != "" {
+		require.Equal(t, "gone.x", named, "the release did not name the first in line")
+	}
+	select {
+	case at := <-got:
+		require.False(t, at.IsZero())
+		t.Logf("c got the key %v after the release that named a gone waiter", at.Sub(start))
+		require.Less(t, at.Sub(start), time.Second, "a gone waiter held the key up for more than one reservation and a poll")
+	case <-time.After(5 * time.Second):
+		t.Fatal("c never got the key that was reserved for a gone waiter")
+	}
+}
+
+// A Lock call that gives up while a release has named it, with the key
+// free, passes the reservation to the next in line for as long as a
+// release would have reserved it, not for a moment.
+func TestReservation_ANamedWaiterThatGivesUpPassesItOn(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	ctx := context.Background()
+	a, b := cl.client(t), cl.client(t, slowRetry)
+	key, la := heldKey(t, a)
+
+	bctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := b.Lock(bctx, key, 5*time.Second)
+		gaveUp <- err
+	}()
+	var bID string
+	require.Eventually(t, func() bool {
+		for _, uc := range ucs {
+			ids, err := uc.ZRange(ctx, keyLine(key), 0, -1).Result()
+			if err != nil || len(ids) != 1 {
+				return false
+			}
+			bID = ids[0]
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, "b never joined the line")
+	// Behind b: a waiter of another Client, listened to on its channel.
+	ps := ucs[0].Subscribe(ctx, chanWakeID("next"))
+	defer ps.Close()
+	_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+	require.NoError(t, err)
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
+	}
+	// As if a's release had named b and b had not tried yet: the key is
+	// free and reserved for b.
+	for _, uc := range ucs {
+		require.NoError(t, uc.ZRem(ctx, keyLine(key), bID).Err())
+		require.NoError(t, uc.Set(ctx, keyNamed(key), bID, 5*time.Second).Err())
+	}
+	for _, uc := range ucs {
+		require.NoError(t, uc.Del(ctx, key).Err()) // a's lease is left to expire unused
+	}
+	_ = la
+	// b's rounds as if they took 500 ms: a release's reservation would then
+	// be 2.5 s (half the ttl), long enough to read back on any machine.
+	setRoundTime(b, 500*time.Millisecond)
+
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	m, err := ps.ReceiveTimeout(ctx, 3*time.Second)
+	require.NoError(t, err, "the next in line was not told")
+	require.Equal(t, "next.x|"+key, m.(*redis.Message).Payload)
+	pttl, err := ucs[0].PTTL(ctx, keyNamed(key)).Result()
+	require.NoError(t, err)
+	named, _ := ucs[0].Get(ctx, keyNamed(key)).Result()
+	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
+	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,20 +15,12 @@ import (
 
 // aliasedCluster starts five nodes; node 0 also listens on the returned
 // Unix socket, a second name for it.
-func aliasedCluster(t *testing.T) (*realCluster, string) {
+func aliasedCluster(t *testing.T) (*cluster, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "node0.sock")
-	rc := &realCluster{}
-	for i := range 5 {
-		var opts []testenv.RedisOption
-		if i == 0 {
-			opts = append(opts, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))
-		}
-		nd := testenv.Redis(t, opts...)
-		rc.nodes = append(rc.nodes, nd)
-		rc.raw = append(rc.raw, nd.Client(t))
-	}
-	return rc, sock
+	nodes := []*testenv.RedisNode{testenv.Redis(t, testenv.WithRedisArgs("--unixsocket", sock, "--unixsocketperm", "777"))}
+	nodes = append(nodes, testenv.RedisNodes(t, 4)...)
+	return clusterOf(t, nodes), sock
 }
 
 // One server, one vote (docs/fencing.md). From a red-team review: a client
@@ -37,32 +30,32 @@ func aliasedCluster(t *testing.T) (*realCluster, string) {
 func TestIdentity_AServerListedTwiceNeverCountsTwice(t *testing.T) {
 	const ttl = 10 * time.Second
 	ctx := context.Background()
-	rc, sock := aliasedCluster(t)
-	good := rc.client(t, nil, nil, WithMaxTTL(ttl))
+	cl, sock := aliasedCluster(t)
+	good := cl.client(t, WithMaxTTL(ttl))
 	require.NoError(t, good.Bootstrap(ctx))
 
 	// The misconfigured client: node 0 by its socket and by TCP, nodes 1-3,
 	// built while node 0 cannot answer its startup probe.
-	require.NoError(t, rc.nodes[0].Pause())
+	require.NoError(t, cl.nodes[0].Pause())
 	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
 	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: rc.nodes[i].Addr()}))
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
 	}
 	for _, uc := range list {
 		t.Cleanup(func() { _ = uc.Close() })
 	}
 	bad, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, rc.nodes[0].Resume())
+	require.NoError(t, cl.nodes[0].Resume())
 	require.NoError(t, err, "New cannot tell: node 0 did not answer")
 	t.Cleanup(func() { _ = bad.Close() })
 
 	// The first lease: nodes 2, 3 and 4 (nodes 0 and 1 busy for a moment).
 	key := testenv.Key(t)
-	rc.hold(t, key, 300*time.Millisecond, 0, 1)
+	cl.hold(t, key, 300*time.Millisecond, 0, 1)
 	first, err := good.TryLock(ctx, key, ttl)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = first.Release(ctx) })
-	require.Eventually(t, func() bool { return rc.value(t, 0, key) == "" && rc.value(t, 1, key) == "" },
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) == "" && cl.value(t, 1, key) == "" },
 		2*time.Second, 10*time.Millisecond)
 
 	for range 3 {
@@ -102,6 +95,23 @@ func TestIdentity_NewRefusesAServerListedTwice(t *testing.T) {
 	require.ErrorContains(t, err, "same Redis server")
 }
 
+func TestIdentity_NewRefusesTheSameServerUnderAnotherName(t *testing.T) {
+	node := testenv.Redis(t)
+	a := node.Client(t)
+	// A second client that reaches the same server under another name.
+	b := redis.NewClient(&redis.Options{
+		Addr: "alias.invalid:6379",
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, node.Addr())
+		},
+	})
+	t.Cleanup(func() { _ = b.Close() })
+	c, err := New([]redis.UniversalClient{a, b})
+	require.ErrorContains(t, err, "same Redis server")
+	require.Nil(t, c)
+}
+
 // An extend counts only verified entries: a client whose list names node 0
 // twice (neither name verified: node 0 was frozen when it started) holds a
 // lease on nodes 1-3; once nodes 2 and 3 are taken over, node 0's two
@@ -109,30 +119,30 @@ func TestIdentity_NewRefusesAServerListedTwice(t *testing.T) {
 func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	const ttl = 5 * time.Second
 	ctx := context.Background()
-	rc, sock := aliasedCluster(t)
-	require.NoError(t, rc.client(t, nil, nil, WithMaxTTL(ttl)).Bootstrap(ctx))
-	require.NoError(t, rc.nodes[0].Pause())
+	cl, sock := aliasedCluster(t)
+	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
+	require.NoError(t, cl.nodes[0].Pause())
 	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
 	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: rc.nodes[i].Addr()}))
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
 	}
 	for _, uc := range list {
 		t.Cleanup(func() { _ = uc.Close() })
 	}
 	c, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, rc.nodes[0].Resume())
+	require.NoError(t, cl.nodes[0].Resume())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	require.False(t, c.verified(0) || c.verified(1), "node 0's names answered New's probe")
+	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "node 0's names answered New's probe")
 
 	key := testenv.Key(t)
 	l, err := c.TryLock(ctx, key, ttl)
 	require.NoError(t, err, "nodes 1-3 are three distinct servers")
-	require.Eventually(t, func() bool { return rc.value(t, 0, key) != "" }, 2*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) != "" }, 2*time.Second, 5*time.Millisecond,
 		"the acquire never reached node 0")
-	require.False(t, c.verified(0) || c.verified(1), "a won attempt verified node 0's names")
-	rc.drop(t, key, 2, 3)
-	rc.hold(t, key, ttl, 2, 3)
+	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "a won attempt verified node 0's names")
+	cl.drop(t, key, 2, 3)
+	cl.hold(t, key, ttl, 2, 3)
 	before := l.Deadline()
 	err = l.Extend(ctx, ttl)
 	require.Error(t, err, "node 0's two names renewed the lease as two votes beside node 1's")

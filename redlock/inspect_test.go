@@ -11,8 +11,8 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// TestJudge covers Inspect's verdict rules without nodes.
-func TestJudge(t *testing.T) {
+// TestInspect_VerdictRules covers Inspect's verdict rules without nodes.
+func TestInspect_VerdictRules(t *testing.T) {
 	up := func(v string, ttl time.Duration) NodeState {
 		return NodeState{Value: v, TTL: ttl, Admission: AdmissionAdmitted}
 	}
@@ -52,18 +52,21 @@ func TestJudge(t *testing.T) {
 
 // Inspect reads the lock, the fence and the admission state of every node
 // without changing anything.
-func TestInspect(t *testing.T) {
+func TestInspect_ReadsEveryNodeWithoutChangingIt(t *testing.T) {
 	const maxTTL = 300 * time.Millisecond
-	c, fs := newFake(t, 5, WithFencing(), WithMaxTTL(maxTTL))
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithFencing(), WithMaxTTL(maxTTL))
 	ctx := context.Background()
-	l, err := c.TryLock(ctx, "k", maxTTL)
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, maxTTL)
 	require.NoError(t, err)
-	wipe(fs[4])
-	fs[3].setErr(context.DeadlineExceeded)
-	ks, err := c.Inspect(ctx, "k")
+	f.requireIdle(t) // no straggler of the round reaches node 4 after its wipe
+	cl.wipe(t, 4)
+	f.fail(context.DeadlineExceeded, "", 3)
+	ks, err := c.Inspect(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, VerdictHeld, ks.Verdict, ks.Summary)
-	require.Equal(t, l.value, ks.Holder)
+	require.Equal(t, valueOf(l), ks.Holder)
 	require.Equal(t, 3, ks.Holders)
 	require.Equal(t, 4, ks.Answered)
 	require.Equal(t, 3, ks.Voting)
@@ -78,20 +81,20 @@ func TestInspect(t *testing.T) {
 	require.True(t, slices.ContainsFunc(ks.Nodes, func(n NodeState) bool { return n.Fence == l.FencingToken() }),
 		"no node reports the committed fence")
 
-	fs[3].setErr(nil)
-	_, err = c.TryLock(ctx, "other", maxTTL) // finds node 4 empty: its quarantine starts
+	f.heal()
+	_, err = c.TryLock(ctx, testenv.Key(t), maxTTL) // finds node 4 empty: its quarantine starts
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		ks, err = c.Inspect(ctx, "k")
+		ks, err = c.Inspect(ctx, key)
 		return err == nil && ks.Nodes[4].Admission == AdmissionQuarantined
 	}, time.Second, time.Millisecond)
 	require.Positive(t, ks.Nodes[4].QuarantineLeft)
-	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, c.set.quarantine())
-	require.Equal(t, c.settings, ks.Nodes[4].Settings)
+	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, quarantineOf(c))
+	require.Equal(t, deploymentOf(c), ks.Nodes[4].Settings)
 
 	_, err = c.Inspect(ctx, "")
 	require.Error(t, err)
-	_, err = c.Inspect(ctx, "quorumlock:admitted")
+	_, err = c.Inspect(ctx, keyMarker)
 	require.Error(t, err)
 }
 
@@ -105,18 +108,18 @@ func TestInspect(t *testing.T) {
 // Guards against: inspectNode reporting every pending mark as
 // AdmissionQuarantined, whatever settings it carries.
 func TestInspect_QuarantineUnderOtherSettingsIsAConflict(t *testing.T) {
-	rc := newRealCluster(t, 5)
+	cl := newCluster(t, 5)
 	ctx := context.Background()
 	key := testenv.Key(t)
 
 	// A client with another max ttl finds the new deployment and starts a
 	// quarantine on every node with its settings.
-	other := rc.client(t, nil, nil, WithMaxTTL(30*time.Second))
+	other := cl.client(t, WithMaxTTL(30*time.Second))
 	_, err := other.TryLock(ctx, key, time.Second)
 	require.Error(t, err)
 	require.Eventually(t, func() bool {
-		for i := range rc.raw {
-			if s, _ := rc.raw[i].HGet(ctx, pendingKey, "settings").Result(); s != other.settings {
+		for i := range cl.raw {
+			if s, _ := cl.raw[i].HGet(ctx, keyPending, "settings").Result(); s != deploymentOf(other) {
 				return false
 			}
 		}
@@ -126,25 +129,23 @@ func TestInspect_QuarantineUnderOtherSettingsIsAConflict(t *testing.T) {
 
 	// Node 4's quarantine is started over with the inspecting client's
 	// settings (as its admission does once it saw peers admitted with them).
-	c := rc.client(t, nil, nil, WithMaxTTL(time.Minute))
-	require.NotEqual(t, c.settings, other.settings)
-	_, err = pendingScript.Run(ctx, rc.raw[4], []string{markerKey, pendingKey},
-		newValue(), c.settings, micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds(), "1").Slice()
-	require.NoError(t, err)
+	c := cl.client(t, WithMaxTTL(time.Minute))
+	require.NotEqual(t, deploymentOf(c), deploymentOf(other))
+	startQuarantine(t, cl.raw[4], c)
 
 	ks, err := c.Inspect(ctx, key)
 	require.NoError(t, err)
 	for i := range 4 {
 		ns := ks.Nodes[i]
 		require.NoError(t, ns.Err)
-		require.Equal(t, AdmissionMismatch, ns.Admission, "node %d serves a quarantine under %q, not the client's %q", i, other.settings, c.settings)
-		require.Equal(t, other.settings, ns.Settings)
+		require.Equal(t, AdmissionMismatch, ns.Admission, "node %d serves a quarantine under %q, not the client's %q", i, deploymentOf(other), deploymentOf(c))
+		require.Equal(t, deploymentOf(other), ns.Settings)
 		require.Zero(t, ns.QuarantineLeft)
 	}
 	require.Equal(t, AdmissionQuarantined, ks.Nodes[4].Admission)
-	require.Equal(t, c.settings, ks.Nodes[4].Settings)
+	require.Equal(t, deploymentOf(c), ks.Nodes[4].Settings)
 	require.Positive(t, ks.Nodes[4].QuarantineLeft)
-	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, c.set.quarantine())
+	require.LessOrEqual(t, ks.Nodes[4].QuarantineLeft, quarantineOf(c))
 	require.Equal(t, 5, ks.Answered)
 	require.Zero(t, ks.Voting)
 }

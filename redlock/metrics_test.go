@@ -8,24 +8,24 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-func TestMetrics(t *testing.T) {
+func TestMetrics_CountOutcomes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	c, fs := newFake(t, 5, WithMeterProvider(mp))
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithMeterProvider(mp))
 	ctx := context.Background()
-	l, err := c.TryLock(ctx, "k", time.Second)
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second)
 	require.NoError(t, err)
-	_, err = c.TryLock(ctx, "k", time.Second)
+	_, err = c.TryLock(ctx, key, time.Second)
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.NoError(t, l.Extend(ctx, time.Second))
-	for _, f := range fs {
-		f.mu.Lock()
-		f.vals["k"] = "thief"
-		f.mu.Unlock()
-	}
+	cl.set(t, key, "thief", time.Minute, cl.all()...)
 	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
 
 	var rm metricdata.ResourceMetrics

@@ -3,24 +3,302 @@ package redlock
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
+// Waking Lock's waiters: the Pub/Sub notices a release sends, who hears
+// them, and the waker that delivers them to waiting calls.
+
+// idleWaker is the waker of a Client over three nodes that subscribes to
+// nothing (WithoutReleaseNotify), for tests that drive it by hand.
+func idleWaker(t *testing.T) (*Client, *waker) {
+	t.Helper()
+	c := newCluster(t, 3).client(t, WithoutReleaseNotify())
+	return c, c.wake
+}
+
+// A release wakes a Lock call of the same Client at once: with a 10s
+// retry delay only the release can explain a quick hand-off.
+func TestWake_ALocalReleaseWakesTheWaiter(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithRetry(func(int) time.Duration { return 10 * time.Second }, 0))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l2, err := c.Lock(ctx, key, 5*time.Second)
+		if err == nil {
+			err = l2.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the waiter fail and subscribe
+	released := time.Now()
+	require.NoError(t, l.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		require.Less(t, time.Since(released), 2*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+}
+
+func TestWake_AReleaseByAnotherClientWakesTheWaiter(t *testing.T) {
+	cl := newCluster(t, 5)
+	// Polling alone would take 10s: only the release notification, sent
+	// through Pub/Sub by another Client, can hand over quickly.
+	holder, _ := cl.ready(t)
+	waiter := cl.client(t, WithRetry(func(int) time.Duration { return 10 * time.Second }, 0))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := holder.TryLock(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	got := make(chan time.Time, 1)
+	go func() {
+		l2, err := waiter.Lock(ctx, key, 20*time.Second)
+		if err == nil {
+			got <- time.Now()
+			_ = l2.Release(ctx)
+		}
+		close(got)
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter fails, subscribes, waits
+	released := time.Now()
+	require.NoError(t, l.Release(ctx))
+	select {
+	case at, ok := <-got:
+		require.True(t, ok, "waiter failed")
+		require.Less(t, at.Sub(released), 3*time.Second, "hand-off waited for the poll interval")
+		_, open := <-got // closed once the waiter has released again
+		require.False(t, open)
+	case <-time.After(8 * time.Second):
+		t.Fatal("waiter was not woken by the release")
+	}
+
+	// Cancellation: the error carries both causes.
+	_, err = holder.TryLock(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = waiter.Lock(cctx, key, 20*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A Lock call whose attempts win a minority of the nodes (another owner
+// holds the key on the rest) puts itself back in line where it won, and
+// is first in line there. Its cleanup must not wake it: it would try again
+// at once, win the same nodes, clean up, wake itself, and so on, one
+// attempt per round trip until the holder lets go, instead of waiting for
+// the holder's release or its retry delay (docs/fencing.md, "A cleanup
+// does not wake its own call").
+func TestWake_ACleanupDoesNotWakeItsOwnCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"reservation", nil},
+		{"key hand-off", []Option{WithKeyHandOff()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t, 5)
+			ctx := context.Background()
+			const delay = 200 * time.Millisecond
+			opts := append([]Option{WithNodeTimeout(200 * time.Millisecond),
+				WithRetry(func(int) time.Duration { return delay }, 0)}, tc.opts...)
+			c, f := cl.faulty(t, opts...)
+			require.NoError(t, c.Bootstrap(ctx))
+			key := testenv.Key(t)
+			// Another owner holds nodes 0-2 for longer than the test, and
+			// never releases: no notice is due, and nodes 3 and 4 are free.
+			cl.hold(t, key, 30*time.Second, 0, 1, 2)
+			const wait = time.Second
+			lctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			f.reset()
+			_, err := c.Lock(lctx, key, 5*time.Second)
+			require.ErrorIs(t, err, ErrNotObtained)
+			attempts := f.count("acquire", 3)
+			// One attempt per retry delay, plus the one right after the
+			// call subscribed to the key's notices; the rest is slack for
+			// a loaded machine.
+			most := int64(wait/delay) + 4
+			require.LessOrEqual(t, attempts, most,
+				"a Lock call that could not win sent %d attempts in %v with a %v retry delay", attempts, wait, delay)
+			require.Positive(t, attempts)
+			t.Logf("%d attempts", attempts)
+		})
+	}
+}
+
+// A release notice goes only to the Client whose waiter it names, on its
+// own channel, and not to the key's channel, which every waiter of the key
+// listens to: with 8 Clients waiting, a release used to make all of them
+// read a notice that named 2.
+func TestWake_ANoticeGoesToTheNamedClientsOnly(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	ctx := context.Background()
+	a, b, c, d := cl.client(t, slowRetry), cl.client(t, slowRetry), cl.client(t, slowRetry), cl.client(t, slowRetry)
+	key, la := heldKey(t, a)
+
+	chans := []string{chanReleased(key), chanWake(b), chanWake(c), chanWake(d)}
+	ps := ucs[0].Subscribe(ctx, chans...)
+	defer ps.Close()
+	for range chans {
+		_, err := ps.ReceiveTimeout(ctx, 5*time.Second) // the confirmations
+		require.NoError(t, err)
+	}
+
+	// b, c, d join the line in that order; each retries only after 5 s
+	// unless a release wakes it.
+	done := make(chan error, 3)
+	for i, w := range []*Client{b, c, d} {
+		go func() {
+			l, err := w.Lock(ctx, key, 5*time.Second)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			done <- err
+		}()
+		cl.requireLineLen(t, key, int64(i+1), "a waiter never joined the line on node 0", 0)
+	}
+	line, err := ucs[0].ZRange(ctx, keyLine(key), 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, line, 3)
+
+	require.NoError(t, la.Release(ctx))
+	heard := map[string][]string{}
+	for {
+		m, err := ps.ReceiveTimeout(ctx, 300*time.Millisecond)
+		if err != nil {
+			break // quiet for 300 ms
+		}
+		if msg, ok := m.(*redis.Message); ok {
+			heard[msg.Channel] = append(heard[msg.Channel], msg.Payload)
+		}
+	}
+	for range 3 {
+		require.NoError(t, <-done)
+	}
+	// Each release named the next in line alone, and told its Client only.
+	// A Client may hear its waiter named more than once: an attempt that
+	// split the nodes puts the call back in its place, and the cleanup's
+	// release names it again.
+	for i, w := range []*Client{b, c, d} {
+		got := heard[chanWake(w)]
+		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
+		for _, p := range got {
+			require.Equal(t, wakeNotice(line[i], key), p, "waiter %d's Client heard a notice for another", i)
+		}
+	}
+	// The key's channel carries only "nobody is in line" (d's release,
+	// after b and c had their turns, and any cleanup after it).
+	for _, p := range heard[chanReleased(key)] {
+		require.Empty(t, p, "a release that named waiters published on the key's channel")
+	}
+}
+
+// A release names the first Lock call in line alone: the second makes no
+// attempt while the first takes the key and holds it. Naming the first two
+// made the second try one to two round trips later, in case the first was
+// gone, and that attempt found the key taken at almost every hand-off:
+// with 8 Clients on one key, a fifth of all Redis calls.
+func TestWake_OnlyTheFirstInLine(t *testing.T) {
+	cl := newCluster(t, 3)
+	ctx := context.Background()
+	a, b := cl.client(t), cl.client(t, slowRetry)
+	c, calls := cl.faulty(t, slowRetry)
+	key, la := heldKey(t, a)
+	lb := make(chan *Lease, 1)
+	done := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 5*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	cl.requireLineLen(t, key, 1, "b never joined the line")
+	go func() {
+		l, err := c.Lock(ctx, key, 5*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		done <- err
+	}()
+	cl.requireLineLen(t, key, 2, "c never joined the line")
+	time.Sleep(300 * time.Millisecond) // c's attempts on joining are over; its next waits 5 s
+
+	calls.reset()
+	l := releaseTo(t, la, lb)
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, calls.total(), "the second in line sent script calls while the first took and held the key")
+	require.NoError(t, l.Release(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the second in line was not handed the key by the first's release")
+	}
+}
+
+// With one of three nodes frozen after the key was taken, a release still
+// wakes the first in line through its Client's channel on the other two (a
+// Client subscribes to its own channel before a key's, node by node, and a
+// frozen node holds up only its own subscriber), and the waiter takes the
+// key long before its 5 s retry.
+func TestWake_WorksWithAFrozenNode(t *testing.T) {
+	cl := newCluster(t, 3)
+	ctx := context.Background()
+	a := cl.client(t, WithNodeTimeout(200*time.Millisecond))
+	b := cl.client(t, WithNodeTimeout(200*time.Millisecond),
+		slowRetry)
+	key, la := heldKey(t, a)
+	// TryLock returns at two grants of three: wait for the third before
+	// freezing node 2. Otherwise a's acquire could still be on its way to
+	// node 1, b's first attempt could win node 1 before it, and b's own
+	// cleanup would then name b there (a reservation, not the line), which
+	// is correct but not what this test is about.
+	cl.requireHeld(t, key)
+	cl.freeze(t, 2)
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 5*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	cl.requireLineLen(t, key, 1, "b never joined the line on the live nodes", 0, 1)
+	require.Eventually(t, func() bool { return subscriptionLive(b, key) }, 3*time.Second, time.Millisecond, "b's subscription was never confirmed by the two live nodes")
+
+	start := time.Now()
+	require.NoError(t, la.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 2*time.Second, "the waiter waited for its retry, not the release")
+	case <-time.After(4 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+}
+
 // A release notice that arrives after a waiter's failed attempt began but
 // before the waiter registered is delivered at registration, with the
 // waiter's place in it; the waiter may skip its extra attempt only when
 // the subscription was live before the attempt began.
-func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
-	c, _ := newFake(t, 5)
-	w := c.wake
+func TestWaker_DeliversANoticeThatCameBeforeRegistration(t *testing.T) {
+	_, w := idleWaker(t)
 	_, unregister, live := w.register("k", "early", time.Now())
 	require.False(t, live, "a subscription nobody confirmed counted as live")
 	w.mu.Lock()
@@ -61,9 +339,8 @@ func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
 // hand-off, and register returns. Before the fix register sent the second
 // wake-up into the full channel while holding the waker's lock, and the
 // Client's waker hung for good (every later notice, Close too).
-func TestWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
-	c, _ := newFake(t, 5)
-	w := c.wake
+func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
+	_, w := idleWaker(t)
 	_, unregister, _ := w.register("k", "early", time.Now())
 	w.mu.Lock()
 	w.waiters["k"].liveSince = time.Now().Add(-time.Second) // as if a majority confirmed it
@@ -101,20 +378,15 @@ func requireRegistersWith(t *testing.T, w *waker, key, id string, since time.Tim
 // A key whose last waiter left stays subscribed for linger, then is
 // unsubscribed: a key contended again and again costs no SUBSCRIBE per
 // Lock call, and an idle one costs nothing for long.
-func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	c, err := New(ucs, WithRetry(func(int) time.Duration { return 20 * time.Millisecond }, 0))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	require.NoError(t, c.Bootstrap(context.Background()))
+func TestWaker_KeepsAContendedKeySubscribedForAWhile(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	c, _ := cl.ready(t, WithRetry(func(int) time.Duration { return 20 * time.Millisecond }, 0))
 	ctx := context.Background()
 	key := testenv.Key(t)
 	l, err := c.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
-	other, err := New(ucs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = other.Close() })
+	other := cl.client(t)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		_ = l.Release(ctx)
@@ -125,7 +397,7 @@ func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 	subscribed := func() bool {
 		chans, err := ucs[0].PubSubChannels(ctx, "*").Result()
 		require.NoError(t, err)
-		return slices.Contains(chans, releaseChannel(key))
+		return slices.Contains(chans, chanReleased(key))
 	}
 	require.True(t, subscribed(), "the key was unsubscribed as soon as its waiter left")
 	require.Eventually(t, func() bool { return !subscribed() }, linger+3*time.Second, 50*time.Millisecond,
@@ -137,9 +409,8 @@ func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 // older one named it second must not leave it waiting a round trip or two
 // as the second in line, while the reservation for it runs. And a notice
 // that came before an attempt began is answered by that attempt.
-func TestWakerKeepsTheNewestNotice(t *testing.T) {
-	c, _ := newFake(t, 5)
-	w := c.wake
+func TestWaker_KeepsTheNewestNotice(t *testing.T) {
+	_, w := idleWaker(t)
 	ch, unregister, _ := w.register("k", "w", time.Now())
 	defer unregister()
 	w.notify("k", "other w")
@@ -157,12 +428,10 @@ func TestWakerKeepsTheNewestNotice(t *testing.T) {
 
 // The same through real redis-server Pub/Sub: two notices published on a
 // node in a row reach the waiter as the newer one.
-func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	c, err := New(ucs)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+func TestWaker_KeepsTheNewestNoticeOverPubSub(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	c := cl.client(t)
 	key := testenv.Key(t)
 	w := c.wake
 	ch, unregister, _ := w.register(key, "w", time.Now())
@@ -174,8 +443,8 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the subscription was never confirmed by a majority")
 
 	ctx := context.Background()
-	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "other w").Err())
-	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "w other").Err())
+	require.NoError(t, ucs[0].Publish(ctx, chanReleased(key), "other w").Err())
+	require.NoError(t, ucs[0].Publish(ctx, chanReleased(key), "w other").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -189,10 +458,10 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 // the Client's own channel) and a release notice for the key (” on the
 // key's channel) both arrive before the id registers; register returns at
 // once with one wake-up, the hand-off.
-func TestIntegrationWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	c := wakeClient(t, ucs, WithKeyHandOff())
+func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlockOverPubSub(t *testing.T) {
+	cl := newCluster(t, 3)
+	ucs := cl.universal()
+	c := cl.client(t, WithKeyHandOff())
 	key := testenv.Key(t)
 	w := c.wake
 	_, unregister, _ := w.register(key, "early", time.Now())
@@ -206,8 +475,8 @@ func TestIntegrationWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T
 	ctx := context.Background()
 	since := time.Now()
 	late := w.id + ".late"
-	require.NoError(t, ucs[0].Publish(ctx, wakePrefix+w.id, "!"+late+"|"+key).Err())
-	require.NoError(t, ucs[1].Publish(ctx, releaseChannel(key), "").Err())
+	require.NoError(t, ucs[0].Publish(ctx, chanWake(c), handOffNotice(late, key)).Err())
+	require.NoError(t, ucs[1].Publish(ctx, chanReleased(key), "").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -216,94 +485,6 @@ func TestIntegrationWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T
 	}, 5*time.Second, 5*time.Millisecond, "the two notices never arrived")
 
 	requireRegistersWith(t, w, key, late, since, wakePart)
-}
-
-// slowRetry puts a waiter's own next try 5 s away, so that within a test
-// only a release's notice can wake it.
-var slowRetry = WithRetry(func(int) time.Duration { return 5 * time.Second }, 0)
-
-// releaseTo releases la and returns the lease the first in line's Lock
-// call sends on lb, within 3 s.
-func releaseTo(t *testing.T, la *Lease, lb <-chan *Lease) *Lease {
-	t.Helper()
-	require.NoError(t, la.Release(context.Background()))
-	select {
-	case l := <-lb:
-		require.NotNil(t, l, "the first in line's Lock failed")
-		return l
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first in line did not get the key")
-		return nil
-	}
-}
-
-// requireFreeEverywhere waits until no node of ucs holds key.
-func requireFreeEverywhere(t *testing.T, ucs []redis.UniversalClient, key, what string) {
-	t.Helper()
-	requireOnEveryNode(t, ucs, key, 0, what)
-}
-
-// requireHeldEverywhere waits until every node of ucs holds key.
-func requireHeldEverywhere(t *testing.T, ucs []redis.UniversalClient, key string) {
-	t.Helper()
-	requireOnEveryNode(t, ucs, key, 1, "the lease's key never reached every node")
-}
-
-// requireOnEveryNode waits until EXISTS key answers n (0 or 1) on every
-// node of ucs.
-func requireOnEveryNode(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			if got, err := uc.Exists(context.Background(), key).Result(); err != nil || got != n {
-				return false
-			}
-		}
-		return true
-	}, 2*time.Second, time.Millisecond, what)
-}
-
-// requireLineLen waits until key's line holds n Lock calls on each of ucs;
-// if it never does, it logs what each node holds before failing.
-func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int64, what string) {
-	t.Helper()
-	ctx := context.Background()
-	if assert.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			if got, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || got != n {
-				return false
-			}
-		}
-		return true
-	}, 3*time.Second, time.Millisecond, what) {
-		return
-	}
-	for i, uc := range ucs {
-		v, _ := uc.Get(ctx, key).Result()
-		q, err := uc.ZRangeWithScores(ctx, queueKey(key), 0, -1).Result()
-		t.Logf("node %d holds %q, line %v (%v)", i, v, q, err)
-	}
-	t.FailNow()
-}
-
-// heldKey admits a's nodes at once and has a take a fresh key for 5 s.
-func heldKey(t *testing.T, a *Client) (string, *Lease) {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, a.Bootstrap(ctx))
-	key := testenv.Key(t)
-	l, err := a.TryLock(ctx, key, 5*time.Second)
-	require.NoError(t, err)
-	return key, l
-}
-
-// wakeClient is a Client over ucs, closed when the test ends.
-func wakeClient(t *testing.T, ucs []redis.UniversalClient, opts ...Option) *Client {
-	t.Helper()
-	c, err := New(ucs, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 func requireWake(t *testing.T, ch chan int, want int) {
@@ -316,322 +497,22 @@ func requireWake(t *testing.T, ch chan int, want int) {
 	}
 }
 
-// A release notice goes only to the Client whose waiter it names, on its
-// own channel, and not to the key's channel, which every waiter of the key
-// listens to: with 8 Clients waiting, a release used to make all of them
-// read a notice that named 2.
-func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a, b, c, d := wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry)
-	key, la := heldKey(t, a)
-
-	chans := []string{releaseChannel(key), wakePrefix + b.wake.id, wakePrefix + c.wake.id, wakePrefix + d.wake.id}
-	ps := ucs[0].Subscribe(ctx, chans...)
-	defer ps.Close()
-	for range chans {
-		_, err := ps.ReceiveTimeout(ctx, 5*time.Second) // the confirmations
-		require.NoError(t, err)
-	}
-
-	// b, c, d join the line in that order; each retries only after 5 s
-	// unless a release wakes it.
-	done := make(chan error, 3)
-	for i, w := range []*Client{b, c, d} {
-		go func() {
-			l, err := w.Lock(ctx, key, 5*time.Second)
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			done <- err
-		}()
-		requireLineLen(t, ucs[:1], key, int64(i+1), "a waiter never joined the line on node 0")
-	}
-	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
-	require.NoError(t, err)
-	require.Len(t, line, 3)
-
-	require.NoError(t, la.Release(ctx))
-	heard := map[string][]string{}
-	for {
-		m, err := ps.ReceiveTimeout(ctx, 300*time.Millisecond)
-		if err != nil {
-			break // quiet for 300 ms
-		}
-		if msg, ok := m.(*redis.Message); ok {
-			heard[msg.Channel] = append(heard[msg.Channel], msg.Payload)
-		}
-	}
-	for range 3 {
-		require.NoError(t, <-done)
-	}
-	// Each release named the next in line alone, and told its Client only.
-	// A Client may hear its waiter named more than once: an attempt that
-	// split the nodes puts the call back in its place, and the cleanup's
-	// release names it again.
-	for i, w := range []*Client{b, c, d} {
-		got := heard[wakePrefix+w.wake.id]
-		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
-		for _, p := range got {
-			require.Equal(t, line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
-		}
-	}
-	// The key's channel carries only "nobody is in line" (d's release,
-	// after b and c had their turns, and any cleanup after it).
-	for _, p := range heard[releaseChannel(key)] {
-		require.Empty(t, p, "a release that named waiters published on the key's channel")
-	}
-}
-
-// countedClient is a wakeClient over connections of its own to nodes,
-// whose script calls calls counts.
-func countedClient(t *testing.T, nodes []*testenv.RedisNode, calls *evalCounter, opts ...Option) *Client {
-	t.Helper()
-	ucs := testenv.Clients(t, nodes)
-	for _, uc := range ucs {
-		uc.AddHook(calls)
-	}
-	return wakeClient(t, ucs, opts...)
-}
-
-// evalCounter counts the script calls a client sends.
-type evalCounter struct{ n atomic.Int64 }
-
-func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// A release names the first Lock call in line alone: the second makes no
-// attempt while the first takes the key and holds it. Naming the first two
-// made the second try one to two round trips later, in case the first was
-// gone, and that attempt found the key taken at almost every hand-off:
-// with 8 Clients on one key, a fifth of all Redis calls.
-func TestIntegrationAHandOffWakesOnlyTheFirstInLine(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
-	var calls evalCounter
-	c := countedClient(t, nodes, &calls, slowRetry)
-	key, la := heldKey(t, a)
-	lb := make(chan *Lease, 1)
-	done := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 5*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
-	requireLineLen(t, ucs, key, 1, "b never joined the line")
-	go func() {
-		l, err := c.Lock(ctx, key, 5*time.Second)
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		done <- err
-	}()
-	requireLineLen(t, ucs, key, 2, "c never joined the line")
-	time.Sleep(300 * time.Millisecond) // c's attempts on joining are over; its next waits 5 s
-
-	calls.n.Store(0)
-	l := releaseTo(t, la, lb)
-	time.Sleep(300 * time.Millisecond)
-	require.Zero(t, calls.n.Load(), "the second in line sent script calls while the first took and held the key")
-	require.NoError(t, l.Release(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(3 * time.Second):
-		t.Fatal("the second in line was not handed the key by the first's release")
-	}
-}
-
-// A release names a Lock call that is gone (its process crashed with its
-// place in line): the key is kept for it for one reservation only, and the
-// next waiter, with the default retry policy, takes it soon after.
-func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a, c := wakeClient(t, ucs), wakeClient(t, ucs)
-	key, la := heldKey(t, a)
-	// The gone waiter's place is ahead of c's on every node.
-	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro() - 1000), Member: "gone.x"}).Err())
-	}
-	got := make(chan time.Time, 1)
-	go func() {
-		l, err := c.Lock(ctx, key, 5*time.Second)
-		if err != nil {
-			t.Error(err)
-			got <- time.Time{}
-			return
-		}
-		got <- time.Now()
-		_ = l.Release(ctx)
-	}()
-	requireLineLen(t, ucs[:1], key, 2, "c never joined the line")
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
-	require.NoError(t, la.Release(ctx))
-	// Release returns once a majority confirmed: node 0 may still be on
-	// its way. The reservation names the gone waiter (or has already run
-	// out, if c took the key).
-	var named string
-	require.Eventually(t, func() bool {
-		named, _ = ucs[0].Get(ctx, namedKey(key)).Result()
-		return named != "" || len(got) > 0
-	}, time.Second, time.Millisecond)
-	if named != "" {
-		require.Equal(t, "gone.x", named, "the release did not name the first in line")
-	}
-	select {
-	case at := <-got:
-		require.False(t, at.IsZero())
-		t.Logf("c got the key %v after the release that named a gone waiter", at.Sub(start))
-		require.Less(t, at.Sub(start), time.Second, "a gone waiter held the key up for more than one reservation and a poll")
-	case <-time.After(5 * time.Second):
-		t.Fatal("c never got the key that was reserved for a gone waiter")
-	}
-}
-
-// A Lock call that gives up while a release has named it, with the key
-// free, passes the reservation to the next in line for as long as a
-// release would have reserved it, not for a moment.
-func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a, b := wakeClient(t, ucs), wakeClient(t, ucs, slowRetry)
-	key, la := heldKey(t, a)
-
-	bctx, cancel := context.WithCancel(ctx)
-	gaveUp := make(chan error, 1)
-	go func() {
-		_, err := b.Lock(bctx, key, 5*time.Second)
-		gaveUp <- err
-	}()
-	var bID string
-	require.Eventually(t, func() bool {
-		for _, uc := range ucs {
-			ids, err := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
-			if err != nil || len(ids) != 1 {
-				return false
-			}
-			bID = ids[0]
-		}
-		return true
-	}, 3*time.Second, time.Millisecond, "b never joined the line")
-	// Behind b: a waiter of another Client, listened to on its channel.
-	ps := ucs[0].Subscribe(ctx, wakePrefix+"next")
-	defer ps.Close()
-	_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
-	require.NoError(t, err)
-	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
-	}
-	// As if a's release had named b and b had not tried yet: the key is
-	// free and reserved for b.
-	for _, uc := range ucs {
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), bID).Err())
-		require.NoError(t, uc.Set(ctx, namedKey(key), bID, 5*time.Second).Err())
-	}
-	for _, uc := range ucs {
-		require.NoError(t, uc.Del(ctx, key).Err()) // a's lease is left to expire unused
-	}
-	_ = la
-	// b's rounds as if they took 500 ms: a release's reservation would then
-	// be 2.5 s (half the ttl), long enough to read back on any machine.
-	b.roundNs.Store(int64(500 * time.Millisecond))
-
-	cancel()
-	require.ErrorIs(t, <-gaveUp, context.Canceled)
-	m, err := ps.ReceiveTimeout(ctx, 3*time.Second)
-	require.NoError(t, err, "the next in line was not told")
-	require.Equal(t, "next.x|"+key, m.(*redis.Message).Payload)
-	pttl, err := ucs[0].PTTL(ctx, namedKey(key)).Result()
-	require.NoError(t, err)
-	named, _ := ucs[0].Get(ctx, namedKey(key)).Result()
-	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
-	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
-}
-
-// With one of three nodes frozen after the key was taken, a release still
-// wakes the first in line through its Client's channel on the other two (a
-// Client subscribes to its own channel before a key's, node by node, and a
-// frozen node holds up only its own subscriber), and the waiter takes the
-// key long before its 5 s retry.
-func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
-	nodes := testenv.RedisNodes(t, 3)
-	ucs := testenv.Clients(t, nodes)
-	ctx := context.Background()
-	a := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond))
-	b := wakeClient(t, ucs, WithNodeTimeout(200*time.Millisecond),
-		slowRetry)
-	key, la := heldKey(t, a)
-	// TryLock returns at two grants of three: wait for the third before
-	// freezing node 2. Otherwise a's acquire could still be on its way to
-	// node 1, b's first attempt could win node 1 before it, and b's own
-	// cleanup would then name b there (a reservation, not the line), which
-	// is correct but not what this test is about.
-	requireHeldEverywhere(t, ucs, key)
-	require.NoError(t, nodes[2].Pause())
-	t.Cleanup(func() { _ = nodes[2].Resume() })
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 5*time.Second)
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
-	requireLineLen(t, ucs[:2], key, 1, "b never joined the line on the live nodes")
-	require.Eventually(t, func() bool {
-		b.wake.mu.Lock()
-		defer b.wake.mu.Unlock()
-		kw := b.wake.waiters[key]
-		return kw != nil && !kw.liveSince.IsZero()
-	}, 3*time.Second, time.Millisecond, "b's subscription was never confirmed by the two live nodes")
-
-	start := time.Now()
-	require.NoError(t, la.Release(ctx))
-	select {
-	case err := <-got:
-		require.NoError(t, err)
-		require.Less(t, time.Since(start), 2*time.Second, "the waiter waited for its retry, not the release")
-	case <-time.After(4 * time.Second):
-		t.Fatal("the waiter was not woken by the release")
-	}
-}
-
 // A notice on a Client's own channel is 'names|key'; a key may itself hold
 // '|' and spaces (waiter ids hold neither), so the names end at the first
 // '|'. A payload without one is not a notice and wakes nobody.
-func TestWakerReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
-	c, _ := newFake(t, 5)
-	w := c.wake
+func TestWaker_ReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
+	c, w := idleWaker(t)
 	key := "a|b c"
 	ch, unregister, _ := w.register(key, "w.1", time.Now())
 	defer unregister()
-	w.deliver(0, wakePrefix+w.id, "junk")
+	w.deliver(0, chanWake(c), "junk")
 	select {
 	case pos := <-ch:
 		t.Fatalf("a payload without a key woke the waiter (position %d)", pos)
 	default:
 	}
-	w.deliver(0, wakePrefix+w.id, "w.1|"+key)
+	w.deliver(0, chanWake(c), "w.1|"+key)
 	requireWake(t, ch, wakeFirst)
-	w.deliver(0, releaseChannel(key), "w.1")
+	w.deliver(0, chanReleased(key), "w.1")
 	requireWake(t, ch, wakeFirst)
 }

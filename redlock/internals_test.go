@@ -1,0 +1,197 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Every look inside the package that the behaviour tests need, in one
+// place: the node-side layout (script names, key names, the settings
+// string) and a few readings of a Client's state. When that layout moves,
+// this file follows and the tests do not. (The unit tests of the waker,
+// the batcher and the verdict rules test those types themselves.)
+
+// scriptsBySHA names every script by its SHA1, as a node sees the call.
+var scriptsBySHA = map[string]string{
+	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
+	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
+	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state", identScript.Hash(): "ident",
+}
+
+var scriptsByName = map[string]*redis.Script{
+	"acquire": acquireScript, "release": releaseScript, "extend": extendScript,
+	"commit": commitScript, "pending": pendingScript, "admit": admitScript,
+	"bootstrap": bootstrapScript, "state": stateScript, "ident": identScript,
+}
+
+// scriptName is the name of the script with sha, "?" for none of ours.
+func scriptName(sha string) string {
+	if n, ok := scriptsBySHA[sha]; ok {
+		return n
+	}
+	return "?"
+}
+
+// scriptNamed is the script called name.
+func scriptNamed(name string) *redis.Script { return scriptsByName[name] }
+
+// loadScript puts the script called name in rc's script cache, so that
+// the next call of it is one EVALSHA.
+func loadScript(t *testing.T, rc *redis.Client, name string) {
+	t.Helper()
+	require.NoError(t, scriptNamed(name).Load(context.Background(), rc).Err())
+}
+
+// The keys and channels quorumlock keeps on a node.
+const (
+	keyMarker  = markerKey  // the deployment's settings, once the node may vote
+	keyPending = pendingKey // a quarantine in progress
+)
+
+func keyFence(key string) string     { return fenceKey(key) }
+func keyLine(key string) string      { return queueKey(key) }
+func keyNamed(key string) string     { return namedKey(key) }
+func chanReleased(key string) string { return releaseChannel(key) }
+
+// chanWake is the channel on which releases tell c that they named one of
+// its waiters.
+func chanWake(c *Client) string { return wakePrefix + c.wake.id }
+
+// chanWakeID is chanWake for a Client known by its id only.
+func chanWakeID(id string) string { return wakePrefix + id }
+
+// clientIDOf is the id of the Client that made waiter id.
+func clientIDOf(id string) string {
+	for i := range len(id) {
+		if id[i] == '.' {
+			return id[:i]
+		}
+	}
+	return id
+}
+
+// persistentKeys are the keys a node keeps without an expiry.
+func persistentKeys() []string { return deploymentKeys }
+
+// settingsString is the settings string of a deployment of n nodes.
+func settingsString(n int, maxTTL time.Duration, factor float64) string {
+	return settings{nodes: n, maxTTL: maxTTL, factor: factor}.String()
+}
+
+// settingsPrefix starts every settings string.
+const settingsPrefix = settingsVersion
+
+// deploymentOf is the settings string c runs with.
+func deploymentOf(c *Client) string { return c.settings }
+
+// quarantineOf is the quarantine of c's deployment.
+func quarantineOf(c *Client) time.Duration { return c.set.quarantine() }
+
+// fenceKeepOf is how long c's nodes keep a fence after a lease of ttl.
+func fenceKeepOf(c *Client, ttl time.Duration) time.Duration { return c.set.fenceKeep(ttl) }
+
+// maxTTLOf and factorOf are c's WithMaxTTL and WithDriftFactor.
+func maxTTLOf(c *Client) time.Duration { return c.cfg.maxTTL }
+func factorOf(c *Client) float64       { return c.cfg.factor }
+
+// quorumOf is the number of nodes c needs.
+func quorumOf(c *Client) int { return c.quorum }
+
+// valueOf is the value l holds the key with.
+func valueOf(l *Lease) string { return l.value }
+
+// verifiedOn reports whether c verified node i's identity.
+func verifiedOn(c *Client, i int) bool { return c.verified(i) }
+
+// setLineLifetime sets how long c's Lock calls stay in a key's line on a
+// node without trying again (New floors it at 10 s). Before any call.
+func setLineLifetime(c *Client, d time.Duration) { c.lineMs = d.Milliseconds() }
+
+// setRoundTime makes c's acquire rounds look as if they took d, which
+// sets the length of the reservations its releases make.
+func setRoundTime(c *Client, d time.Duration) { c.roundNs.Store(int64(d)) }
+
+// settled waits until c's background work (a round's stragglers and
+// cleanups, admissions) is done, and fails t when it is not within d.
+func settled(t *testing.T, c *Client, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		c.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("the client's background work (stragglers, cleanups, admissions) did not end within %v", d)
+	}
+}
+
+// startQuarantine starts node rc's quarantine under c's settings, as c's
+// admission does.
+func startQuarantine(t *testing.T, rc *redis.Client, c *Client) {
+	t.Helper()
+	_, err := pendingScript.Run(context.Background(), rc, []string{markerKey, pendingKey},
+		newValue(), c.settings, micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds(), "1").Slice()
+	require.NoError(t, err)
+}
+
+// putPending writes a quarantine in progress on rc as another client
+// with settings sett would have started it, stamped at time 0.
+func putPending(t *testing.T, rc *redis.Client, sett string) {
+	t.Helper()
+	require.NoError(t, rc.HSet(context.Background(), pendingKey, "id", "x", "stamp", "0", "settings", sett, "quarantine", "1").Err())
+}
+
+// subscriptionLive reports whether c's subscription to key's release
+// notices was confirmed by a majority of nodes.
+func subscriptionLive(c *Client, key string) bool {
+	c.wake.mu.Lock()
+	defer c.wake.mu.Unlock()
+	kw := c.wake.waiters[key]
+	return kw != nil && !kw.liveSince.IsZero()
+}
+
+// missedLast reports whether node i missed the deadline of c's last call
+// to it.
+func missedLast(c *Client, i int) bool { return c.missedLast(i) }
+
+// handOffWaiter is a waiter id that takes hand-offs, of a Client with
+// id cid, for a call placed in line at place (µs) with a ttl of ttlMs.
+func handOffWaiter(cid string, place, ttlMs int64) string {
+	return cid + ".x~" + strconv.FormatInt(place, 10) + "+" + strconv.FormatInt(ttlMs, 10)
+}
+
+// placeOf is the place in line a hand-off waiter id carries.
+func placeOf(t *testing.T, id string) int64 {
+	t.Helper()
+	p, err := strconv.ParseInt(id[strings.LastIndex(id, "~")+1:strings.LastIndex(id, "+")], 10, 64)
+	require.NoError(t, err)
+	return p
+}
+
+// takesHandOffs reports whether waiter id offers to take the key inside
+// a release.
+func takesHandOffs(id string) bool { return strings.Contains(id, "+") }
+
+// handedTo reports whether a key's value is a waiter id a release handed
+// the key to.
+func handedTo(v string) bool { return strings.Contains(v, "~") }
+
+// isGiveBack reports whether c is a Lock call giving handed keys back
+// under a new id (a release with the old id, the new id and its place).
+func isGiveBack(c *call) bool { return c.Script == "release" && len(c.Args) == 10 }
+
+// handOffNotice is what a release publishes on a Client's channel when
+// it handed key to waiter id.
+func handOffNotice(id, key string) string { return "!" + id + "|" + key }
+
+// wakeNotice is what a release publishes on a Client's channel when it
+// named waiter id first in key's line.
+func wakeNotice(id, key string) string { return id + "|" + key }

@@ -1,0 +1,434 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// TryLock, Lock and Do: who gets the key, what a failed attempt leaves
+// behind, how long a call waits, and what one Client's calls cost.
+
+func TestLock_BadInputTouchesNoNode(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		want string
+	}{
+		{"empty key", "", time.Second, "empty key"},
+		{"key in quorumlock's namespace", keyFence("k"), time.Second, "own namespace"},
+		{"the admission marker as a key", keyMarker, time.Second, "own namespace"},
+		{"zero ttl", "k", 0, "must exceed its drift"},
+		{"negative ttl", "k", -time.Second, "must exceed its drift"},
+		{"ttl equal to drift", "k", 2 * time.Millisecond, "must exceed its drift"},
+		{"ttl above max", "k", 2 * time.Minute, "exceeds the client's max ttl"},
+		{"sub-millisecond ttl", "k", time.Second + time.Microsecond, "whole number of milliseconds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.TryLock(ctx, tc.key, tc.ttl)
+			require.ErrorContains(t, err, tc.want)
+			_, err = c.Lock(ctx, tc.key, tc.ttl)
+			require.ErrorContains(t, err, tc.want)
+			err = c.Do(ctx, tc.key, tc.ttl, func(context.Context, *Lease) error { return nil })
+			require.ErrorContains(t, err, tc.want)
+			require.Zero(t, f.total(), "bad input reached a node")
+		})
+	}
+}
+
+func TestTryLock_ASecondHolderIsRefused(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	var held []int
+	for i := range 5 {
+		if cl.value(t, i, key) == valueOf(l) {
+			held = append(held, i)
+		}
+	}
+	require.GreaterOrEqual(t, len(held), 3)
+	_, err = c.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, ErrNodeHeld)
+	var ne *NodeError
+	require.ErrorAs(t, err, &ne)
+	addr := cl.nodes[ne.Node].Addr()
+	require.True(t, strings.HasPrefix(ne.Addr, "tcp://") && strings.HasSuffix(ne.Addr, addr[strings.LastIndexByte(addr, ':'):]),
+		"NodeError.Addr = %q for node %d at %s", ne.Addr, ne.Node, addr)
+	// The failed attempt must not have disturbed the holder's keys.
+	for _, i := range held {
+		require.Equal(t, valueOf(l), cl.value(t, i, key), "node %d", i)
+	}
+}
+
+func TestTryLock_AFailedAttemptLeavesNothingBehind(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	// Another owner holds the key on three nodes: we can win only two.
+	cl.set(t, key, "other", time.Minute, 2, 3, 4)
+	_, err := c.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	// The round is decided by the three refusals; a node that had not
+	// answered by then is cleaned up in the background, so its delete may
+	// land just after TryLock returns. It must land well within the ttl.
+	for _, i := range []int{0, 1} {
+		require.Eventually(t, func() bool { return cl.value(t, i, key) == "" },
+			500*time.Millisecond, time.Millisecond, "node %d kept the failed attempt's key", i)
+	}
+	require.Equal(t, []string{"other", "other", "other"}, cl.values(t, []int{2, 3, 4}, key), "the other owner's key was touched")
+}
+
+func TestLock_CancelledByItsContext(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	_, err := c.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(cctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestLock_RetryPolicyGivesUp(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithRetry(func(int) time.Duration { return time.Millisecond }, 3))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	_, err := c.TryLock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	f.requireIdle(t)
+	before := f.count("", 0)
+	_, err = c.Lock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	f.requireIdle(t)
+	// Three attempts, each one acquire call (and at most one cleanup or
+	// line-leave call) per node.
+	n := f.count("", 0) - before
+	require.Positive(t, n)
+	require.LessOrEqual(t, n, int64(6))
+}
+
+// Eight goroutines on one Client queue in memory instead of splitting the
+// nodes between them: an acquisition costs about one acquire and one
+// release round (10 calls on 5 nodes), not a storm of failed attempts.
+func TestLock_LocalWaitersQueue(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	const workers, rounds = 8, 20
+	var wg sync.WaitGroup
+	var inside atomic.Int32
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				err := c.Do(ctx, key, time.Second, func(context.Context, *Lease) error {
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	f.requireIdle(t)
+	perAcq := float64(f.total()) / (workers * rounds)
+	t.Logf("%.1f node calls per acquisition", perAcq)
+	require.Less(t, perAcq, 15.0, "local waiters are not queueing")
+}
+
+func TestLock_MutualExclusion(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	key := testenv.Key(t)
+	const workers, rounds = 8, 25
+	var inside, maxInside, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				err := c.Do(context.Background(), key, 2*time.Second, func(ctx context.Context, l *Lease) error {
+					n := inside.Add(1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					time.Sleep(200 * time.Microsecond)
+					total.Add(1)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(1), maxInside.Load(), "two holders inside the critical section at once")
+	require.Equal(t, int64(workers*rounds), total.Load())
+}
+
+// From a review: with two nodes busy (held by another owner), three are
+// free: every kind of attempt must win, also after the Client contended
+// for the key.
+func TestLock_ABusyMinorityDoesNotRefuseAWinnableAttempt(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	// A node timeout a loaded machine meets (5% of contend's 300 ms ttl
+	// would be 15 ms): the test is about refusals, not timeouts.
+	c := cl.client(t, WithNodeTimeout(200*time.Millisecond))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	cl.contend(t, c, key)
+	cl.hold(t, key, 5*time.Second, 0, 1)
+
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "TryLock refused with 3 of 5 nodes free")
+	require.NoError(t, l.Release(ctx))
+	lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	l, err = c.Lock(lctx, key, time.Second)
+	require.NoError(t, err, "Lock refused with 3 of 5 nodes free")
+	require.NoError(t, l.Release(ctx))
+}
+
+// contend makes c retry a Lock on key once, as under contention, and
+// returns once every node of cl is free of key again: the two Releases
+// return at a majority, and the rest of their deletes land just after.
+func (cl *cluster) contend(t *testing.T, c *Client, key string) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := c.TryLock(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = other.Release(ctx)
+	}()
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool {
+		for i := range cl.raw {
+			if cl.value(t, i, key) != "" {
+				return false
+			}
+		}
+		return true
+	}, time.Second, time.Millisecond, "the key is still held on a node after both Releases")
+}
+
+// From a review: with WithRetry(_, 1), a second Lock from the same Client on a held
+// key must fail after its one attempt, as another Client's does.
+func TestLock_TheRetryLimitAppliesToTheLocalLine(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	c := cl.client(t, WithRetry(DefaultRetry, 1))
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l, err := c.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Lock(lctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.NoError(t, lctx.Err(), "the second Lock waited until its ctx ended")
+	require.Less(t, time.Since(start), time.Second)
+	require.NoError(t, l.Release(ctx))
+}
+
+// A caller's key can never be one of quorumlock's: locking the key that
+// used to be K's fence, then K with fencing, works; a key in the reserved
+// namespace is refused before any node is contacted.
+func TestLock_CallerKeysCannotCollideWithInternalKeys(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	c := cl.client(t, WithFencing())
+	require.NoError(t, c.Bootstrap(ctx))
+	key := testenv.Key(t)
+	squat, err := c.TryLock(ctx, key+":quorumlock:fence", time.Second)
+	require.NoError(t, err)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "a caller's key broke fenced locking of another key")
+	require.Positive(t, l.FencingToken())
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, squat.Release(ctx))
+	_, err = c.TryLock(ctx, keyFence(key), time.Second)
+	require.ErrorContains(t, err, "own namespace")
+}
+
+// A failed attempt decides at the third refusal, before the other two
+// nodes answer. Where such a late reply is a refusal, the node is settled
+// (its script ran and did not take the key) and needs no release; where it
+// is a grant, or an error that leaves the outcome unknown, it gets one
+// (docs/fencing.md, "A release beats a late acquire"). Here nodes 3 and 4
+// answer 50 ms late: their requests are on the wire when the attempt gives
+// up, and their replies arrive.
+func TestTryLock_AFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		held []int // nodes another owner holds
+		// nodes that must get the failed attempt's release, and whether
+		// the late grants must be gone afterwards
+		released []int
+	}{
+		{"late refusals", []int{0, 1, 2, 3, 4}, nil},
+		{"late grants", []int{0, 1, 2}, []int{3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t, 5)
+			ctx := context.Background()
+			c, f := cl.ready(t, WithNodeTimeout(300*time.Millisecond))
+			f.before(func(ctx context.Context, call *call) error {
+				if call.Script != "acquire" || call.Node < 3 || !isTestKey(call.Keys[0]) {
+					return nil
+				}
+				time.Sleep(50 * time.Millisecond)
+				// Sent before the attempt gave up: it runs and answers,
+				// whatever the caller's ctx does now.
+				return call.answer(cl.replay(context.WithoutCancel(ctx), call))
+			})
+			key := testenv.Key(t)
+			cl.hold(t, key, 10*time.Second, tc.held...)
+			_, err := c.TryLock(ctx, key, 5*time.Second)
+			require.ErrorIs(t, err, ErrNotObtained)
+			require.NoError(t, c.Close()) // waits for the attempt's cleanup
+			for i := range 5 {
+				want := int64(0)
+				if slices.Contains(tc.released, i) {
+					want = 1
+				}
+				require.Equal(t, want, f.count("release", i), "release calls on node %d", i)
+				if slices.Contains(tc.held, i) {
+					require.Equal(t, "another-owner", cl.value(t, i, key), "node %d", i)
+				} else {
+					require.Empty(t, cl.value(t, i, key), "node %d kept the failed attempt's late grant", i)
+				}
+			}
+		})
+	}
+}
+
+// From a review: a failed attempt whose call to a node was cancelled after the node
+// had received it (outcome unknown) must not leave the key there: the
+// cleanup's release may reach the node before the acquire does.
+func TestTryLock_AFailedAttemptLeavesNoKeyWhereTheOutcomeWasUnknown(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	released, landed := make(chan struct{}), make(chan struct{})
+	var relOnce, landOnce sync.Once
+	c, f := cl.ready(t, WithNodeTimeout(300*time.Millisecond))
+	f.before(func(ctx context.Context, c *call) error {
+		if c.Node != 4 || c.Script != "acquire" || !isTestKey(c.Keys[0]) {
+			return nil
+		}
+		// The request is on the wire: the client gives up on it, and it
+		// reaches the node only after the cleanup's release.
+		<-ctx.Done()
+		go func() {
+			<-released
+			_ = cl.replay(context.Background(), c).Err()
+			landOnce.Do(func() { close(landed) })
+		}()
+		return ctx.Err()
+	})
+	f.after(func(c *call, _ error) {
+		if c.Node == 4 && c.Script == "release" && isTestKey(c.Keys[0]) {
+			relOnce.Do(func() { close(released) })
+		}
+	})
+	key := testenv.Key(t)
+	cl.hold(t, key, 10*time.Second, 1, 2, 3)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained, "%v", l)
+	select {
+	case <-landed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late acquire never reached node 4")
+	}
+	require.Empty(t, cl.value(t, 4, key), "the late acquire kept the key on node 4 after the attempt was given up")
+}
+
+// From a review, as the one above: a node whose reply was an error (here a connection
+// reset after the request went out) did not settle anything: the request
+// may still run there, so the failed attempt's cleanup must release it
+// too, as it does a node that did not answer at all.
+func TestTryLock_AFailedAttemptCleansUpANodeThatAnsweredWithAnError(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	released, landed := make(chan struct{}), make(chan struct{})
+	var relOnce, landOnce sync.Once
+	c, f := cl.ready(t, WithNodeTimeout(300*time.Millisecond))
+	// Node 3 answers late, so that node 4's error is counted first.
+	f.delay(50*time.Millisecond, "acquire", 3)
+	f.before(func(_ context.Context, c *call) error {
+		if c.Node != 4 || c.Script != "acquire" || !isTestKey(c.Keys[0]) {
+			return nil
+		}
+		go func() {
+			select {
+			case <-released:
+			case <-time.After(500 * time.Millisecond):
+			}
+			_ = cl.replay(context.Background(), c).Err()
+			landOnce.Do(func() { close(landed) })
+		}()
+		return errors.New("read tcp: connection reset by peer")
+	})
+	f.after(func(c *call, _ error) {
+		if c.Node == 4 && c.Script == "release" && isTestKey(c.Keys[0]) {
+			relOnce.Do(func() { close(released) })
+		}
+	})
+	key := testenv.Key(t)
+	cl.hold(t, key, 10*time.Second, 1, 2, 3)
+	l, err := c.TryLock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained, "%v", l)
+	require.ErrorContains(t, err, "connection reset", "node 4's error was not among the attempt's replies: the test proves nothing")
+	select {
+	case <-landed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late acquire never reached node 4")
+	}
+	require.Empty(t, cl.value(t, 4, key), "a node that answered with an error kept the key after the attempt was given up")
+}
