@@ -151,12 +151,22 @@ func TestWake_ANoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	a, b, c, d := cl.client(t, slowRetry), cl.client(t, slowRetry), cl.client(t, slowRetry), cl.client(t, slowRetry)
 	key, la := heldKey(t, a)
 
+	// Listen on every node: a release publishes on the nodes where it
+	// held the key, which need not include any one node.
 	chans := []string{chanReleased(key), chanWake(b), chanWake(c), chanWake(d)}
-	ps := ucs[0].Subscribe(ctx, chans...)
-	defer ps.Close()
-	for range chans {
-		_, err := ps.ReceiveTimeout(ctx, 5*time.Second) // the confirmations
-		require.NoError(t, err)
+	msgs := make(chan *redis.Message, 100)
+	for _, uc := range ucs {
+		ps := uc.Subscribe(ctx, chans...)
+		t.Cleanup(func() { _ = ps.Close() })
+		for range chans {
+			_, err := ps.ReceiveTimeout(ctx, 5*time.Second) // the confirmations
+			require.NoError(t, err)
+		}
+		go func() {
+			for m := range ps.Channel() {
+				msgs <- m
+			}
+		}()
 	}
 
 	// b, c, d join the line in that order; each retries only after 5 s
@@ -177,18 +187,28 @@ func TestWake_ANoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	require.Len(t, line, 3)
 
 	require.NoError(t, la.Release(ctx))
+	// Listen until every waiter has had its turn and the channels have
+	// been quiet for 300 ms since: on a loaded machine one turn can take
+	// longer than that, so quiet alone does not mean the turns are over.
 	heard := map[string][]string{}
-	for {
-		m, err := ps.ReceiveTimeout(ctx, 300*time.Millisecond)
-		if err != nil {
-			break // quiet for 300 ms
-		}
-		if msg, ok := m.(*redis.Message); ok {
+	quiet := time.NewTimer(time.Hour)
+	for finished := 0; ; {
+		select {
+		case msg := <-msgs:
 			heard[msg.Channel] = append(heard[msg.Channel], msg.Payload)
+			if finished == 3 {
+				quiet.Reset(300 * time.Millisecond)
+			}
+			continue
+		case err := <-done:
+			require.NoError(t, err)
+			if finished++; finished == 3 {
+				quiet.Reset(300 * time.Millisecond)
+			}
+			continue
+		case <-quiet.C:
 		}
-	}
-	for range 3 {
-		require.NoError(t, <-done)
+		break // every turn taken, then quiet for 300 ms
 	}
 	// Each release named the next in line alone, and told its Client only.
 	// A Client may hear its waiter named more than once: an attempt that
