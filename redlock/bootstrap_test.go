@@ -201,3 +201,59 @@ func TestBootstrap_IsSafeToRunAtEveryStart(t *testing.T) {
 	require.True(t, errors.As(err, &nn), "got %v", err)
 	require.Len(t, nn.Nodes, 5)
 }
+
+// Bootstrap's claims must all land within its window on the client's
+// clock (docs/fencing.md, "Bootstrap"): a claim round slower than that is
+// stamped anew, and after three slow rounds Bootstrap gives up admitting
+// nothing, so that it never relies on claims older than the window.
+func TestBootstrap_ClaimsLandWithinTheWindow(t *testing.T) {
+	ctx := context.Background()
+	const maxTTL = time.Second
+	claims := func(c *call) bool { return c.Script == "bootstrap" && len(c.Args) > 0 && c.Args[0] == "claim" }
+	t.Run("a slow round is claimed again", func(t *testing.T) {
+		cl := newCluster(t, 5)
+		c, f := cl.faulty(t, WithMaxTTL(maxTTL))
+		w := bootstrapWindowOf(c)
+		var slowed atomic.Bool
+		f.before(func(ctx context.Context, cc *call) error {
+			if claims(cc) && cc.Node == 4 && slowed.CompareAndSwap(false, true) {
+				select { // the first claim on node 4 takes longer than the window
+				case <-time.After(w + w/2):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		require.NoError(t, c.Bootstrap(ctx))
+		require.True(t, slowed.Load(), "the claim was never slowed: the test proves nothing")
+		require.GreaterOrEqual(t, f.count("bootstrap", 0), int64(3), "node 0 was not claimed again after the slow round (read, claim, claim, admit)")
+		for i := range 5 {
+			require.True(t, cl.admittedOn(t, i), "node %d not admitted", i)
+		}
+		l, err := c.TryLock(ctx, testenv.Key(t), maxTTL)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	})
+	t.Run("three slow rounds admit nothing", func(t *testing.T) {
+		cl := newCluster(t, 5)
+		c, f := cl.faulty(t, WithMaxTTL(maxTTL))
+		w := bootstrapWindowOf(c)
+		f.before(func(ctx context.Context, cc *call) error {
+			if claims(cc) && cc.Node == 4 {
+				select {
+				case <-time.After(w + w/2):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		err := c.Bootstrap(ctx)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "more than the")
+		for i := range 5 {
+			require.False(t, cl.admittedOn(t, i), "node %d admitted by a Bootstrap whose claims took longer than its window", i)
+		}
+	})
+}

@@ -195,3 +195,6 @@ func handOffNotice(id, key string) string { return "!" + id + "|" + key }
 // wakeNotice is what a release publishes on a Client's channel when it
 // named waiter id first in key's line.
 func wakeNotice(id, key string) string { return id + "|" + key }
+
+// bootstrapWindowOf is how long c's Bootstrap may take to claim every node.
+func bootstrapWindowOf(c *Client) time.Duration { return c.set.bootstrapWindow() }
