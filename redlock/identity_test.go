@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"testing"
@@ -110,6 +111,54 @@ func TestIdentity_NewRefusesTheSameServerUnderAnotherName(t *testing.T) {
 	c, err := New([]redis.UniversalClient{a, b})
 	require.ErrorContains(t, err, "same Redis server")
 	require.Nil(t, c)
+}
+
+// aliasedClient is a Client whose list names node 0 twice (entries 0 and
+// 1: its socket and its TCP address) beside nodes 1-3, built while node 0
+// is frozen, so that neither of node 0's names is verified; its node
+// clients carry a faults hook.
+func aliasedClient(t *testing.T, cl *cluster, sock string, opts ...Option) (*Client, *faults) {
+	t.Helper()
+	f := &faults{n: 5, calls: map[scriptAt]int64{}}
+	require.NoError(t, cl.nodes[0].Pause())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
+	for i := range 4 {
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
+	}
+	for i, uc := range list {
+		uc.AddHook(nodeHook{f: f, node: i})
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	c, err := New(list, append(opts, WithProbeTimeout(300*time.Millisecond))...)
+	require.NoError(t, cl.nodes[0].Resume())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(f.releaseAll)
+	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "node 0's names answered New's probe")
+	return c, f
+}
+
+// A fence commit counts only verified entries: with the commit failing on
+// two of the three distinct servers that granted, node 0's two names must
+// not make up the majority of commits the token needs.
+func TestIdentity_AFenceCommitDoesNotCountAServerTwice(t *testing.T) {
+	const ttl = 5 * time.Second
+	ctx := context.Background()
+	cl, sock := aliasedCluster(t)
+	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
+	c, f := aliasedClient(t, cl, sock, WithMaxTTL(ttl), WithFencing(), WithRetry(DefaultRetry, 1))
+	f.fail(errors.New("commit lost"), "commit", 3, 4)
+	l, err := c.TryLock(ctx, testenv.Key(t), ttl)
+	require.Error(t, err, "node 0's two names made up a majority of fence commits (token %d)", tokenOrZero(l))
+	require.Positive(t, f.count("commit", 0)+f.count("commit", 1), "node 0 was never sent a commit: the test proves nothing")
+}
+
+// tokenOrZero is l's fencing token, 0 for no lease.
+func tokenOrZero(l *Lease) uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.FencingToken()
 }
 
 // An extend counts only verified entries: a client whose list names node 0
