@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
@@ -151,6 +152,55 @@ func TestIdentity_AFenceCommitDoesNotCountAServerTwice(t *testing.T) {
 	l, err := c.TryLock(ctx, testenv.Key(t), ttl)
 	require.Error(t, err, "node 0's two names made up a majority of fence commits (token %d)", tokenOrZero(l))
 	require.Positive(t, f.count("commit", 0)+f.count("commit", 1), "node 0 was never sent a commit: the test proves nothing")
+}
+
+// A hand-off counts only verified entries: a release that hands the key
+// to a waiter on node 0 and node 1 (and on no other node: another owner
+// holds nodes 2-4) must not become a lease because node 0 is listed twice.
+func TestIdentity_AHandOffDoesNotCountAServerTwice(t *testing.T) {
+	const ttl = 5 * time.Second
+	ctx := context.Background()
+	cl, sock := aliasedCluster(t)
+	good := cl.client(t, WithMaxTTL(ttl))
+	require.NoError(t, good.Bootstrap(ctx))
+	bad, f := aliasedClient(t, cl, sock, WithMaxTTL(ttl), WithKeyHandOff(), slowRetry)
+	// The identity proofs a failed attempt asks for verify nothing while
+	// a verified entry is silent to them (node 3, entry 4), and find no
+	// duplicate while one of node 0's names is (entry 1): node 0's names
+	// stay unverified and the waiter stays in line.
+	f.fail(errors.New("ident lost"), "ident", 1, 4)
+
+	key := testenv.Key(t)
+	lg, err := good.TryLock(ctx, key, ttl)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return cl.value(t, 4, key) != "" }, 2*time.Second, 5*time.Millisecond)
+	got := make(chan error, 1)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	go func() {
+		l, err := bad.Lock(lctx, key, ttl)
+		if err == nil {
+			err = fmt.Errorf("DOUBLE GRANT: a lease from node 0's two names and node 1 (token %d)", tokenOrZero(l))
+			_ = l.Release(ctx)
+		} else {
+			err = nil
+		}
+		got <- err
+	}()
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line", 0, 1)
+	// Another owner takes nodes 2-4 (a majority of the deployment's five
+	// servers) from the first holder; then the first holder releases,
+	// which hands the key to the waiter on nodes 0 and 1 only.
+	cl.drop(t, key, 2, 3, 4)
+	cl.hold(t, key, ttl, 2, 3, 4)
+	require.ErrorIs(t, lg.Release(ctx), ErrNotHeld, "the first holder still held nodes 2-4")
+	handed := false
+	for end := time.Now().Add(time.Second); !handed && time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		handed = handedTo(cl.value(t, 0, key)) && handedTo(cl.value(t, 1, key))
+	}
+	require.NoError(t, <-got)
+	require.True(t, handed, "the release did not hand nodes 0 and 1 to the waiter: the test proves nothing")
+	require.False(t, verifiedOn(bad, 0) || verifiedOn(bad, 1), "node 0's names were verified: the test proves nothing")
 }
 
 // tokenOrZero is l's fencing token, 0 for no lease.
