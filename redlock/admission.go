@@ -225,7 +225,7 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if a.seenPeer(i) {
 		replace = "1"
 	}
-	res, err := pendingScript.Run(ctx, nd.sc, []string{markerKey, pendingKey},
+	res, err := pendingScript.Run(ctx, nd.uc, []string{markerKey, pendingKey},
 		newValue(), c.settings, micros(set.quarantine()), set.pendingTTL().Milliseconds(), replace).Slice()
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
@@ -259,7 +259,7 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if err := a.confirm(ctx, i); err != nil {
 		return false, 0, err
 	}
-	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, p.id, c.settings).Int64()
+	ok, err := admitScript.Run(ctx, nd.uc, []string{markerKey, pendingKey}, p.id, c.settings).Int64()
 	switch {
 	case err != nil:
 		return false, 0, c.nodeErr(i, err)
@@ -340,7 +340,7 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 		if j == i {
 			return peerState{}, errSelf
 		}
-		res, err := stateScript.Run(ctx, c.nodes[j].sc, []string{markerKey, pendingKey}).Slice()
+		res, err := stateScript.Run(ctx, c.nodes[j].uc, []string{markerKey, pendingKey}).Slice()
 		if err != nil {
 			return peerState{}, err
 		}

@@ -140,7 +140,7 @@ func (c *Client) Bootstrap(ctx context.Context) error {
 func (c *Client) states(ctx context.Context) ([]peerState, error) {
 	n := len(c.nodes)
 	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (peerState, error) {
-		res, err := stateScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}).Slice()
+		res, err := stateScript.Run(ctx, c.nodes[i].uc, []string{markerKey, pendingKey}).Slice()
 		if err != nil {
 			return peerState{}, err
 		}
@@ -228,7 +228,7 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	start := c.cfg.clock.Now()
 	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
-		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "claim", c.settings, id,
+		return bootstrapScript.Run(ctx, c.nodes[i].uc, []string{markerKey, pendingKey}, "claim", c.settings, id,
 			micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds()).Int64()
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
@@ -267,7 +267,7 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
-		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "admit", c.settings, id, micros(w)).Int64()
+		return bootstrapScript.Run(ctx, c.nodes[i].uc, []string{markerKey, pendingKey}, "admit", c.settings, id, micros(w)).Int64()
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
 	r.Cancel()

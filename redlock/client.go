@@ -67,12 +67,10 @@ type Client struct {
 type node struct {
 	idx  int
 	name string // the address the caller configured, for errors and logs only
-	sc   redis.Scripter
-	uc   redis.UniversalClient // nil for test doubles: no Pub/Sub, no INFO
-	// direct: scripts go to uc with prebuilt arguments (see Client.run);
-	// false when sc is not uc itself (a wrapper or test double).
-	direct bool
-	batch  *batcher // with direct: sends the script calls, batching them under load
+	uc   redis.UniversalClient
+	// batch sends the script calls with prebuilt arguments (see
+	// Client.run), batching them under load.
+	batch *batcher
 
 	// missed is set when a call to the node ran out of time and cleared by
 	// its next answer. An acquisition that can only succeed if a node that
@@ -173,7 +171,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d both reach %s", j, i, name)
 		}
 		addrs[name] = i
-		ns[i] = &node{idx: i, name: name, sc: uc, uc: uc, direct: true}
+		ns[i] = &node{idx: i, name: name, uc: uc}
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
@@ -246,9 +244,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
 	}
 	for _, nd := range ns {
-		if nd.direct {
-			nd.batch = newBatcher(nd.uc, cfg.cleanup)
-		}
+		nd.batch = newBatcher(nd.uc, cfg.cleanup)
 	}
 	inst, err := newInstruments(cfg.meters)
 	if err != nil {
@@ -270,11 +266,6 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	// get the reservation instead (a handed key has no fencing commit),
 	// as do calls of a Client without WithKeyHandOff.
 	c.handoffs = !cfg.fencing && cfg.wake && cfg.handOff
-	for _, nd := range c.nodes {
-		if nd.uc == nil {
-			c.handoffs = false
-		}
-	}
 	c.renew = newRenewer(c)
 	return c, nil
 }
@@ -294,9 +285,6 @@ func (c *Client) probe() (err error) {
 	type probed struct{ info, ident string }
 	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
-		if uc == nil {
-			return probed{}, errors.New("no info")
-		}
 		info, err := uc.Info(ctx).Result()
 		if err != nil {
 			return probed{}, err

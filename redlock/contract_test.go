@@ -14,12 +14,11 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// The script contract: every case runs against the Go fake the unit tests
-// use and against a real redis-server running the Lua, so that the two
-// cannot drift apart and a change to a script that breaks its contract
-// fails here even though the unit tests only see the fake.
+// The script contract: every case runs against a real redis-server
+// running the Lua, so that a change to a script that breaks its contract
+// fails here.
 
-// contractNode is one node under test, the fake or a real server.
+// contractNode is one node under test.
 type contractNode interface {
 	sc() redis.Scripter
 	put(t *testing.T, key, val string, ttl time.Duration) // ttl 0: no expiry
@@ -33,76 +32,6 @@ type contractNode interface {
 	listen(t *testing.T, channel string) func() []string
 	zscore(t *testing.T, key, member string) (int64, bool)
 	zadd(t *testing.T, key, member string, score int64)
-}
-
-type fakeContract struct{ f *fakeNode }
-
-func (n fakeContract) sc() redis.Scripter { return n.f }
-func (n fakeContract) put(_ *testing.T, key, val string, ttl time.Duration) {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	n.f.setStr(key, val, ttl.Milliseconds())
-}
-func (n fakeContract) putHash(_ *testing.T, key string, fields map[string]string, ttl time.Duration) {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	n.f.del(key)
-	n.f.hashes[key] = fields
-	if ttl > 0 {
-		n.f.exp[key] = n.f.now().Add(ttl)
-	}
-}
-func (n fakeContract) read(_ *testing.T, key string) (string, bool) { return n.f.Get(key) }
-func (n fakeContract) readHash(_ *testing.T, key string) map[string]string {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	n.f.expire(key)
-	out := map[string]string{}
-	for k, v := range n.f.hashes[key] {
-		out[k] = v
-	}
-	return out
-}
-func (n fakeContract) ttlOf(_ *testing.T, key string) time.Duration {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	p := n.f.pttl(key)
-	if p < 0 {
-		return time.Duration(p)
-	}
-	return time.Duration(p) * time.Millisecond
-}
-func (n fakeContract) nowUs(*testing.T) int64 { return n.f.nowUs() }
-func (n fakeContract) listen(_ *testing.T, channel string) func() []string {
-	n.f.mu.Lock()
-	from := len(n.f.published)
-	if n.f.listeners == nil {
-		n.f.listeners = map[string]int{}
-	}
-	n.f.listeners[channel]++
-	n.f.mu.Unlock()
-	return func() []string {
-		n.f.mu.Lock()
-		defer n.f.mu.Unlock()
-		var out []string
-		for _, m := range n.f.published[from:] {
-			if m.channel == channel {
-				out = append(out, m.payload)
-			}
-		}
-		return out
-	}
-}
-func (n fakeContract) zscore(_ *testing.T, key, member string) (int64, bool) {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	v, ok := n.f.zset(key, false)[member]
-	return v, ok
-}
-func (n fakeContract) zadd(_ *testing.T, key, member string, score int64) {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	n.f.zadd(key, member, score, time.Minute.Milliseconds())
 }
 
 type realContract struct{ c *redis.Client }
@@ -1447,17 +1376,7 @@ var contractCases = []contractCase{
 		}},
 }
 
-// TestScriptContractFake runs the contract against the Go fake.
-func TestScriptContractFake(t *testing.T) {
-	for _, tc := range contractCases {
-		t.Run(tc.name, func(t *testing.T) {
-			n := fakeContract{f: newFakeNode()}
-			runContract(t, n, tc)
-		})
-	}
-}
-
-// TestScriptContractRedis runs the same contract against redis-server.
+// TestScriptContractRedis runs the contract against redis-server.
 func TestScriptContractRedis(t *testing.T) {
 	rc := testenv.Redis(t).Client(t)
 	for _, tc := range contractCases {

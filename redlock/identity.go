@@ -83,7 +83,7 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 	}
 	n := len(c.nodes)
 	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (string, error) {
-		return readIdent(ctx, c.nodes[i].sc)
+		return readIdent(ctx, c.nodes[i].uc)
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[string]) bool { return true })
 	r.Cancel()

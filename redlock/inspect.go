@@ -120,26 +120,20 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	ns := NodeState{Node: i, Addr: nd.name, Admission: AdmissionUnknown}
 	keys := []string{markerKey, pendingKey, key, fenceKey(key)}
 	start := time.Now()
-	var res []any
-	var err error
-	if nd.uc != nil {
-		pipe := nd.uc.Pipeline()
-		st := stateScript.Eval(ctx, pipe, keys)
-		info := pipe.Info(ctx, "server")
-		role := pipe.Info(ctx, "replication")
-		_, _ = pipe.Exec(ctx)
-		res, err = st.Slice()
-		if s, ierr := info.Result(); ierr == nil {
-			ns.Server.Version = infoField(s, "redis_version")
-			ns.Server.RunID = infoField(s, "run_id")
-			up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
-			ns.Server.Uptime = time.Duration(up) * time.Second
-		}
-		if s, rerr := role.Result(); rerr == nil {
-			ns.Server.Role = infoField(s, "role")
-		}
-	} else {
-		res, err = stateScript.Run(ctx, nd.sc, keys).Slice()
+	pipe := nd.uc.Pipeline()
+	sc := stateScript.Eval(ctx, pipe, keys)
+	info := pipe.Info(ctx, "server")
+	role := pipe.Info(ctx, "replication")
+	_, _ = pipe.Exec(ctx)
+	res, err := sc.Slice()
+	if s, ierr := info.Result(); ierr == nil {
+		ns.Server.Version = infoField(s, "redis_version")
+		ns.Server.RunID = infoField(s, "run_id")
+		up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
+		ns.Server.Uptime = time.Duration(up) * time.Second
+	}
+	if s, rerr := role.Result(); rerr == nil {
+		ns.Server.Role = infoField(s, "role")
 	}
 	ns.Latency = time.Since(start)
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -3,9 +3,11 @@ package redlock
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -54,12 +56,25 @@ func TestJudge(t *testing.T) {
 // without changing anything.
 func TestInspect(t *testing.T) {
 	const maxTTL = 300 * time.Millisecond
-	c, fs := newFake(t, 5, WithFencing(), WithMaxTTL(maxTTL))
+	rc := newRealCluster(t, 5)
+	var down atomic.Bool // node 3's calls fail while set
+	c := rc.client(t, func(i int, sc redis.Scripter) redis.Scripter {
+		if i != 3 {
+			return sc
+		}
+		return hookScripter{Scripter: sc, before: func(context.Context, string, []string, []any) *redis.Cmd {
+			if down.Load() {
+				return redis.NewCmdResult(nil, context.DeadlineExceeded)
+			}
+			return nil
+		}}
+	}, nil, WithFencing(), WithMaxTTL(maxTTL))
 	ctx := context.Background()
+	require.NoError(t, c.Bootstrap(ctx))
 	l, err := c.TryLock(ctx, "k", maxTTL)
 	require.NoError(t, err)
-	wipe(fs[4])
-	fs[3].setErr(context.DeadlineExceeded)
+	rc.restartEmpty(t, 4)
+	down.Store(true)
 	ks, err := c.Inspect(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, VerdictHeld, ks.Verdict, ks.Summary)
@@ -78,7 +93,7 @@ func TestInspect(t *testing.T) {
 	require.True(t, slices.ContainsFunc(ks.Nodes, func(n NodeState) bool { return n.Fence == l.FencingToken() }),
 		"no node reports the committed fence")
 
-	fs[3].setErr(nil)
+	down.Store(false)
 	_, err = c.TryLock(ctx, "other", maxTTL) // finds node 4 empty: its quarantine starts
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

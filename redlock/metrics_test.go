@@ -14,17 +14,15 @@ func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	c, fs := newFake(t, 5, WithMeterProvider(mp))
+	c, rc := newTestClient(t, 5, WithMeterProvider(mp))
 	ctx := context.Background()
 	l, err := c.TryLock(ctx, "k", time.Second)
 	require.NoError(t, err)
 	_, err = c.TryLock(ctx, "k", time.Second)
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.NoError(t, l.Extend(ctx, time.Second))
-	for _, f := range fs {
-		f.mu.Lock()
-		f.vals["k"] = "thief"
-		f.mu.Unlock()
+	for _, r := range rc.raw {
+		require.NoError(t, r.Set(ctx, "k", "thief", time.Minute).Err())
 	}
 	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
 

@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +22,8 @@ import (
 
 // Regression tests for the double grants and lifecycle bugs a review found,
 // each on real redis-server processes. Interleavings that need a call to
-// stall at a precise point go through hookScripter, a wrapper around the
-// real client (faults by wrapping, never by patching the library).
+// stall at a precise point go through hookScripter, hooks on the real
+// client (faults by wrapping, never by patching the library).
 
 // realCluster is n real nodes and a raw client per node.
 type realCluster struct {
@@ -53,11 +55,23 @@ func (rc *realCluster) client(t *testing.T, wrap func(i int, sc redis.Scripter) 
 			uc = redis.NewClient(&redis.Options{Addr: nd.Addr()})
 		}
 		t.Cleanup(func() { _ = uc.Close() })
-		var sc redis.Scripter = uc
 		if wrap != nil {
-			sc = wrap(i, uc)
+			// The hooks of the hookScripters wrap returns run as a go-redis
+			// hook on the node's client; the calls they make themselves go
+			// to a client of their own, without the hooks.
+			var raw *redis.Client
+			if mk != nil {
+				raw = mk(nd.Addr())
+			} else {
+				raw = redis.NewClient(&redis.Options{Addr: nd.Addr()})
+			}
+			t.Cleanup(func() { _ = raw.Close() })
+			sc := wrap(i, raw)
+			for h, ok := sc.(hookScripter); ok; h, ok = h.Scripter.(hookScripter) {
+				uc.AddHook(scriptHook{h})
+			}
 		}
-		ns[i] = &node{idx: i, name: addrOf(uc, i), sc: sc, uc: uc}
+		ns[i] = &node{idx: i, name: addrOf(uc, i), uc: uc}
 	}
 	c, err := newClient(ns, opts)
 	require.NoError(t, err)
@@ -73,6 +87,16 @@ func (rc *realCluster) client(t *testing.T, wrap func(i int, sc redis.Scripter) 
 		}
 	}
 	return c
+}
+
+// newTestClient is a Client over a new cluster of n real nodes, its
+// deployment bootstrapped.
+func newTestClient(t *testing.T, n int, opts ...Option) (*Client, *realCluster) {
+	t.Helper()
+	rc := newRealCluster(t, n)
+	c := rc.client(t, nil, nil, opts...)
+	require.NoError(t, c.Bootstrap(context.Background()))
+	return c, rc
 }
 
 // restartEmpty kills node i with SIGKILL and starts it again without data.
@@ -132,34 +156,103 @@ func settled(t *testing.T, c *Client, d time.Duration) {
 	}
 }
 
-// hookScripter runs every script call through before and after hooks. A
-// hook returning a non-nil *redis.Cmd answers the call instead of the node.
+// hookScripter names the before and after hooks that a realCluster
+// client runs around every script call to one node, as a go-redis hook on
+// the node's client (scriptHook). A before hook returning a non-nil
+// *redis.Cmd answers the call instead of the node.
 type hookScripter struct {
 	redis.Scripter
 	before func(ctx context.Context, script string, keys []string, args []any) *redis.Cmd
 	after  func(ctx context.Context, script string, keys []string, args []any, cmd *redis.Cmd)
 }
 
-func (h hookScripter) call(ctx context.Context, sha string, keys []string, args []any, run func() *redis.Cmd) *redis.Cmd {
-	name := scriptsBySHA[sha]
-	if h.before != nil {
-		if cmd := h.before(ctx, name, keys, args); cmd != nil {
-			return cmd
+var scriptsBySHA = map[string]string{
+	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
+	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
+	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state", identScript.Hash(): "ident",
+}
+
+// scriptHook runs a hookScripter's hooks around the script calls
+// (EVALSHA, EVAL) a client sends, alone or in a pipeline.
+type scriptHook struct{ h hookScripter }
+
+// scriptCall reads a script call: its script's name, keys and arguments.
+func scriptCall(cmd redis.Cmder) (c *redis.Cmd, name string, keys []string, args []any, ok bool) {
+	c, ok = cmd.(*redis.Cmd)
+	a := cmd.Args()
+	if !ok || len(a) < 3 {
+		return nil, "", nil, nil, false
+	}
+	var sha string
+	switch strings.ToLower(fmt.Sprint(a[0])) {
+	case "evalsha":
+		sha = fmt.Sprint(a[1])
+	case "eval":
+		sha = redis.NewScript(fmt.Sprint(a[1])).Hash()
+	default:
+		return nil, "", nil, nil, false
+	}
+	n, err := strconv.Atoi(fmt.Sprint(a[2]))
+	if err != nil || 3+n > len(a) {
+		return nil, "", nil, nil, false
+	}
+	for _, k := range a[3 : 3+n] {
+		keys = append(keys, fmt.Sprint(k))
+	}
+	return c, scriptsBySHA[sha], keys, a[3+n:], true
+}
+
+// answer reports whether the before hook answered cmd, and answers it.
+func (s scriptHook) answer(ctx context.Context, cmd redis.Cmder) bool {
+	c, name, keys, args, ok := scriptCall(cmd)
+	if !ok || s.h.before == nil {
+		return false
+	}
+	r := s.h.before(ctx, name, keys, args)
+	if r == nil {
+		return false
+	}
+	c.SetVal(r.Val())
+	c.SetErr(r.Err())
+	return true
+}
+
+func (s scriptHook) answered(ctx context.Context, cmd redis.Cmder) {
+	if c, name, keys, args, ok := scriptCall(cmd); ok && s.h.after != nil {
+		s.h.after(ctx, name, keys, args, c)
+	}
+}
+
+func (s scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if s.answer(ctx, cmd) {
+			return cmd.Err()
 		}
+		err := next(ctx, cmd)
+		s.answered(ctx, cmd)
+		return err
 	}
-	cmd := run()
-	if h.after != nil {
-		h.after(ctx, name, keys, args, cmd)
-	}
-	return cmd
 }
 
-func (h hookScripter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	return h.call(ctx, sha, keys, args, func() *redis.Cmd { return h.Scripter.EvalSha(ctx, sha, keys, args...) })
-}
-
-func (h hookScripter) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	return h.call(ctx, redis.NewScript(src).Hash(), keys, args, func() *redis.Cmd { return h.Scripter.Eval(ctx, src, keys, args...) })
+func (s scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var rest []redis.Cmder
+		for _, cmd := range cmds {
+			if !s.answer(ctx, cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		var err error
+		if len(rest) > 0 {
+			err = next(ctx, rest)
+		}
+		for _, cmd := range rest {
+			s.answered(ctx, cmd)
+		}
+		return err
+	}
 }
 
 // 1. A client stalls between finding a node's quarantine over and running

@@ -109,22 +109,17 @@ func (p *prepared) split() ([]string, []any) {
 	return keys, p.cmd[3+p.nkeys:]
 }
 
-// run sends p to node i. A node given to New as a plain client gets one
-// EVALSHA with the prebuilt arguments, and the script's source when it
-// answers NOSCRIPT (a restart emptied its script cache); a node behind
-// another redis.Scripter (a wrapper, a test double) gets Script.Run.
+// run sends p to node i: one EVALSHA with the prebuilt arguments, and the
+// script's source when the node answers NOSCRIPT (a restart emptied its
+// script cache).
 func (c *Client) run(ctx context.Context, i int, p *prepared) *redis.Cmd {
 	nd := c.nodes[i]
-	if nd.direct {
-		cmd := nd.batch.do(ctx, p.cmd)
-		if err := cmd.Err(); err == nil || !isNoScript(err) {
-			return cmd
-		}
-		keys, args := p.split()
-		return p.script.Eval(ctx, nd.uc, keys, args...)
+	cmd := nd.batch.do(ctx, p.cmd)
+	if err := cmd.Err(); err == nil || !isNoScript(err) {
+		return cmd
 	}
 	keys, args := p.split()
-	return p.script.Run(ctx, nd.sc, keys, args...)
+	return p.script.Eval(ctx, nd.uc, keys, args...)
 }
 
 func isNoScript(err error) bool {

@@ -235,9 +235,6 @@ func (w *waker) sendLocked(op subOp) {
 		return
 	}
 	for i, nd := range w.c.nodes {
-		if nd.uc == nil {
-			continue
-		}
 		s := w.subs[i]
 		if s == nil {
 			s = &subscriber{ps: nd.uc.Subscribe(context.Background()), ops: make(chan subOp, 1024)}

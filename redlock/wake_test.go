@@ -19,7 +19,7 @@ import (
 // waiter's place in it; the waiter may skip its extra attempt only when
 // the subscription was live before the attempt began.
 func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
-	c, _ := newFake(t, 5)
+	c, _ := newTestClient(t, 5)
 	w := c.wake
 	_, unregister, live := w.register("k", "early", time.Now())
 	require.False(t, live, "a subscription nobody confirmed counted as live")
@@ -62,7 +62,7 @@ func TestWakerDeliversANoticeThatCameBeforeRegistration(t *testing.T) {
 // wake-up into the full channel while holding the waker's lock, and the
 // Client's waker hung for good (every later notice, Close too).
 func TestWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
-	c, _ := newFake(t, 5)
+	c, _ := newTestClient(t, 5)
 	w := c.wake
 	_, unregister, _ := w.register("k", "early", time.Now())
 	w.mu.Lock()
@@ -138,7 +138,7 @@ func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 // as the second in line, while the reservation for it runs. And a notice
 // that came before an attempt began is answered by that attempt.
 func TestWakerKeepsTheNewestNotice(t *testing.T) {
-	c, _ := newFake(t, 5)
+	c, _ := newTestClient(t, 5)
 	w := c.wake
 	ch, unregister, _ := w.register("k", "w", time.Now())
 	defer unregister()
@@ -619,7 +619,7 @@ func TestIntegrationAHandOffWorksWithAFrozenNode(t *testing.T) {
 // '|' and spaces (waiter ids hold neither), so the names end at the first
 // '|'. A payload without one is not a notice and wakes nobody.
 func TestWakerReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
-	c, _ := newFake(t, 5)
+	c, _ := newTestClient(t, 5)
 	w := c.wake
 	key := "a|b c"
 	ch, unregister, _ := w.register(key, "w.1", time.Now())
