@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // From a red-team review: a failed attempt decides at the third refusal,
@@ -75,7 +76,7 @@ func TestLock_AFailedAttemptStartsTheQuarantineOfANodeThatAnswersLate(t *testing
 	_, err := w.Lock(lctx, key, maxTTL)
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.Eventually(t, func() bool {
-		n, err := rc.raw[4].Exists(ctx, pendingKey).Result()
+		n, err := rc.raw[4].Exists(ctx, script.PendingKey).Result()
 		return err == nil && n == 1 || rc.admittedOn(t, 4)
 	}, time.Second, 10*time.Millisecond, "the waiter's attempts reached the wiped node and never started its quarantine")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Bootstrap is safe to run at every start (docs/fencing.md, "Bootstrap").
@@ -140,7 +141,7 @@ func TestBootstrap_TheAdmittingWriteNeedsTheInspectedNode(t *testing.T) {
 	_, err = b.TryLock(ctx, testenv.Key(t), time.Second)
 	require.NoError(t, err, "four admitted nodes are a majority")
 	require.Eventually(t, func() bool {
-		n, err := rc.raw[0].Exists(ctx, pendingKey).Result()
+		n, err := rc.raw[0].Exists(ctx, script.PendingKey).Result()
 		return err == nil && n == 1
 	}, 5*time.Second, 10*time.Millisecond, "node 0's quarantine never started")
 }

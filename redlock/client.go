@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Client obtains leases on keys from N independent Redis primaries. It is
@@ -27,29 +28,29 @@ type Client struct {
 	nodes    []*node
 	quorum   int
 	settings string // the deployment settings this client runs with (see deployment.go)
-	// settingsArg is settings boxed for the acquire script ("" without the
-	// restart quarantine: the script then skips the admission check).
-	settingsArg any
+	// acqSettings is what the acquire script compares with the node's
+	// marker: settings, or "" without the restart quarantine (the script
+	// then skips the admission check).
+	acqSettings string
 	// handoffs: this Client's Lock calls take keys handed over inside a
 	// release (see newWaiter, handedLease).
 	handoffs bool
-	// lineMs is how long (ms) a Lock call stays in a key's line on a node
+	// line is how long a Lock call stays in a key's line on a node
 	// without trying again: past it the node forgets the call, so a caller
 	// that gave up or died stops being woken first.
-	lineMs any
-	set    settings
-	admit  *admission
-	ident  *identity
-	wake   *waker
-	renew  *renewer
-	inst   *instruments
-	gates  gates
+	line  time.Duration
+	set   settings
+	admit *admission
+	ident *identity
+	wake  *waker
+	renew *renewer
+	inst  *instruments
+	gates gates
 
 	roundNs atomic.Int64 // a moving average of acquire rounds, for handoffWindow
 
-	// The last ttl and reservation length sent, boxed: callers mostly use
-	// one ttl, and boxing an int64 for every call is an allocation each.
-	ttlBox, windowBox atomic.Pointer[boxedMs]
+	// boxes keeps the script arguments most calls share boxed.
+	boxes script.Boxes
 
 	mu      sync.Mutex
 	closed  bool
@@ -68,9 +69,7 @@ type node struct {
 	idx  int
 	name string // the address the caller configured, for errors and logs only
 	uc   redis.UniversalClient
-	// batch sends the script calls with prebuilt arguments (see
-	// Client.run), batching them under load.
-	batch *batcher
+	sn   *script.Node // runs the scripts on uc
 
 	// missed is set when a call to the node ran out of time and cleared by
 	// its next answer. An acquisition that can only succeed if a node that
@@ -78,10 +77,12 @@ type node struct {
 	missed atomic.Bool
 }
 
-// observe records the outcome of one call to node i for missed.
+// observe records the outcome of one call to node i for missed: a reply,
+// even one the script could not have sent, is an answer in time.
 func (c *Client) observe(i int, err error) {
+	var bad *script.ReplyError
 	switch {
-	case err == nil:
+	case err == nil || errors.As(err, &bad):
 		c.nodes[i].missed.Store(false)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		c.nodes[i].missed.Store(true)
@@ -95,23 +96,6 @@ func (c *Client) sawRound(d time.Duration) {
 		old = int64(d)
 	}
 	c.roundNs.Store((7*old + int64(d)) / 8)
-}
-
-// boxedMs is a millisecond count and the same value boxed for a script
-// argument.
-type boxedMs struct {
-	ms  int64
-	box any
-}
-
-// boxMs returns ms boxed, reusing the box in cache when it holds ms.
-func boxMs(cache *atomic.Pointer[boxedMs], ms int64) any {
-	if b := cache.Load(); b != nil && b.ms == ms {
-		return b.box
-	}
-	b := &boxedMs{ms: ms, box: ms}
-	cache.Store(b)
-	return b.box
 }
 
 // handoffWindow is how long a release reserves the key for the waiters it
@@ -244,7 +228,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
 	}
 	for _, nd := range ns {
-		nd.batch = newBatcher(nd.uc, cfg.cleanup)
+		nd.sn = script.NewNode(nd.uc, cfg.cleanup)
 	}
 	inst, err := newInstruments(cfg.meters)
 	if err != nil {
@@ -253,10 +237,9 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
 		inst: inst, closing: make(chan struct{}), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
-	c.lineMs = max(2*cfg.maxTTL, 10*time.Second).Milliseconds()
-	c.settingsArg = ""
+	c.line = max(2*cfg.maxTTL, 10*time.Second)
 	if cfg.quarantine {
-		c.settingsArg = c.settings
+		c.acqSettings = c.settings
 	}
 	c.admit = newAdmission(c)
 	c.ident = newIdentity(len(ns))
@@ -291,7 +274,7 @@ func (c *Client) probe() (err error) {
 		}
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
-		ident, _ := readIdent(ctx, uc)
+		ident, _ := c.nodes[i].sn.Ident(ctx, newValue())
 		return probed{info, ident}, nil
 	})
 	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[probed]) bool { return true })
@@ -416,8 +399,8 @@ func (c *Client) check(key string, ttl time.Duration) error {
 	switch {
 	case key == "":
 		return errors.New("redlock: empty key")
-	case reserved(key):
-		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, reservedPrefix)
+	case script.Reserved(key):
+		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, script.Prefix)
 	}
 	return c.checkTTL(ttl)
 }

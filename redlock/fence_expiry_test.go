@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Fences expire (docs/fencing.md, "Fences expire"). A red-team review found
@@ -37,7 +38,7 @@ func (rc *realCluster) waitFenceGone(t *testing.T, key string, limit time.Durati
 	for {
 		var left []int
 		for i, raw := range rc.raw {
-			n, err := raw.Exists(context.Background(), fenceKey(key)).Result()
+			n, err := raw.Exists(context.Background(), script.FenceKey(key)).Result()
 			require.NoError(t, err)
 			if n == 1 {
 				left = append(left, i)
@@ -91,7 +92,7 @@ func TestFencing_TokensIncreaseAfterTheFenceExpired(t *testing.T) {
 			keep := c.set.fenceKeep(maxTTL)
 			var kept int
 			for i, raw := range rc.raw {
-				pttl, err := raw.PTTL(ctx, fenceKey(key)).Result()
+				pttl, err := raw.PTTL(ctx, script.FenceKey(key)).Result()
 				require.NoError(t, err)
 				require.LessOrEqual(t, pttl, keep, "node %d", i)
 				if pttl > q {
@@ -189,7 +190,7 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 		return out
 	}
 	for i, keys := range persistent() {
-		require.ElementsMatch(t, deploymentKeys, keys, "node %d: keys without an expiry", i)
+		require.ElementsMatch(t, script.DeploymentKeys, keys, "node %d: keys without an expiry", i)
 	}
 	// Everything else goes within the longest life a key gets: a fence's.
 	deadline := time.Now().Add(fenced.set.fenceKeep(maxTTL) + 3*time.Second)
@@ -199,7 +200,7 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 			keys, err := raw.Keys(ctx, "*").Result()
 			require.NoError(t, err)
 			for _, k := range keys {
-				if !slices.Contains(deploymentKeys, k) {
+				if !slices.Contains(script.DeploymentKeys, k) {
 					extra = append(extra, fmt.Sprintf("node %d: %s", i, k))
 				}
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // A release hands the key itself to the first Lock call in line (a call
@@ -46,7 +47,7 @@ func TestIntegrationAReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		id = id[:0]
 		for _, uc := range ucs {
-			in, _ := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
+			in, _ := uc.ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 			if v, _ := uc.Get(ctx, key).Result(); strings.Contains(v, "~") {
 				in = append(in, v)
 			}
@@ -121,7 +122,7 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 		}()
 		requireLineLen(t, ucs, key, int64(i+1), "a waiter never joined the line")
 	}
-	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
+	line, err := ucs[0].ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, line, 3)
 
@@ -132,7 +133,7 @@ func TestIntegrationHandOffsSplitBetweenWaitersSettleInLineOrder(t *testing.T) {
 	for i, uc := range ucs {
 		id := line[[]int{0, 0, 1, 1, 2}[i]]
 		require.NoError(t, uc.Set(ctx, key, id, 5*time.Second).Err())
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), id).Err())
+		require.NoError(t, uc.ZRem(ctx, script.QueueKey(key), id).Err())
 	}
 	for range ws {
 		select {
@@ -162,7 +163,7 @@ func TestIntegrationAHandOffPassesOverAWaiterNobodyListensFor(t *testing.T) {
 	place := time.Now().UnixMicro() - 1000
 	gone := "gone.x~" + strconv.FormatInt(place, 10) + "+5000"
 	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(place), Member: gone}).Err())
+		require.NoError(t, uc.ZAdd(ctx, script.QueueKey(key), redis.Z{Score: float64(place), Member: gone}).Err())
 	}
 	lb := make(chan *Lease, 1)
 	go func() {
@@ -204,7 +205,7 @@ func TestIntegrationByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 		lb <- l
 	}()
 	requireLineLen(t, ucs, key, 1, "b never joined the line")
-	id, err := ucs[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	id, err := ucs[0].ZRange(ctx, script.QueueKey(key), 0, 0).Result()
 	require.NoError(t, err)
 	require.NotContains(t, id[0], "+", "the waiter id offers to take hand-offs")
 	time.Sleep(100 * time.Millisecond)
@@ -235,8 +236,8 @@ func splitAgainstAGoneCall(t *testing.T, rc *realCluster, key, waiter string) {
 			continue
 		}
 		require.NoError(t, uc.Set(ctx, key, waiter, 5*time.Second).Err())
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), waiter).Err())
-		require.NoError(t, uc.Publish(ctx, wakePrefix+cid, "!"+waiter+"|"+key).Err())
+		require.NoError(t, uc.ZRem(ctx, script.QueueKey(key), waiter).Err())
+		require.NoError(t, uc.Publish(ctx, script.WakeChannel(cid), "!"+waiter+"|"+key).Err())
 	}
 }
 
@@ -280,7 +281,7 @@ func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 		done <- err
 	}()
 	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
-	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	line, err := rc.raw[0].ZRange(ctx, script.QueueKey(key), 0, 0).Result()
 	require.NoError(t, err)
 	splitAgainstAGoneCall(t, rc, key, line[0])
 	select {
@@ -298,7 +299,7 @@ func TestLock_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 			if v := rc.value(t, i, key); strings.Contains(v, cid) {
 				return i, "holds the key for " + v
 			}
-			in, err := rc.raw[i].ZRange(ctx, queueKey(key), 0, -1).Result()
+			in, err := rc.raw[i].ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 			require.NoError(t, err)
 			for _, id := range in {
 				if strings.Contains(id, cid) {
@@ -345,7 +346,7 @@ func TestLock_GivesKeysBackAtMostOncePerRetryDelay(t *testing.T) {
 		done <- err
 	}()
 	requireLineLen(t, ucs, key, 1, "the waiter never joined the line")
-	line, err := rc.raw[0].ZRange(ctx, queueKey(key), 0, 0).Result()
+	line, err := rc.raw[0].ZRange(ctx, script.QueueKey(key), 0, 0).Result()
 	require.NoError(t, err)
 	before := counts.n[0].Load()
 	splitAgainstAGoneCall(t, rc, key, line[0])

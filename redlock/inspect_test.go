@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // TestJudge covers Inspect's verdict rules without nodes.
@@ -131,7 +132,7 @@ func TestInspect_QuarantineUnderOtherSettingsIsAConflict(t *testing.T) {
 	require.Error(t, err)
 	require.Eventually(t, func() bool {
 		for i := range rc.raw {
-			if s, _ := rc.raw[i].HGet(ctx, pendingKey, "settings").Result(); s != other.settings {
+			if s, _ := rc.raw[i].HGet(ctx, script.PendingKey, "settings").Result(); s != other.settings {
 				return false
 			}
 		}
@@ -143,8 +144,8 @@ func TestInspect_QuarantineUnderOtherSettingsIsAConflict(t *testing.T) {
 	// settings (as its admission does once it saw peers admitted with them).
 	c := rc.client(t, nil, nil, WithMaxTTL(time.Minute))
 	require.NotEqual(t, c.settings, other.settings)
-	_, err = pendingScript.Run(ctx, rc.raw[4], []string{markerKey, pendingKey},
-		newValue(), c.settings, micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds(), "1").Slice()
+	_, err = script.NewNode(rc.raw[4], time.Second).Pending(ctx, script.PendingArgs{ID: newValue(), Settings: c.settings,
+		Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL(), Replace: true})
 	require.NoError(t, err)
 
 	ks, err := c.Inspect(ctx, key)

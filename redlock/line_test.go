@@ -45,7 +45,7 @@ func TestLock_ALongWaitingCallKeepsItsPlaceInLine(t *testing.T) {
 			const line = 1500 * time.Millisecond
 			client := func() *Client {
 				c := rc.client(t, nil, nil, tc.opts...)
-				c.lineMs = line.Milliseconds()
+				c.line = line
 				return c
 			}
 			h, v, c1, c2 := client(), client(), client(), client()

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // TryLock makes one attempt to lock key for ttl: one parallel round to
@@ -22,7 +22,7 @@ import (
 // because they are new, it starts their admission and tries once more if
 // that admitted them. A node admitted under other deployment settings
 // gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
-// quorumlock's namespace ("quorumlock:..."), a ttl not above its drift or
+// quorumlock's namespace (the prefix quorumlock:), a ttl not above its drift or
 // above the max ttl, or a closed Client is an error that touches no node.
 // TryLock never joins the key's line on the nodes: a release keeps the
 // key for the first Lock call in line for a short while (or hands it to
@@ -324,11 +324,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 // release may then hand the key itself to the call (see handedLease), and
 // other calls tell from the place whether it is ahead of them in line.
 func (c *Client) newWaiter(ttl time.Duration, place int64) string {
-	id := c.wake.id + "." + newValue()
+	id := script.WaiterID{Client: c.wake.id, Nonce: newValue()}
 	if c.handoffs {
-		id += "~" + strconv.FormatInt(place, 10) + "+" + strconv.FormatInt(ttl.Milliseconds(), 10)
+		id.Place, id.TTL = place, ttl
 	}
-	return id
+	return id.String()
 }
 
 // sleep waits before Lock's next attempt: delay, or until a release wakes
@@ -425,8 +425,8 @@ func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first
 	a := c.newAttempt(key, ttl, waiter, 0)
 	// No tombstone on release: no acquire of ours can still be on its way
 	// with this value, since no attempt sends a waiter id as its value.
-	a.value, a.relV, a.relT, a.t0 = waiter, waiter, "0", first
-	a.relKeys[1] = tombKey(waiter)
+	a.value, a.t0 = waiter, first
+	a.rel.Value, a.rel.Tomb = waiter, 0
 	return c.newLease(a)
 }
 
@@ -464,9 +464,8 @@ func (c *Client) stopped(key string, last, why error) error {
 // does): a call that gave up while keys were handed to it must delete
 // them, or they wait out its ttl.
 func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
-	v := newValue()
-	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
-		v, releaseChannel(key), "0", waiter, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix))
+	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: waiter,
+		Window: c.handoffWindow(ttl), Line: c.line}))
 }
 
 // giveBack is leaveLine for a Lock call that goes on waiting under a new
@@ -476,9 +475,8 @@ func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan s
 // closed once its calls are over: next's line-leave must come after them,
 // or a give-back that lands late would put next back in line.
 func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
-	v := newValue()
-	return c.everyNode(key, after, prepare(releaseScript, []any{key, tombKey(v), queueKey(key), namedKey(key), seenKey(key)},
-		v, releaseChannel(key), "0", old, c.handoffWindow(ttl).Milliseconds(), "", c.lineMs, wakePrefix, next, place))
+	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: old,
+		Window: c.handoffWindow(ttl), Line: c.line, Next: next, Place: place}))
 }
 
 // bothDone returns a channel closed once a and b are (nil counts as
@@ -504,7 +502,7 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 // at once): the last failed attempt's cleanup puts the call back in its
 // place where it reaches a node, and p must come after it there. The
 // returned channel is closed once p's calls are over.
-func (c *Client) everyNode(key string, after <-chan struct{}, p *prepared) <-chan struct{} {
+func (c *Client) everyNode(key string, after <-chan struct{}, p *script.Release) <-chan struct{} {
 	done := make(chan struct{})
 	c.spawn(func() {
 		defer close(done)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Regression tests for the double grants and lifecycle bugs a review found,
@@ -135,7 +136,7 @@ func (rc *realCluster) drop(t *testing.T, key string, idx ...int) {
 // admittedOn reports whether node i carries an admission marker.
 func (rc *realCluster) admittedOn(t *testing.T, i int) bool {
 	t.Helper()
-	n, err := rc.raw[i].Exists(context.Background(), markerKey).Result()
+	n, err := rc.raw[i].Exists(context.Background(), script.MarkerKey).Result()
 	require.NoError(t, err)
 	return n == 1
 }
@@ -166,10 +167,17 @@ type hookScripter struct {
 	after  func(ctx context.Context, script string, keys []string, args []any, cmd *redis.Cmd)
 }
 
-var scriptsBySHA = map[string]string{
-	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
-	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
-	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state", identScript.Hash(): "ident",
+// The scripts, for hooks that run an intercepted call themselves.
+var (
+	acquireScript = script.ByName("acquire")
+	releaseScript = script.ByName("release")
+	admitScript   = script.ByName("admit")
+)
+
+// isNoScript reports a NOSCRIPT answer, which the client follows with an
+// EVAL of the same call.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // scriptHook runs a hookScripter's hooks around the script calls
@@ -199,7 +207,7 @@ func scriptCall(cmd redis.Cmder) (c *redis.Cmd, name string, keys []string, args
 	for _, k := range a[3 : 3+n] {
 		keys = append(keys, fmt.Sprint(k))
 	}
-	return c, scriptsBySHA[sha], keys, a[3+n:], true
+	return c, script.NameOf(sha), keys, a[3+n:], true
 }
 
 // answer reports whether the before hook answered cmd, and answers it.
@@ -917,7 +925,7 @@ func TestRegressionUserKeysCannotCollideWithInternalKeys(t *testing.T) {
 	require.Positive(t, l.FencingToken())
 	require.NoError(t, l.Release(ctx))
 	require.NoError(t, squat.Release(ctx))
-	_, err = c.TryLock(ctx, fenceKey(key), time.Second)
+	_, err = c.TryLock(ctx, script.FenceKey(key), time.Second)
 	require.ErrorContains(t, err, "own namespace")
 }
 
@@ -945,7 +953,7 @@ func TestRegressionOtherSettingsCannotTakeOverAWipedMajority(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { // B's background admissions give up too
 		for i := range 4 {
-			if v := rc.value(t, i, markerKey); v != "" && v != a.settings {
+			if v := rc.value(t, i, script.MarkerKey); v != "" && v != a.settings {
 				t.Fatalf("node %d admitted under %q", i, v)
 			}
 		}
@@ -984,7 +992,7 @@ func TestRegressionMisconfiguredClientStartsNoQuarantine(t *testing.T) {
 	require.Error(t, err)
 	time.Sleep(100 * time.Millisecond) // background admissions, if any, write their marks
 	for i := range 5 {
-		sett, err := rc.raw[i].HGet(ctx, pendingKey, "settings").Result()
+		sett, err := rc.raw[i].HGet(ctx, script.PendingKey, "settings").Result()
 		if err == nil {
 			require.NotEqual(t, b.settings, sett, "node %d: the misconfigured client started its quarantine", i)
 		}
@@ -1094,7 +1102,7 @@ func TestRegressionConflictEndsWhenAPeerReadmitsUnderItsSettings(t *testing.T) {
 	_, err = a.TryLock(ctx, "k", maxTTL)
 	require.ErrorIs(t, err, ErrConfigMismatch, "after a full wipe the conflicted client must still wait")
 	for i := range 5 {
-		_, err := rc.raw[i].HGet(ctx, pendingKey, "settings").Result()
+		_, err := rc.raw[i].HGet(ctx, script.PendingKey, "settings").Result()
 		require.ErrorIs(t, err, redis.Nil, "node %d: the conflicted client started a quarantine", i)
 	}
 	peer := rc.client(t, nil, nil, WithMaxTTL(maxTTL), opt)
@@ -1118,7 +1126,7 @@ func (rc *realCluster) requireStartsQuarantine(t *testing.T, c *Client, msg stri
 	rc.restartEmpty(t, 0)
 	_, _ = c.TryLock(ctx, "k", c.cfg.maxTTL) // finds node 0 without its marker
 	require.Eventually(t, func() bool {
-		sett, err := rc.raw[0].HGet(ctx, pendingKey, "settings").Result()
+		sett, err := rc.raw[0].HGet(ctx, script.PendingKey, "settings").Result()
 		return err == nil && sett == c.settings || rc.admittedOn(t, 0)
 	}, 3*time.Second, 20*time.Millisecond, msg)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // The fencing token is 1 + the largest fence among the replies the
@@ -58,7 +59,7 @@ func TestToken_IsOnePlusTheLargestCountedFence(t *testing.T) {
 	c := rc.client(t, slow, nil, WithFencing(), WithMaxTTL(ttl), WithNodeTimeout(2*time.Second))
 	require.NoError(t, c.Bootstrap(ctx))
 	for i, f := range fences {
-		require.NoError(t, rc.raw[i].Set(ctx, fenceKey(key), strconv.FormatUint(f, 10), 0).Err())
+		require.NoError(t, rc.raw[i].Set(ctx, script.FenceKey(key), strconv.FormatUint(f, 10), 0).Err())
 	}
 
 	l, err := c.TryLock(ctx, key, ttl)

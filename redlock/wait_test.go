@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // What waiting Lock calls and failed attempts send to the nodes, on real
@@ -222,7 +223,7 @@ func TestLock_ALineLeaveWaitsForTheCleanupsOfBothTriesOfAnAttempt(t *testing.T) 
 	require.Equal(t, int32(2), acquires.Load(), "the call did not try twice")
 	require.Eventually(t, func() bool { return landed.Load() }, 2*time.Second, time.Millisecond, "the first try's cleanup never reached node 4")
 	time.Sleep(200 * time.Millisecond) // anything still on its way
-	in, err := rc.raw[4].ZRange(ctx, queueKey(key), 0, -1).Result()
+	in, err := rc.raw[4].ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 	require.NoError(t, err)
 	require.Empty(t, in, "node 4 has the call that gave up in its line")
 }

@@ -2,13 +2,13 @@ package redlock
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // waker wakes Lock's waiters when a holder releases, so a hand-off costs
@@ -32,7 +32,7 @@ type waker struct {
 	idle    int           // keys subscribed with no waiter, kept for a while
 	closed  bool
 	// id is this Client's part of its waiters' ids: a release sends the
-	// notice that names them to wakePrefix+id only, so the Clients it does
+	// notice that names them to script.WakeChannel(id) only, so the Clients it does
 	// not name (and every other waiter of the key) are not woken to read
 	// it (see release.lua).
 	id string
@@ -105,7 +105,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 	if kw == nil {
 		kw = &keyWaiters{set: map[string]chan int{}, ready: make(chan struct{})}
 		w.waiters[key] = kw
-		w.sendLocked(subOp{sub: true, channel: releaseChannel(key), kw: kw})
+		w.sendLocked(subOp{sub: true, channel: script.ReleaseChannel(key), kw: kw})
 	}
 	if kw.linger != nil {
 		kw.linger.Stop()
@@ -141,7 +141,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 			return
 		}
 		delete(w.waiters, key)
-		w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+		w.sendLocked(subOp{sub: false, channel: script.ReleaseChannel(key)})
 	}, live
 }
 
@@ -155,7 +155,7 @@ func (w *waker) forget(key string, kw *keyWaiters) {
 	kw.linger = nil
 	w.idle--
 	delete(w.waiters, key)
-	w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+	w.sendLocked(subOp{sub: false, channel: script.ReleaseChannel(key)})
 }
 
 // position is where a release notice that named names puts waiter id:
@@ -166,7 +166,7 @@ func position(names, id string) (pos int, ok bool) {
 		return wakeAnyone, true
 	}
 	pos = wakeFirst
-	for name := range strings.SplitSeq(names, " ") {
+	for name := range script.Named(names) {
 		if name == id {
 			return pos, true
 		}
@@ -209,7 +209,7 @@ func (w *waker) notify(key, names string) {
 		return
 	}
 	pos := wakeFirst
-	for name := range strings.SplitSeq(names, " ") {
+	for name := range script.Named(names) {
 		if ch, ok := set[name]; ok {
 			send(ch, pos)
 		}
@@ -265,7 +265,7 @@ func (w *waker) run(node int, s *subscriber) {
 			// as confirmed on a node only with it, since the notices that
 			// name this Client's waiters come that way.
 			if !s.own {
-				if err = subscribe(wakePrefix + w.id); err == nil {
+				if err = subscribe(script.WakeChannel(w.id)); err == nil {
 					s.own = true
 				}
 			}
@@ -296,21 +296,16 @@ func (w *waker) run(node int, s *subscriber) {
 	}
 }
 
-// deliver hands one Pub/Sub message to notify: on a key's channel the
-// payload is the names; on this Client's own channel it is 'names|key'.
+// deliver hands one Pub/Sub message from node to notify, or to handedBy
+// for a hand-off (see script.ParseNotice).
 func (w *waker) deliver(node int, channel, payload string) {
-	if key, ok := strings.CutPrefix(channel, channelPrefix); ok {
-		w.notify(key, payload)
-		return
-	}
-	if rest, ok := strings.CutPrefix(payload, "!"); ok {
-		if name, key, ok := strings.Cut(rest, "|"); ok {
-			w.handedBy(node, key, name)
-		}
-		return
-	}
-	if names, key, ok := strings.Cut(payload, "|"); ok {
-		w.notify(key, names)
+	n, ok := script.ParseNotice(channel, payload)
+	switch {
+	case !ok:
+	case n.Handed:
+		w.handedBy(node, n.Key, n.Names)
+	default:
+		w.notify(n.Key, n.Names)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // A release notice that arrives after a waiter's failed attempt began but
@@ -125,7 +126,7 @@ func TestIntegrationWakerKeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 	subscribed := func() bool {
 		chans, err := ucs[0].PubSubChannels(ctx, "*").Result()
 		require.NoError(t, err)
-		return slices.Contains(chans, releaseChannel(key))
+		return slices.Contains(chans, script.ReleaseChannel(key))
 	}
 	require.True(t, subscribed(), "the key was unsubscribed as soon as its waiter left")
 	require.Eventually(t, func() bool { return !subscribed() }, linger+3*time.Second, 50*time.Millisecond,
@@ -174,8 +175,8 @@ func TestIntegrationWakerKeepsTheNewestNotice(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the subscription was never confirmed by a majority")
 
 	ctx := context.Background()
-	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "other w").Err())
-	require.NoError(t, ucs[0].Publish(ctx, releaseChannel(key), "w other").Err())
+	require.NoError(t, ucs[0].Publish(ctx, script.ReleaseChannel(key), "other w").Err())
+	require.NoError(t, ucs[0].Publish(ctx, script.ReleaseChannel(key), "w other").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -206,8 +207,8 @@ func TestIntegrationWakerRegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T
 	ctx := context.Background()
 	since := time.Now()
 	late := w.id + ".late"
-	require.NoError(t, ucs[0].Publish(ctx, wakePrefix+w.id, "!"+late+"|"+key).Err())
-	require.NoError(t, ucs[1].Publish(ctx, releaseChannel(key), "").Err())
+	require.NoError(t, ucs[0].Publish(ctx, script.WakeChannel(w.id), "!"+late+"|"+key).Err())
+	require.NoError(t, ucs[1].Publish(ctx, script.ReleaseChannel(key), "").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -270,7 +271,7 @@ func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int
 	ctx := context.Background()
 	if assert.Eventually(t, func() bool {
 		for _, uc := range ucs {
-			if got, err := uc.ZCard(ctx, queueKey(key)).Result(); err != nil || got != n {
+			if got, err := uc.ZCard(ctx, script.QueueKey(key)).Result(); err != nil || got != n {
 				return false
 			}
 		}
@@ -280,7 +281,7 @@ func requireLineLen(t *testing.T, ucs []redis.UniversalClient, key string, n int
 	}
 	for i, uc := range ucs {
 		v, _ := uc.Get(ctx, key).Result()
-		q, err := uc.ZRangeWithScores(ctx, queueKey(key), 0, -1).Result()
+		q, err := uc.ZRangeWithScores(ctx, script.QueueKey(key), 0, -1).Result()
 		t.Logf("node %d holds %q, line %v (%v)", i, v, q, err)
 	}
 	t.FailNow()
@@ -327,7 +328,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	a, b, c, d := wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry), wakeClient(t, ucs, slowRetry)
 	key, la := heldKey(t, a)
 
-	chans := []string{releaseChannel(key), wakePrefix + b.wake.id, wakePrefix + c.wake.id, wakePrefix + d.wake.id}
+	chans := []string{script.ReleaseChannel(key), script.WakeChannel(b.wake.id), script.WakeChannel(c.wake.id), script.WakeChannel(d.wake.id)}
 	ps := ucs[0].Subscribe(ctx, chans...)
 	defer ps.Close()
 	for range chans {
@@ -348,7 +349,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		}()
 		requireLineLen(t, ucs[:1], key, int64(i+1), "a waiter never joined the line on node 0")
 	}
-	line, err := ucs[0].ZRange(ctx, queueKey(key), 0, -1).Result()
+	line, err := ucs[0].ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, line, 3)
 
@@ -371,7 +372,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	// split the nodes puts the call back in its place, and the cleanup's
 	// release names it again.
 	for i, w := range []*Client{b, c, d} {
-		got := heard[wakePrefix+w.wake.id]
+		got := heard[script.WakeChannel(w.wake.id)]
 		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
 		for _, p := range got {
 			require.Equal(t, line[i]+"|"+key, p, "waiter %d's Client heard a notice for another", i)
@@ -379,7 +380,7 @@ func TestIntegrationReleaseNoticeGoesToTheNamedClientsOnly(t *testing.T) {
 	}
 	// The key's channel carries only "nobody is in line" (d's release,
 	// after b and c had their turns, and any cleanup after it).
-	for _, p := range heard[releaseChannel(key)] {
+	for _, p := range heard[script.ReleaseChannel(key)] {
 		require.Empty(t, p, "a release that named waiters published on the key's channel")
 	}
 }
@@ -468,7 +469,7 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 	key, la := heldKey(t, a)
 	// The gone waiter's place is ahead of c's on every node.
 	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro() - 1000), Member: "gone.x"}).Err())
+		require.NoError(t, uc.ZAdd(ctx, script.QueueKey(key), redis.Z{Score: float64(time.Now().UnixMicro() - 1000), Member: "gone.x"}).Err())
 	}
 	got := make(chan time.Time, 1)
 	go func() {
@@ -490,7 +491,7 @@ func TestIntegrationAHandOffToAGoneWaiterCostsOneReservation(t *testing.T) {
 	// out, if c took the key).
 	var named string
 	require.Eventually(t, func() bool {
-		named, _ = ucs[0].Get(ctx, namedKey(key)).Result()
+		named, _ = ucs[0].Get(ctx, script.NamedKey(key)).Result()
 		return named != "" || len(got) > 0
 	}, time.Second, time.Millisecond)
 	if named != "" {
@@ -525,7 +526,7 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	var bID string
 	require.Eventually(t, func() bool {
 		for _, uc := range ucs {
-			ids, err := uc.ZRange(ctx, queueKey(key), 0, -1).Result()
+			ids, err := uc.ZRange(ctx, script.QueueKey(key), 0, -1).Result()
 			if err != nil || len(ids) != 1 {
 				return false
 			}
@@ -534,18 +535,18 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 		return true
 	}, 3*time.Second, time.Millisecond, "b never joined the line")
 	// Behind b: a waiter of another Client, listened to on its channel.
-	ps := ucs[0].Subscribe(ctx, wakePrefix+"next")
+	ps := ucs[0].Subscribe(ctx, script.WakeChannel("next"))
 	defer ps.Close()
 	_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 	require.NoError(t, err)
 	for _, uc := range ucs {
-		require.NoError(t, uc.ZAdd(ctx, queueKey(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
+		require.NoError(t, uc.ZAdd(ctx, script.QueueKey(key), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "next.x"}).Err())
 	}
 	// As if a's release had named b and b had not tried yet: the key is
 	// free and reserved for b.
 	for _, uc := range ucs {
-		require.NoError(t, uc.ZRem(ctx, queueKey(key), bID).Err())
-		require.NoError(t, uc.Set(ctx, namedKey(key), bID, 5*time.Second).Err())
+		require.NoError(t, uc.ZRem(ctx, script.QueueKey(key), bID).Err())
+		require.NoError(t, uc.Set(ctx, script.NamedKey(key), bID, 5*time.Second).Err())
 	}
 	for _, uc := range ucs {
 		require.NoError(t, uc.Del(ctx, key).Err()) // a's lease is left to expire unused
@@ -560,9 +561,9 @@ func TestIntegrationANamedWaiterThatGivesUpPassesTheReservationOn(t *testing.T) 
 	m, err := ps.ReceiveTimeout(ctx, 3*time.Second)
 	require.NoError(t, err, "the next in line was not told")
 	require.Equal(t, "next.x|"+key, m.(*redis.Message).Payload)
-	pttl, err := ucs[0].PTTL(ctx, namedKey(key)).Result()
+	pttl, err := ucs[0].PTTL(ctx, script.NamedKey(key)).Result()
 	require.NoError(t, err)
-	named, _ := ucs[0].Get(ctx, namedKey(key)).Result()
+	named, _ := ucs[0].Get(ctx, script.NamedKey(key)).Result()
 	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
 	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
 }
@@ -624,14 +625,14 @@ func TestWakerReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
 	key := "a|b c"
 	ch, unregister, _ := w.register(key, "w.1", time.Now())
 	defer unregister()
-	w.deliver(0, wakePrefix+w.id, "junk")
+	w.deliver(0, script.WakeChannel(w.id), "junk")
 	select {
 	case pos := <-ch:
 		t.Fatalf("a payload without a key woke the waiter (position %d)", pos)
 	default:
 	}
-	w.deliver(0, wakePrefix+w.id, "w.1|"+key)
+	w.deliver(0, script.WakeChannel(w.id), "w.1|"+key)
 	requireWake(t, ch, wakeFirst)
-	w.deliver(0, releaseChannel(key), "w.1")
+	w.deliver(0, script.ReleaseChannel(key), "w.1")
 	requireWake(t, ch, wakeFirst)
 }
