@@ -80,9 +80,8 @@ type node struct {
 // observe records the outcome of one call to node i for missed: a reply,
 // even one the script could not have sent, is an answer in time.
 func (c *Client) observe(i int, err error) {
-	var bad *script.ReplyError
 	switch {
-	case err == nil || errors.As(err, &bad):
+	case err == nil || isReplyError(err):
 		c.nodes[i].missed.Store(false)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		c.nodes[i].missed.Store(true)
@@ -109,6 +108,14 @@ func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
 
 // missedLast reports whether node i missed the deadline of its last call.
 func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
+
+// isReplyError reports a reply the script could not have sent. Apart
+// from observe, which runs on every call, so that a call without an error
+// does not pay for the target errors.As needs on the heap.
+func isReplyError(err error) bool {
+	var bad *script.ReplyError
+	return errors.As(err, &bad)
+}
 
 func isTimeout(err error) bool {
 	var ne net.Error
