@@ -239,6 +239,9 @@ func (s scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return cmd.Err()
 		}
 		err := next(ctx, cmd)
+		if err != nil {
+			cmd.SetErr(err) // as the client does once the hooks return
+		}
 		s.answered(ctx, cmd)
 		return err
 	}
