@@ -1,11 +1,8 @@
 package redlock
 
 import (
-	"context"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
@@ -57,20 +54,6 @@ const (
 	maxIdle  = 1024            // keys kept subscribed with no waiter, at most
 	maxEarly = 64              // a key's hand-off records for ids not registered, at most
 )
-
-// subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
-// of its own, so their order matches the order of waiter changes.
-type subscriber struct {
-	ps  *redis.PubSub
-	ops chan subOp
-	own bool // subscribed to the Client's own notice channel (run's goroutine only)
-}
-
-type subOp struct {
-	sub     bool
-	channel string
-	kw      *keyWaiters // with sub: counts the confirmation
-}
 
 // Positions a wake-up carries: first in the key's line, second (only
 // releases by older clients name two), or anyone (a release that named
@@ -230,85 +213,6 @@ func (w *waker) attempting(ch chan int) {
 	}
 }
 
-func (w *waker) sendLocked(op subOp) {
-	if !w.c.cfg.wake {
-		return
-	}
-	for i, nd := range w.c.nodes {
-		s := w.subs[i]
-		if s == nil {
-			s = &subscriber{ps: nd.uc.Subscribe(context.Background()), ops: make(chan subOp, 1024)}
-			w.subs[i] = s
-			w.c.spawn(func() { w.run(i, s) })
-		}
-		select {
-		case s.ops <- op:
-		default:
-			// The node is too slow to keep up; its waiters fall back to polling.
-		}
-	}
-}
-
-func (w *waker) run(node int, s *subscriber) {
-	var listening sync.WaitGroup
-	defer listening.Wait()
-	started := false
-	subscribe := func(ch string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
-		defer cancel()
-		return s.ps.Subscribe(ctx, ch)
-	}
-	for op := range s.ops {
-		var err error
-		if op.sub {
-			// The Client's own channel first: a key's subscription counts
-			// as confirmed on a node only with it, since the notices that
-			// name this Client's waiters come that way.
-			if !s.own {
-				if err = subscribe(script.WakeChannel(w.id)); err == nil {
-					s.own = true
-				}
-			}
-			if err == nil {
-				err = subscribe(op.channel)
-			}
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
-			err = s.ps.Unsubscribe(ctx, op.channel)
-			cancel()
-		}
-		if err != nil {
-			w.c.cfg.logger.Debug("redlock: release subscription failed", "channel", op.channel, "err", err)
-			continue
-		}
-		if op.sub {
-			w.confirmed(op.kw)
-		}
-		if !started && op.sub {
-			started = true
-			msgs := s.ps.Channel()
-			listening.Go(func() {
-				for m := range msgs {
-					w.deliver(node, m.Channel, m.Payload)
-				}
-			})
-		}
-	}
-}
-
-// deliver hands one Pub/Sub message from node to notify, or to handedBy
-// for a hand-off (see script.ParseNotice).
-func (w *waker) deliver(node int, channel, payload string) {
-	n, ok := script.ParseNotice(channel, payload)
-	switch {
-	case !ok:
-	case n.Handed:
-		w.handedBy(node, n.Key, n.Names)
-	default:
-		w.notify(n.Key, n.Names)
-	}
-}
-
 // close stops the subscribers and wakes nobody; Lock's waiters notice the
 // Client is closed on their next attempt.
 func (w *waker) close() {
@@ -340,92 +244,6 @@ func (w *waker) confirmed(kw *keyWaiters) {
 		kw.liveSince = time.Now()
 		close(kw.ready)
 	}
-}
-
-// handedBy records that node handed key to waiter id (release.lua sets
-// the key to the id there) and tells the waiter: wakeHanded once a
-// majority of nodes did, else wakePart. For an id that is not registered
-// (its first attempt has not returned yet, or it has stopped waiting) the
-// hand-off is only recorded, at most maxEarly ids per key: register tells
-// the waiter. An id is never registered again once unregistered (a
-// give-back retires it), so a late notice for a retired id counts for
-// nothing.
-func (w *waker) handedBy(node int, key, id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.waiters[key]
-	if kw == nil {
-		return
-	}
-	if node < 0 || node >= len(w.c.nodes) {
-		return
-	}
-	if kw.handed == nil {
-		kw.handed = map[string][]bool{}
-	}
-	ch, ok := kw.set[id]
-	if !ok && kw.handed[id] == nil && len(kw.handed) >= maxEarly {
-		// Hand-offs to ids that never registered (their call won or
-		// gave up before it waited): forget them rather than grow.
-		for id := range kw.handed {
-			if _, ok := kw.set[id]; !ok {
-				delete(kw.handed, id)
-			}
-		}
-	}
-	by := kw.handed[id]
-	if by == nil {
-		by = make([]bool, len(w.c.nodes))
-		kw.handed[id] = by
-	}
-	by[node] = true
-	if !ok {
-		// Not waiting yet: its first attempt has put it in line and not
-		// returned. register tells it.
-		return
-	}
-	w.tellHanded(kw, id, ch)
-}
-
-// tellHanded tells waiter id how far the hand-offs it got have come:
-// wakeHanded once a majority of nodes handed it the key, else wakePart.
-// The newest notice replaces one still unread.
-func (w *waker) tellHanded(kw *keyWaiters, id string, ch chan int) {
-	n := 0
-	for _, b := range kw.handed[id] {
-		if b {
-			n++
-		}
-	}
-	pos := wakePart
-	if n >= quorum.Majority(len(w.c.nodes)) {
-		pos = wakeHanded
-	}
-	// The newest notice replaces one still unread.
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- pos
-}
-
-// handedTo counts the nodes that handed key to waiter id: those whose
-// notice arrived while it was registered, and those marked in also (its
-// attempts' replies).
-func (w *waker) handedTo(key, id string, also []bool) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var by []bool
-	if kw := w.waiters[key]; kw != nil {
-		by = kw.handed[id]
-	}
-	n := 0
-	for i, b := range also {
-		if (b || (i < len(by) && by[i])) && w.c.verified(i) {
-			n++
-		}
-	}
-	return n
 }
 
 // subscribed returns a channel that is closed once a majority of nodes
