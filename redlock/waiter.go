@@ -46,8 +46,10 @@ type waiter struct {
 	gaveBack time.Time // when the call last gave keys back
 }
 
-func (c *Client) newWaiter(key string, ttl time.Duration) *waiter {
-	w := &waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(),
+// newWaiter returns a Lock call's waiter, by value so that it stays on
+// the call's stack.
+func (c *Client) newWaiter(key string, ttl time.Duration) waiter {
+	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(),
 		handed: make([]bool, len(c.nodes))}
 	w.id = c.waiterID(ttl, w.place)
 	return w
