@@ -85,7 +85,7 @@ func (a *attempt) release(back bool) *script.Release {
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
-	a.round = quorum.StartOwnedOn(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (script.AcquireReply, error) {
+	a.round = quorum.StartOwned(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (script.AcquireReply, error) {
 		r, err := a.acq.Run(ctx, a.c.nodes[i].sn)
 		a.c.observe(i, err)
 		return r, err

@@ -125,7 +125,7 @@ func (a *admission) unseen() []int {
 // among those that were not (0: none or unknown), and a *ConfigError when
 // a node showed that this client's settings are not the deployment's.
 func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Duration, error) {
-	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
+	r := quorum.Start(nil, ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
 		ok, left, err := a.step(ctx, nodes[k])
 		if !ok && err == nil {
 			a.kick(nodes[k])
@@ -267,7 +267,7 @@ func (c *Client) mismatch(i int, theirs string, pending bool) *ConfigError {
 func (a *admission) confirm(ctx context.Context, i int) error {
 	c := a.c
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, j int) (script.State, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, j int) (script.State, error) {
 		if j == i {
 			return script.State{}, errSelf
 		}

@@ -140,7 +140,7 @@ func (c *Client) Bootstrap(ctx context.Context) error {
 // none may carry other settings.
 func (c *Client) states(ctx context.Context) ([]script.State, error) {
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (script.State, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.State, error) {
 		return c.nodes[i].sn.State(ctx)
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[script.State]) bool { return true })
@@ -174,7 +174,7 @@ func (c *Client) inUse(ctx context.Context, nodes []int) error {
 		ok   bool
 		left time.Duration
 	}
-	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (res, error) {
+	r := quorum.Start(nil, ctx, len(nodes), func(ctx context.Context, k int) (res, error) {
 		ok, left, err := c.admit.step(ctx, nodes[k])
 		if !ok && err == nil {
 			c.admit.kick(nodes[k])
@@ -224,7 +224,7 @@ func (e *slowClaim) Error() string { return fmt.Sprintf("claims took %v", e.took
 func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	start := c.cfg.clock.Now()
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
 		return c.nodes[i].sn.Claim(ctx, script.ClaimArgs{Settings: c.settings, ID: id,
 			Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL()})
 	})
@@ -263,7 +263,7 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 // id, no older than w on the node's clock.
 func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
 		return c.nodes[i].sn.AdmitClaimed(ctx, script.ClaimedArgs{Settings: c.settings, ID: id, Window: w})
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[script.BootstrapStatus]) bool { return true })

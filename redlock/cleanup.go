@@ -92,7 +92,7 @@ func (a *attempt) abandon() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	ra := a.release(true)
-	rel := quorum.StartOn(c.pool, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	rel := quorum.Start(c.pool, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		if settled[i] || !answered[i] {
 			return false, nil
 		}

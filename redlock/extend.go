@@ -74,7 +74,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	p := script.NewExtend(args)
 	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
-	round := quorum.StartOn(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
+	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
 		v, err := p.Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
 		return v, err

@@ -57,7 +57,7 @@ func (a *attempt) commit(ctx context.Context) {
 	// still go out after success: a fence raised on more nodes survives
 	// more restarts.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
-	round := quorum.StartOn(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	round := quorum.Start(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		ok, err := p.Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
 		return ok, err

@@ -80,7 +80,7 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (string, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (string, error) {
 		return c.nodes[i].sn.Ident(ctx, newValue())
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[string]) bool { return true })

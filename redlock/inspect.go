@@ -96,7 +96,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	}
 	n := len(c.nodes)
 	ks := &KeyState{Key: key, Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeState, n)}
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (NodeState, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeState, error) {
 		return c.inspectNode(ctx, i, key), nil
 	})
 	for _, rep := range r.Await(ctx, n, func(quorum.Reply[NodeState]) bool { return true }) {

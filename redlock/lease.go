@@ -196,7 +196,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	round := quorum.StartOwnedOn(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		return c.releaseOn(ctx, i, l.rel)
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))

@@ -71,7 +71,7 @@ func (c *Client) probe() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
 	defer cancel()
 	type probed struct{ info, ident string }
-	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
+	r := quorum.Start(nil, ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
 		info, err := uc.Info(ctx).Result()
 		if err != nil {
