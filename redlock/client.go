@@ -29,7 +29,7 @@ type Client struct {
 	// then skips the admission check).
 	acqSettings string
 	// handoffs: this Client's Lock calls take keys handed over inside a
-	// release (see newWaiter, handedLease).
+	// release (see waiterID, handedLease).
 	handoffs bool
 	// line is how long a Lock call stays in a key's line on a node
 	// without trying again: past it the node forgets the call, so a caller

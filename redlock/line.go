@@ -49,7 +49,7 @@ func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first
 
 // leaveLine takes a Lock call that gave up out of the key's line on every
 // node, in the background, so that releases stop naming it before the
-// nodes forget it by themselves (lineMs). It is the release script with a
+// nodes forget it by themselves (Client.line). It is the release script with a
 // value nobody holds and no tombstone: it only leaves the line, and, if a
 // release had named the call and the key is free there, passes the
 // reservation to the next in line for as long as a release of a lease of
