@@ -39,20 +39,35 @@ type waiter struct {
 	// giving keys back) must come after all of them.
 	pending <-chan struct{}
 	// Nodes where a release handed the key to id (attempts' replies; the
-	// waker counts the notices), and when the first attempt that put id
-	// in line began: see handedLease.
-	handed   []bool
-	first    time.Time
-	gaveBack time.Time // when the call last gave keys back
+	// waker counts the notices: see nodesHanded), and when the first
+	// attempt that put id in line began: see handedLease.
+	handedFew  [16]bool
+	handedMany []bool // instead of handedFew, for more nodes
+	first      time.Time
+	gaveBack   time.Time // when the call last gave keys back
 }
 
-// newWaiter returns a Lock call's waiter, by value so that it stays on
-// the call's stack.
+// newWaiter returns the waiter of a Lock call of c on key, by value: it
+// stays on the call's stack, and an uncontended Lock allocates nothing for
+// it.
 func (c *Client) newWaiter(key string, ttl time.Duration) waiter {
-	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(),
-		handed: make([]bool, len(c.nodes))}
+	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro()}
+	if n := len(c.nodes); n > len(w.handedFew) {
+		w.handedMany = make([]bool, n)
+	}
 	w.id = c.waiterID(ttl, w.place)
 	return w
+}
+
+// nodesHanded is, per node, whether its release handed the key to id. It
+// is a view of the waiter's own storage: a waiter with a pointer into
+// itself would escape to the heap, so the view is made on every use and
+// never kept.
+func (w *waiter) nodesHanded() []bool {
+	if w.handedMany != nil {
+		return w.handedMany
+	}
+	return w.handedFew[:len(w.c.nodes)]
 }
 
 // waiterID returns a fresh id for a Lock call in a key's line: it starts
@@ -97,8 +112,9 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 	if errors.Is(w.last.err, ErrConfigMismatch) || errors.Is(w.last.err, ErrClosed) {
 		return nil, w.last.err
 	}
+	handed := w.nodesHanded()
 	for _, i := range w.last.handed {
-		w.handed[i] = true
+		handed[i] = true
 	}
 	// Give the handed keys back when a call ahead in line holds a handed
 	// key too: releases split the nodes between them, and the call ahead
@@ -141,7 +157,7 @@ func (w *waiter) won(l *Lease) (*Lease, error) {
 // keep each other from a majority until the keys expire.
 func (w *waiter) handedOff(giveBack bool) *Lease {
 	c := w.c
-	n := c.wake.handedTo(w.key, w.id, w.handed)
+	n := c.wake.handedTo(w.key, w.id, w.nodesHanded())
 	if n >= c.quorum {
 		if l := c.handedLease(w.key, w.ttl, w.id, w.first); l != nil {
 			return l
@@ -163,7 +179,7 @@ func (w *waiter) handedOff(giveBack bool) *Lease {
 	old := w.id
 	w.first = c.cfg.clock.Now() // before the id exists: see handedLease
 	w.id = c.waiterID(w.ttl, w.place)
-	clear(w.handed)
+	clear(w.nodesHanded())
 	if w.unregister != nil {
 		w.unregister()
 		w.wake, w.unregister, _ = c.wake.register(w.key, w.id, time.Now())
