@@ -7,8 +7,8 @@
 // still belong to the Round: Wait blocks until every one of them has
 // returned and hands back the replies that arrived after the decision, so the
 // caller can clean up after stragglers (for example release a lock a slow
-// node granted after the attempt had already failed). StartOn and
-// StartOwnedOn run the calls on a Pool's goroutines instead of new ones:
-// a goroutine kept from an earlier round has already grown the stack a
+// node granted after the attempt had already failed). Given a Pool, Start
+// and StartOwned run the calls on its goroutines instead of new ones: a
+// goroutine kept from an earlier round has already grown the stack a
 // client call needs. The Round's guarantees are the same either way.
 package quorum

@@ -166,12 +166,12 @@ func TestNilPoolStartsAGoroutinePerCall(t *testing.T) {
 
 // A round on a pool behaves as one without: every call runs, with its
 // node index, and Wait collects what Await did not hand out.
-func TestStartOnAPool(t *testing.T) {
+func TestStart_RunsTheCallsOnAPool(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := NewPool(time.Minute, 100)
 	defer p.Close()
 	for range 3 {
-		r := StartOn(p, context.Background(), 5, func(_ context.Context, i int) (int, error) { return i * 10, nil })
+		r := Start(p, context.Background(), 5, func(_ context.Context, i int) (int, error) { return i * 10, nil })
 		got := append(r.Await(context.Background(), 3, func(Reply[int]) bool { return true }), r.Wait()...)
 		if len(got) != 5 {
 			t.Fatalf("%d replies, want 5", len(got))

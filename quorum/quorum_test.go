@@ -71,7 +71,7 @@ func delays(d []time.Duration, fail map[int]bool) func(context.Context, int) (in
 
 func TestAwaitReturnsAtQuorumWithoutWaitingForStragglers(t *testing.T) {
 	ms := time.Millisecond
-	r := Start(context.Background(), 5, delays([]time.Duration{ms, 2 * ms, 3 * ms, -1, -1}, nil))
+	r := Start(nil, context.Background(), 5, delays([]time.Duration{ms, 2 * ms, 3 * ms, -1, -1}, nil))
 	start := time.Now()
 	got := r.Await(context.Background(), 3, okReply)
 	if took := time.Since(start); took > time.Second {
@@ -103,7 +103,7 @@ func TestAwaitReturnsAtQuorumWithoutWaitingForStragglers(t *testing.T) {
 func TestAwaitStopsWhenSuccessImpossible(t *testing.T) {
 	ms := time.Millisecond
 	fail := map[int]bool{0: true, 1: true, 2: true}
-	r := Start(context.Background(), 5, delays([]time.Duration{ms, ms, ms, -1, -1}, fail))
+	r := Start(nil, context.Background(), 5, delays([]time.Duration{ms, ms, ms, -1, -1}, fail))
 	got := r.Await(context.Background(), 3, okReply)
 	if len(got) != 3 {
 		t.Fatalf("Await returned %d replies, want the 3 failures", len(got))
@@ -118,7 +118,7 @@ func TestAwaitStopsWhenSuccessImpossible(t *testing.T) {
 }
 
 func TestAwaitHonoursContext(t *testing.T) {
-	r := Start(context.Background(), 3, delays([]time.Duration{0, -1, -1}, nil))
+	r := Start(nil, context.Background(), 3, delays([]time.Duration{0, -1, -1}, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	got := r.Await(ctx, 2, okReply)
@@ -136,7 +136,7 @@ func TestAwaitHonoursContext(t *testing.T) {
 
 func TestAwaitContinues(t *testing.T) {
 	ms := time.Millisecond
-	r := Start(context.Background(), 4, delays([]time.Duration{ms, 5 * ms, 10 * ms, 15 * ms}, nil))
+	r := Start(nil, context.Background(), 4, delays([]time.Duration{ms, 5 * ms, 10 * ms, 15 * ms}, nil))
 	first := r.Await(context.Background(), 1, okReply)
 	second := r.Await(context.Background(), 4, okReply)
 	if len(first) != 1 || len(first)+len(second) != 4 {
@@ -159,7 +159,7 @@ func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
 	// Node 2 fails, nodes 3 and 4 never answer: with them discounted the
 	// round is hopeless (2 possible successes for 3 needed) at once.
 	fail := map[int]bool{2: true}
-	r := Start(context.Background(), 5, delays([]time.Duration{ms, ms, ms, -1, -1}, fail))
+	r := Start(nil, context.Background(), 5, delays([]time.Duration{ms, ms, ms, -1, -1}, fail))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -181,7 +181,7 @@ func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
 	r.Wait()
 
 	// A discounted node that answers still counts toward success.
-	r = Start(context.Background(), 5, delays([]time.Duration{ms, ms, -1, 2 * ms, -1}, nil))
+	r = Start(nil, context.Background(), 5, delays([]time.Duration{ms, ms, -1, 2 * ms, -1}, nil))
 	got = r.AwaitDiscounting(ctx, 3, okReply, func(i int) bool { return i == 3 || i == 4 })
 	good := 0
 	for _, rep := range got {
@@ -201,7 +201,7 @@ func TestAwaitDiscountingGivesUpOnSuspects(t *testing.T) {
 func TestStartOwnedUsesTheCallersContext(t *testing.T) {
 	mine, cancel := context.WithCancel(context.Background())
 	cancelled := 0
-	r := StartOwned(mine, func() { cancelled++; cancel() }, 3, func(ctx context.Context, i int) (int, error) {
+	r := StartOwned(nil, mine, func() { cancelled++; cancel() }, 3, func(ctx context.Context, i int) (int, error) {
 		if ctx != mine {
 			return 0, errors.New("a context derived from the caller's, not the caller's own")
 		}

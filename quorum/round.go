@@ -24,30 +24,20 @@ type Round[T any] struct {
 	rest   []Reply[T]
 }
 
-// Start calls call(ctx, i) for every node i in [0, n), each in its own
-// goroutine, and returns at once. The ctx each call gets is derived from
-// ctx and is cancelled by Cancel. A panic in call is not recovered.
-func Start[T any](ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
-	return StartOn(nil, ctx, n, call)
-}
-
-// StartOn is Start with the calls run on p's goroutines (see Pool).
-func StartOn[T any](p *Pool, ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+// Start calls call(ctx, i) for every node i in [0, n), each on a
+// goroutine of p (see Pool), or of its own when p is nil, and returns at
+// once. The ctx each call gets is derived from ctx and is cancelled by
+// Cancel. A panic in call is not recovered.
+func Start[T any](p *Pool, ctx context.Context, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
 	cctx, cancel := context.WithCancel(ctx)
-	return StartOwnedOn(p, cctx, cancel, n, call)
+	return StartOwned(p, cctx, cancel, n, call)
 }
 
 // StartOwned is Start for a caller that already derived a context for this
 // round alone: the calls get ctx itself, and cancel is what Cancel calls
 // (and Wait, once every call has returned). It saves Start's derived
 // context, which a hot path pays for in allocations.
-func StartOwned[T any](ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
-	return StartOwnedOn(nil, ctx, cancel, n, call)
-}
-
-// StartOwnedOn is StartOwned with the calls run on p's goroutines (see
-// Pool).
-func StartOwnedOn[T any](p *Pool, ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
+func StartOwned[T any](p *Pool, ctx context.Context, cancel context.CancelFunc, n int, call func(ctx context.Context, node int) (T, error)) *Round[T] {
 	r := &Round[T]{n: n, ch: make(chan Reply[T], n), cancel: cancel}
 	r.wg.Add(n)
 	for i := range n {

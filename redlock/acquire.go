@@ -5,66 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// Statuses of the acquire script (lua/acquire.lua).
-const (
-	stOurs       = 1  // SET NX succeeded: the node granted
-	stHeld       = 0  // another value holds the key
-	stUnadmitted = -1 // the node has not served its quarantine
-	stMismatch   = -2 // the node was admitted under other settings
-	stGivenUp    = -3 // this attempt's release reached the node first
-	stQueued     = -4 // free, but Lock calls that waited longer are in line first
-	stHandedHere = -5 // a release handed the key to this Lock call (see handedLease)
-	stAhead      = -6 // held, handed to a Lock call ahead of this one in line
-)
-
-// acqReply is one node's answer to the acquire script.
-type acqReply struct {
-	status int64
-	pttl   int64  // with stHeld: the other holder's remaining ms (-1: no expiry)
-	fence  uint64 // with fencing: the node's fence value for the key
-	timeUs uint64 // with fencing: the node's clock, microseconds since the epoch
-	marker string // with stMismatch: the settings the node was admitted with
+func acquired(r quorum.Reply[script.AcquireReply]) bool {
+	return r.Err == nil && r.Val.Status == script.Granted
 }
-
-func acquired(r quorum.Reply[acqReply]) bool { return r.Err == nil && r.Val.status == stOurs }
 
 // votes reports whether r is a grant that counts: from a node whose
 // identity is verified (see identity.go).
-func (c *Client) votes(r quorum.Reply[acqReply]) bool { return acquired(r) && c.verified(r.Node) }
-
-func parseAcquire(res []any) (acqReply, error) {
-	var r acqReply
-	if len(res) < 2 {
-		return r, fmt.Errorf("acquire script returned %d values", len(res))
-	}
-	st, ok1 := res[0].(int64)
-	pt, ok2 := res[1].(int64)
-	if !ok1 || !ok2 {
-		return r, fmt.Errorf("acquire script returned %T, %T", res[0], res[1])
-	}
-	r.status, r.pttl = st, pt
-	switch {
-	case st == stMismatch && len(res) >= 3:
-		r.marker, _ = res[2].(string)
-	case st >= stHeld && len(res) >= 5:
-		fs, _ := res[2].(string)
-		f, err := strconv.ParseUint(fs, 10, 64)
-		if err != nil {
-			return r, fmt.Errorf("fence value %q: %w", fs, err)
-		}
-		sec, _ := res[3].(int64)
-		us, _ := res[4].(int64)
-		r.fence, r.timeUs = f, uint64(sec)*1_000_000+uint64(us)
-	}
-	return r, nil
+func (c *Client) votes(r quorum.Reply[script.AcquireReply]) bool {
+	return acquired(r) && c.verified(r.Node)
 }
 
 // attempt is one acquisition: a round of the acquire script on every node,
@@ -76,17 +31,15 @@ type attempt struct {
 	value  string
 	ttl    time.Duration
 	t0     time.Time
-	acq    *prepared // the acquire script call, sent to every node
-	waiter string    // the Lock call's id in the key's line ("" for TryLock)
-	// The release script's keys and arguments, boxed once and shared with
-	// acq; the call itself is built when needed (see release).
-	relKeys       [5]any
-	relV, relT    any
-	relW, relBack any
+	acq    *script.Acquire // the acquire script call, sent to every node
+	waiter string          // the Lock call's id in the key's line ("" for TryLock)
+	// rel is the release of the attempt's value, sharing acq's boxed
+	// arguments; the call itself is built when needed (see release).
+	rel script.ReleaseArgs
 
-	round   *quorum.Round[acqReply]
+	round   *quorum.Round[script.AcquireReply]
 	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
-	replies []quorum.Reply[acqReply]
+	replies []quorum.Reply[script.AcquireReply]
 	elapsed time.Duration // from t0 to the decision (or to the end of the commit round)
 
 	granted    int
@@ -107,30 +60,21 @@ type attempt struct {
 // the nodes where it fails, at place, so that a release wakes it by name
 // (see acquire.lua).
 func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64) *attempt {
-	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now()}
-	// Box what several calls share once (see prepare).
-	k, v, t, w, at := any(key), any(a.value), boxMs(&c.ttlBox, ttl.Milliseconds()), any(waiter), any(place)
-	q, seen, named, tomb := any(queueKey(key)), any(seenKey(key)), any(namedKey(key)), any(tombKey(a.value))
-	check, fence, fkey := c.settingsArg, "0", k // KEYS[2] is only read with fencing
-	if c.cfg.fencing {
-		fence, fkey = "1", fenceKey(key)
-	}
-	a.acq = prepare(acquireScript, []any{k, fkey, markerKey, tomb, q, named, seen}, v, t, check, fence, w, c.lineMs, at)
-	a.relKeys, a.relV, a.relT, a.relW, a.relBack = [5]any{k, tomb, q, named, seen}, v, t, w, ""
-	if waiter != "" {
-		a.relBack = at
-	}
-	a.waiter = waiter
+	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter}
+	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.acqSettings,
+		Fencing: c.cfg.fencing, Waiter: waiter, Place: place, Line: c.line})
+	a.rel = a.acq.ReleaseArgs()
 	return a
 }
 
 // release builds the release script call for this attempt's value. A
-// failed attempt's cleanup passes a.relBack, which puts its Lock call back
-// in line in its place; the lease's Release passes "", which takes the
-// call out of the line (see release.lua).
-func (a *attempt) release(back any) *prepared {
-	return prepare(releaseScript, a.relKeys[:], a.relV, releaseChannel(a.key), a.relT, a.relW,
-		boxMs(&a.c.windowBox, a.c.handoffWindow(a.ttl).Milliseconds()), back, a.c.lineMs, wakePrefix)
+// failed attempt's cleanup passes back, which puts its Lock call back in
+// line in its place; the lease's Release does not, which takes the call
+// out of the line (see release.lua).
+func (a *attempt) release(back bool) *script.Release {
+	r := a.rel
+	r.Back, r.Window = back, a.c.handoffWindow(a.ttl)
+	return a.c.boxes.Release(r)
 }
 
 // send starts the round. Its calls are bounded by the node timeout but not
@@ -141,13 +85,10 @@ func (a *attempt) release(back any) *prepared {
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
-	a.round = quorum.StartOwnedOn(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (acqReply, error) {
-		res, err := a.c.run(ctx, i, a.acq).Slice()
+	a.round = quorum.StartOwned(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (script.AcquireReply, error) {
+		r, err := a.acq.Run(ctx, a.c.nodes[i].sn)
 		a.c.observe(i, err)
-		if err != nil {
-			return acqReply{}, err
-		}
-		return parseAcquire(res)
+		return r, err
 	})
 }
 
@@ -173,39 +114,39 @@ func (a *attempt) tally(timedOut bool) {
 		case !c.verified(r.Node):
 			a.unverified = append(a.unverified, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errUnverified))
-		case r.Val.status == stOurs:
+		case r.Val.Status == script.Granted:
 			a.granted++
 			c.admit.saw(r.Node)
-		case r.Val.status == stHeld:
+		case r.Val.Status == script.Held:
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
-			a.busy = append(a.busy, r.Val.pttl)
-		case r.Val.status == stAhead:
+			a.busy = append(a.busy, r.Val.PTTL)
+		case r.Val.Status == script.Ahead:
 			c.admit.saw(r.Node)
 			a.ahead = true
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeHeld))
-			a.busy = append(a.busy, r.Val.pttl)
-		case r.Val.status == stHandedHere:
+			a.busy = append(a.busy, r.Val.PTTL)
+		case r.Val.Status == script.HandedHere:
 			c.admit.saw(r.Node)
 			a.handed = append(a.handed, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errHandedHere))
-		case r.Val.status == stQueued:
+		case r.Val.Status == script.Queued:
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errQueued))
-			a.busy = append(a.busy, max(r.Val.pttl, 0))
-		case r.Val.status == stUnadmitted:
+			a.busy = append(a.busy, max(r.Val.PTTL, 0))
+		case r.Val.Status == script.Unadmitted:
 			c.admit.lost(r.Node)
 			a.unadmitted = append(a.unadmitted, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
-		case r.Val.status == stMismatch:
-			ce := c.mismatch(r.Node, r.Val.marker, false)
+		case r.Val.Status == script.Mismatch:
+			ce := c.mismatch(r.Node, r.Val.Marker, false)
 			c.admit.conflicted(ce)
 			if a.mismatch == nil {
 				a.mismatch = ce
 			}
 			a.errs = append(a.errs, c.nodeErr(r.Node, ce))
 		default:
-			a.errs = append(a.errs, c.nodeErr(r.Node, fmt.Errorf("acquire script status %d", r.Val.status)))
+			a.errs = append(a.errs, c.nodeErr(r.Node, fmt.Errorf("acquire script status %d", r.Val.Status)))
 		}
 	}
 	// Nodes not heard from are an error only if the round ran out of time;
@@ -229,174 +170,6 @@ func (a *attempt) tally(timedOut bool) {
 func (a *attempt) won(ctx context.Context) bool {
 	return a.mismatch == nil && !a.fenceErr && a.granted >= a.c.quorum && ctx.Err() == nil &&
 		drift.Validity(a.ttl, a.elapsed, a.c.cfg.factor) > 0
-}
-
-// commit is the fencing round of DESIGN.md §3: token = max(1 + the largest
-// fence read, the largest server time in µs), raised on every node where
-// our key still holds our value; usable only with a quorum of commits. The
-// validity is recomputed to the end of this round.
-func (a *attempt) commit(ctx context.Context) {
-	c := a.c
-	var maxFence, floor uint64
-	for _, r := range a.replies {
-		if r.Err == nil && r.Val.status >= stHeld {
-			maxFence = max(maxFence, r.Val.fence)
-			floor = max(floor, r.Val.timeUs)
-		}
-	}
-	defer func() { a.elapsed = c.cfg.clock.Now().Sub(a.t0) }()
-	if maxFence >= maxToken || floor > maxToken {
-		a.fail(fmt.Errorf("redlock: fence for %q would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", a.key, maxFence, floor))
-		return
-	}
-	token := max(maxFence+1, floor)
-	p := prepare(commitScript, []any{a.key, fenceKey(a.key)}, a.value, strconv.FormatUint(token, 10),
-		c.set.fenceKeep(a.ttl).Milliseconds())
-
-	// Like the acquire round, commits to the nodes that did not count
-	// still go out after success: a fence raised on more nodes survives
-	// more restarts.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
-	round := quorum.StartOn(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		v, err := c.run(ctx, i, p).Int64()
-		c.observe(i, err)
-		return v == 1, err
-	})
-	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(a.ttl))
-	counts := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val && c.verified(r.Node) }
-	got := round.Await(wctx, c.quorum, counts)
-	wcancel()
-	c.spawn(func() {
-		defer cancel()
-		round.Wait()
-	})
-	var yes int
-	var errs []error
-	for _, r := range got {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
-		case counts(r):
-			yes++
-		case r.Val:
-			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", errUnverified)))
-		default:
-			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))
-		}
-	}
-	if yes < c.quorum {
-		a.fail(errors.Join(append([]error{fmt.Errorf("fence commit reached %d of %d nodes, %d needed", yes, len(c.nodes), c.quorum)}, errs...)...))
-		return
-	}
-	a.token = token
-}
-
-// maxToken is the largest token a PostgreSQL bigint holds.
-const maxToken = 1<<63 - 1
-
-func (a *attempt) fail(err error) {
-	a.fenceErr = true
-	a.errs = append(a.errs, err)
-}
-
-// leave hands the round's stragglers to background work that waits for
-// them; on success they are part of the lock. A straggler that says it is
-// not admitted starts its admission, as one that answered in time does.
-func (a *attempt) leave() {
-	c, round, stop := a.c, a.round, a.stop
-	c.spawn(func() {
-		defer stop()
-		// One reply at a time, so that a node's admission does not wait
-		// for the slowest straggler.
-		each := func(quorum.Reply[acqReply]) bool { return true }
-		for {
-			got := round.Await(context.Background(), 1, each)
-			if len(got) == 0 {
-				break
-			}
-			if r := got[0]; r.Err == nil && r.Val.status == stUnadmitted {
-				c.admit.lost(r.Node)
-				c.admit.kick(r.Node)
-			}
-		}
-		round.Wait()
-	})
-}
-
-// abandon releases a failed round's key on every node that granted or
-// answered with an error: an unanswered SET may still land, and the
-// release leaves a tombstone there that makes it fail.
-// A node that answered anything else is settled and gets nothing. A node
-// that has not answered yet is decided by its reply, in the background: a
-// grant or an error gets the release, a refusal nothing. Calls already on
-// the wire usually answer within a round trip, and a refusal needs no
-// release, so contention costs no release per late refusal. abandon waits
-// only for the releases of the nodes that granted, so a failed attempt
-// leaves nothing behind on the responsive nodes that answered in time when
-// it returns, without waiting for unresponsive ones; the rest is handled
-// in the background, detached from the caller's ctx, each release bounded
-// by the cleanup timeout.
-//
-// The round's calls are not cancelled: each is already bounded by the node
-// timeout (send), and a cancelled call on the wire ends as "context
-// canceled" instead of with the node's word, which would cost a release
-// (and a tombstone) where a refusal needs none, and would hide a wiped
-// node's "not admitted": like leave, the background starts the admission
-// of a node whose late reply says so (docs/fencing.md, Liveness).
-func (a *attempt) abandon() {
-	c := a.c
-	granted := make(map[int]bool, len(a.replies))
-	// A node that answered anything but "granted" is settled: its script
-	// ran once, atomically, and did not take the key (it answers "granted"
-	// when the key already holds our value, as after a retried call), so
-	// no late SET can follow there and it needs neither a release nor a
-	// tombstone. One that granted or answered with an error gets both now.
-	settled := make([]bool, len(c.nodes))
-	answered := make([]bool, len(c.nodes))
-	for _, r := range a.replies {
-		answered[r.Node] = true
-		if acquired(r) {
-			granted[r.Node] = true
-		} else if r.Err == nil {
-			settled[r.Node] = true
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	ra := a.release(a.relBack)
-	rel := quorum.StartOn(c.pool, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		if settled[i] || !answered[i] {
-			return false, nil
-		}
-		return c.releaseOn(ctx, i, ra)
-	})
-	if len(granted) > 0 {
-		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })
-	}
-	round, stop := a.round, a.stop
-	a.cleaned = make(chan struct{})
-	cleaned := a.cleaned
-	c.spawn(func() {
-		defer close(cleaned)
-		defer cancel()
-		defer stop()
-		rel.Wait()
-		// The late replies (each within a round trip, or at the node
-		// timeout from a node that does not answer): a grant, or an
-		// error, which leaves the outcome unknown, gets the release; a
-		// refusal settles the node. A node that is not admitted starts
-		// its admission, as in leave.
-		var wg sync.WaitGroup
-		for _, r := range round.Wait() {
-			switch {
-			case acquired(r) || r.Err != nil:
-				wg.Go(func() { c.releaseOne(a.key, r.Node, ra) })
-			case r.Val.status == stUnadmitted:
-				c.admit.lost(r.Node)
-				c.admit.kick(r.Node)
-			}
-		}
-		wg.Wait()
-	})
 }
 
 // failure builds the error of a failed attempt.
@@ -425,7 +198,7 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 }
 
 // missing lists the nodes that have no reply in replies.
-func missing(n int, replies []quorum.Reply[acqReply]) []int {
+func missing(n int, replies []quorum.Reply[script.AcquireReply]) []int {
 	got := make([]bool, n)
 	for _, r := range replies {
 		got[r.Node] = true

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// Restart quarantine (DESIGN.md §3, "delayed restart"; the proof is in
-// docs/fencing.md).
+// Restart quarantine (docs/design.md, "Restarts, settings and bootstrap";
+// the proof is in docs/fencing.md).
 //
 // A node votes only while it carries an admission marker holding the
 // deployment's settings; the acquire script refuses to take a lock on a
@@ -125,7 +125,7 @@ func (a *admission) unseen() []int {
 // among those that were not (0: none or unknown), and a *ConfigError when
 // a node showed that this client's settings are not the deployment's.
 func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Duration, error) {
-	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
+	r := quorum.Start(nil, ctx, len(nodes), func(ctx context.Context, k int) (time.Duration, error) {
 		ok, left, err := a.step(ctx, nodes[k])
 		if !ok && err == nil {
 			a.kick(nodes[k])
@@ -202,15 +202,6 @@ func (a *admission) kick(i int) {
 	})
 }
 
-// pending is a node's pending mark as the pending script returns it.
-type pending struct {
-	id       string
-	stamp    int64 // µs on the node's clock
-	settings string
-	quar     int64 // µs
-	now      int64 // µs on the node's clock when it answered
-}
-
 // step runs one admission check of node i. It returns admitted, or how much
 // of the quarantine is left, or an error when the node or its peers did not
 // answer well enough to decide, or the settings conflict (ErrConfigMismatch).
@@ -221,20 +212,12 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if e := a.conflict.Load(); e != nil {
 		return false, 0, e
 	}
-	replace := "0"
-	if a.seenPeer(i) {
-		replace = "1"
-	}
-	res, err := pendingScript.Run(ctx, nd.sc, []string{markerKey, pendingKey},
-		newValue(), c.settings, micros(set.quarantine()), set.pendingTTL().Milliseconds(), replace).Slice()
+	p, err := nd.sn.Pending(ctx, script.PendingArgs{ID: newValue(), Settings: c.settings,
+		Quarantine: set.quarantine(), TTL: set.pendingTTL(), Replace: a.seenPeer(i)})
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
 	}
-	p, marker, err := parsePending(res)
-	if err != nil {
-		return false, 0, c.nodeErr(i, err)
-	}
-	if marker != "" {
+	if marker := p.Marker; marker != "" {
 		if marker != c.settings {
 			e := c.mismatch(i, marker, false)
 			a.conflicted(e)
@@ -243,13 +226,13 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 		a.seen[i].Store(true)
 		return true, 0, nil
 	}
-	if p.settings != c.settings {
-		return false, 0, c.mismatch(i, p.settings, true)
+	if p.Settings != c.settings {
+		return false, 0, c.mismatch(i, p.Settings, true)
 	}
-	left := time.Duration(p.quar-(p.now-p.stamp)) * time.Microsecond
+	left := p.Quarantine.Left()
 	a.mu.Lock()
-	if a.logged[i] != p.id {
-		a.logged[i] = p.id
+	if a.logged[i] != p.ID {
+		a.logged[i] = p.ID
 		c.cfg.logger.Warn("redlock: node is in quarantine (it lost its data, or the deployment is new)", "node", i, "addr", nd.name, "left", left)
 	}
 	a.mu.Unlock()
@@ -259,13 +242,13 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	if err := a.confirm(ctx, i); err != nil {
 		return false, 0, err
 	}
-	ok, err := admitScript.Run(ctx, nd.sc, []string{markerKey, pendingKey}, p.id, c.settings).Int64()
+	st, err := nd.sn.Admit(ctx, script.AdmitArgs{ID: p.ID, Settings: c.settings})
 	switch {
 	case err != nil:
 		return false, 0, c.nodeErr(i, err)
-	case ok == stMismatch:
+	case st == script.AdmittedAs:
 		return false, 0, c.mismatch(i, "(admitted meanwhile under other settings)", false)
-	case ok != 1:
+	case st != script.Admitted:
 		return false, 0, nil // lost its data again, or the mark expired, while we waited: start over
 	}
 	a.seen[i].Store(true)
@@ -273,60 +256,8 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 	return true, 0, nil
 }
 
-func parsePending(res []any) (p pending, marker string, err error) {
-	if len(res) < 2 {
-		return p, "", fmt.Errorf("pending script returned %d values", len(res))
-	}
-	if st, _ := res[0].(int64); st == 1 {
-		marker, _ = res[1].(string)
-		return p, marker, nil
-	}
-	if len(res) != 6 {
-		return p, "", fmt.Errorf("pending script returned %d values", len(res))
-	}
-	str := func(v any) string { s, _ := v.(string); return s }
-	p.id, p.settings = str(res[1]), str(res[3])
-	var e1, e2, e3 error
-	p.stamp, e1 = strconv.ParseInt(str(res[2]), 10, 64)
-	p.quar, e2 = strconv.ParseInt(str(res[4]), 10, 64)
-	p.now, e3 = strconv.ParseInt(str(res[5]), 10, 64)
-	if err := errors.Join(e1, e2, e3); err != nil {
-		return p, "", fmt.Errorf("pending mark %v is malformed: %w", res, err)
-	}
-	return p, "", nil
-}
-
 func (c *Client) mismatch(i int, theirs string, pending bool) *ConfigError {
 	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.settings, Pending: pending}
-}
-
-// peerState is a node's admission state as the state script returns it.
-type peerState struct {
-	marker   string
-	pending  string // settings of a quarantine in progress
-	stamp    string
-	quar     string
-	nowUs    string
-	value    string // with a lock key: its value
-	pttl     int64
-	fence    string
-	hasLock  bool
-	answered bool
-}
-
-func parseState(res []any) (peerState, error) {
-	if len(res) < 5 {
-		return peerState{}, fmt.Errorf("state script returned %d values", len(res))
-	}
-	str := func(v any) string { s, _ := v.(string); return s }
-	s := peerState{marker: str(res[0]), pending: str(res[1]), stamp: str(res[2]), quar: str(res[3]), nowUs: str(res[4]), answered: true}
-	if len(res) >= 8 {
-		s.hasLock = true
-		s.value = str(res[5])
-		s.pttl, _ = res[6].(int64)
-		s.fence = str(res[7])
-	}
-	return s, nil
 }
 
 // confirm checks node i's peers before i is admitted: some peer must
@@ -336,17 +267,13 @@ func parseState(res []any) (peerState, error) {
 func (a *admission) confirm(ctx context.Context, i int) error {
 	c := a.c
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, j int) (peerState, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, j int) (script.State, error) {
 		if j == i {
-			return peerState{}, errSelf
+			return script.State{}, errSelf
 		}
-		res, err := stateScript.Run(ctx, c.nodes[j].sc, []string{markerKey, pendingKey}).Slice()
-		if err != nil {
-			return peerState{}, err
-		}
-		return parseState(res)
+		return c.nodes[j].sn.State(ctx)
 	})
-	admittedPeer := func(rep quorum.Reply[peerState]) bool { return rep.Err == nil && rep.Val.marker == c.settings }
+	admittedPeer := func(rep quorum.Reply[script.State]) bool { return rep.Err == nil && rep.Val.Marker == c.settings }
 	replies := r.Await(ctx, 1, admittedPeer)
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
@@ -358,12 +285,12 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 		case errors.Is(rep.Err, errSelf):
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val.marker == c.settings:
+		case rep.Val.Marker == c.settings:
 			return nil
-		case rep.Val.marker != "":
-			conflict = c.mismatch(rep.Node, rep.Val.marker, false)
-		case rep.Val.pending != "" && rep.Val.pending != c.settings:
-			conflict = c.mismatch(rep.Node, rep.Val.pending, true)
+		case rep.Val.Marker != "":
+			conflict = c.mismatch(rep.Node, rep.Val.Marker, false)
+		case rep.Val.Pending != "" && rep.Val.Pending != c.settings:
+			conflict = c.mismatch(rep.Node, rep.Val.Pending, true)
 		default:
 			answered++
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // ErrNotNew is the reason Bootstrap admits nothing: the deployment shows
@@ -91,9 +92,9 @@ func (c *Client) Bootstrap(ctx context.Context) error {
 	used := false
 	for i, s := range states {
 		switch {
-		case s.marker == c.settings:
+		case s.Marker == c.settings:
 			used = true
-		case s.pending != "":
+		case s.Pending != "":
 			used = true
 			unmarked = append(unmarked, i)
 		default:
@@ -137,26 +138,22 @@ func (c *Client) Bootstrap(ctx context.Context) error {
 
 // states reads every node's admission state; every node must answer, and
 // none may carry other settings.
-func (c *Client) states(ctx context.Context) ([]peerState, error) {
+func (c *Client) states(ctx context.Context) ([]script.State, error) {
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (peerState, error) {
-		res, err := stateScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}).Slice()
-		if err != nil {
-			return peerState{}, err
-		}
-		return parseState(res)
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.State, error) {
+		return c.nodes[i].sn.State(ctx)
 	})
-	replies := r.Await(ctx, n, func(quorum.Reply[peerState]) bool { return true })
+	replies := r.Await(ctx, n, func(quorum.Reply[script.State]) bool { return true })
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
-	out := make([]peerState, n)
+	out := make([]script.State, n)
 	var errs []error
 	for _, rep := range replies {
 		switch {
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val.marker != "" && rep.Val.marker != c.settings:
-			errs = append(errs, c.mismatch(rep.Node, rep.Val.marker, false))
+		case rep.Val.Marker != "" && rep.Val.Marker != c.settings:
+			errs = append(errs, c.mismatch(rep.Node, rep.Val.Marker, false))
 		default:
 			out[rep.Node] = rep.Val
 		}
@@ -177,7 +174,7 @@ func (c *Client) inUse(ctx context.Context, nodes []int) error {
 		ok   bool
 		left time.Duration
 	}
-	r := quorum.Start(ctx, len(nodes), func(ctx context.Context, k int) (res, error) {
+	r := quorum.Start(nil, ctx, len(nodes), func(ctx context.Context, k int) (res, error) {
 		ok, left, err := c.admit.step(ctx, nodes[k])
 		if !ok && err == nil {
 			c.admit.kick(nodes[k])
@@ -227,11 +224,11 @@ func (e *slowClaim) Error() string { return fmt.Sprintf("claims took %v", e.took
 func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	start := c.cfg.clock.Now()
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
-		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "claim", c.settings, id,
-			micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds()).Int64()
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
+		return c.nodes[i].sn.Claim(ctx, script.ClaimArgs{Settings: c.settings, ID: id,
+			Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL()})
 	})
-	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
+	replies := r.Await(ctx, n, func(quorum.Reply[script.BootstrapStatus]) bool { return true })
 	took := c.cfg.clock.Now().Sub(start)
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
@@ -241,9 +238,9 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 		switch {
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val == stMismatch:
+		case rep.Val == script.BootstrapMismatch:
 			return c.mismatch(rep.Node, "(admitted meanwhile under other settings)", false)
-		case rep.Val != 1:
+		case rep.Val != script.BootstrapDone:
 			taken = true
 		}
 	}
@@ -266,10 +263,10 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 // id, no older than w on the node's clock.
 func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (int64, error) {
-		return bootstrapScript.Run(ctx, c.nodes[i].sc, []string{markerKey, pendingKey}, "admit", c.settings, id, micros(w)).Int64()
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
+		return c.nodes[i].sn.AdmitClaimed(ctx, script.ClaimedArgs{Settings: c.settings, ID: id, Window: w})
 	})
-	replies := r.Await(ctx, n, func(quorum.Reply[int64]) bool { return true })
+	replies := r.Await(ctx, n, func(quorum.Reply[script.BootstrapStatus]) bool { return true })
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
 	var admitted int
@@ -278,10 +275,10 @@ func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) e
 		switch {
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val == 1 || rep.Val == 2:
+		case rep.Val == script.BootstrapDone || rep.Val == script.BootstrapAlready:
 			admitted++
 			c.admit.saw(rep.Node)
-		case rep.Val == stMismatch:
+		case rep.Val == script.BootstrapMismatch:
 			errs = append(errs, c.mismatch(rep.Node, "(admitted meanwhile under other settings)", false))
 		default:
 			errs = append(errs, c.nodeErr(rep.Node, errors.New("not admitted: it lost its data (or its claim grew too old) since Bootstrap claimed it; it serves an ordinary quarantine")))

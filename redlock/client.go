@@ -1,14 +1,10 @@
 package redlock
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
-	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Client obtains leases on keys from N independent Redis primaries. It is
@@ -27,29 +24,29 @@ type Client struct {
 	nodes    []*node
 	quorum   int
 	settings string // the deployment settings this client runs with (see deployment.go)
-	// settingsArg is settings boxed for the acquire script ("" without the
-	// restart quarantine: the script then skips the admission check).
-	settingsArg any
+	// acqSettings is what the acquire script compares with the node's
+	// marker: settings, or "" without the restart quarantine (the script
+	// then skips the admission check).
+	acqSettings string
 	// handoffs: this Client's Lock calls take keys handed over inside a
-	// release (see newWaiter, handedLease).
+	// release (see waiterID, handedLease).
 	handoffs bool
-	// lineMs is how long (ms) a Lock call stays in a key's line on a node
+	// line is how long a Lock call stays in a key's line on a node
 	// without trying again: past it the node forgets the call, so a caller
 	// that gave up or died stops being woken first.
-	lineMs any
-	set    settings
-	admit  *admission
-	ident  *identity
-	wake   *waker
-	renew  *renewer
-	inst   *instruments
-	gates  gates
+	line  time.Duration
+	set   settings
+	admit *admission
+	ident *identity
+	wake  *waker
+	renew *renewer
+	inst  *instruments
+	gates gates
 
 	roundNs atomic.Int64 // a moving average of acquire rounds, for handoffWindow
 
-	// The last ttl and reservation length sent, boxed: callers mostly use
-	// one ttl, and boxing an int64 for every call is an allocation each.
-	ttlBox, windowBox atomic.Pointer[boxedMs]
+	// boxes keeps the script arguments most calls share boxed.
+	boxes script.Boxes
 
 	mu      sync.Mutex
 	closed  bool
@@ -64,32 +61,6 @@ type Client struct {
 	pool *quorum.Pool
 }
 
-type node struct {
-	idx  int
-	name string // the address the caller configured, for errors and logs only
-	sc   redis.Scripter
-	uc   redis.UniversalClient // nil for test doubles: no Pub/Sub, no INFO
-	// direct: scripts go to uc with prebuilt arguments (see Client.run);
-	// false when sc is not uc itself (a wrapper or test double).
-	direct bool
-	batch  *batcher // with direct: sends the script calls, batching them under load
-
-	// missed is set when a call to the node ran out of time and cleared by
-	// its next answer. An acquisition that can only succeed if a node that
-	// missed its last deadline answers in time gives up without waiting.
-	missed atomic.Bool
-}
-
-// observe records the outcome of one call to node i for missed.
-func (c *Client) observe(i int, err error) {
-	switch {
-	case err == nil:
-		c.nodes[i].missed.Store(false)
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		c.nodes[i].missed.Store(true)
-	}
-}
-
 // sawRound folds an acquire round's duration into the moving average.
 func (c *Client) sawRound(d time.Duration) {
 	old := c.roundNs.Load()
@@ -99,23 +70,6 @@ func (c *Client) sawRound(d time.Duration) {
 	c.roundNs.Store((7*old + int64(d)) / 8)
 }
 
-// boxedMs is a millisecond count and the same value boxed for a script
-// argument.
-type boxedMs struct {
-	ms  int64
-	box any
-}
-
-// boxMs returns ms boxed, reusing the box in cache when it holds ms.
-func boxMs(cache *atomic.Pointer[boxedMs], ms int64) any {
-	if b := cache.Load(); b != nil && b.ms == ms {
-		return b.box
-	}
-	b := &boxedMs{ms: ms, box: ms}
-	cache.Store(b)
-	return b.box
-}
-
 // handoffWindow is how long a release reserves the key for the waiters it
 // names: about ten acquire rounds, at least 20 ms, at most half the ttl.
 // Long enough for a woken waiter to take the key, short enough that a
@@ -123,14 +77,6 @@ func boxMs(cache *atomic.Pointer[boxedMs], ms int64) any {
 func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
 	w := max(10*time.Duration(c.roundNs.Load()), 20*time.Millisecond)
 	return max(min(w, ttl/2), time.Millisecond)
-}
-
-// missedLast reports whether node i missed the deadline of its last call.
-func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // New returns a Client over nodes, which must be independent Redis
@@ -173,7 +119,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d both reach %s", j, i, name)
 		}
 		addrs[name] = i
-		ns[i] = &node{idx: i, name: name, sc: uc, uc: uc, direct: true}
+		ns[i] = &node{idx: i, name: name, uc: uc}
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
@@ -187,49 +133,6 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// errNotPrimary is the reason a node client is refused.
-const errNotPrimary = "Redlock needs independent primaries, one *redis.Client per node"
-
-// checkNodeClient refuses clients that cannot be one independent primary.
-func checkNodeClient(uc redis.UniversalClient) error {
-	if uc == nil {
-		return errors.New("nil client")
-	}
-	if v := reflect.ValueOf(uc); v.Kind() == reflect.Pointer && v.IsNil() {
-		return fmt.Errorf("nil %T", uc)
-	}
-	switch c := uc.(type) {
-	case *redis.ClusterClient:
-		return fmt.Errorf("a cluster client spreads keys over several servers (a lock key and its fence would be in different slots): %s", errNotPrimary)
-	case *redis.Ring:
-		return fmt.Errorf("a ring client spreads keys over several servers: %s", errNotPrimary)
-	case *redis.Client:
-		if c.Options().Addr == "FailoverClient" {
-			return fmt.Errorf("a Sentinel failover client follows a primary with replicas, and a failover loses the locks the old primary granted: %s", errNotPrimary)
-		}
-	}
-	return nil
-}
-
-// addrOf names a node by the address its client dials, for errors and
-// logs. Clients whose address we cannot read are named by their position.
-func addrOf(uc redis.UniversalClient, i int) string {
-	if rc, ok := uc.(*redis.Client); ok {
-		if a := rc.Options().Addr; a != "" {
-			return rc.Options().Network + "://" + normalizeAddr(a)
-		}
-	}
-	return fmt.Sprintf("node-%d", i)
-}
-
-func normalizeAddr(a string) string {
-	a = strings.TrimSpace(a)
-	if rest, ok := strings.CutPrefix(a, "localhost:"); ok {
-		return "127.0.0.1:" + rest
-	}
-	return a
 }
 
 func newClient(ns []*node, opts []Option) (*Client, error) {
@@ -246,9 +149,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
 	}
 	for _, nd := range ns {
-		if nd.direct {
-			nd.batch = newBatcher(nd.uc, cfg.cleanup)
-		}
+		nd.sn = script.NewNode(nd.uc, cfg.cleanup)
 	}
 	inst, err := newInstruments(cfg.meters)
 	if err != nil {
@@ -257,10 +158,9 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
 		inst: inst, closing: make(chan struct{}), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
-	c.lineMs = max(2*cfg.maxTTL, 10*time.Second).Milliseconds()
-	c.settingsArg = ""
+	c.line = max(2*cfg.maxTTL, 10*time.Second)
 	if cfg.quarantine {
-		c.settingsArg = c.settings
+		c.acqSettings = c.settings
 	}
 	c.admit = newAdmission(c)
 	c.ident = newIdentity(len(ns))
@@ -270,94 +170,8 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	// get the reservation instead (a handed key has no fencing commit),
 	// as do calls of a Client without WithKeyHandOff.
 	c.handoffs = !cfg.fencing && cfg.wake && cfg.handOff
-	for _, nd := range c.nodes {
-		if nd.uc == nil {
-			c.handoffs = false
-		}
-	}
 	c.renew = newRenewer(c)
 	return c, nil
-}
-
-// minVersion is the oldest Redis the scripts run on: they write after
-// reading TIME, which needs scripts replicated by their effects, the
-// default from 5.0 on.
-var minVersion = [2]int{5, 0}
-
-// probe checks, on the nodes that answer within the probe timeout, that
-// each is a primary of a Redis the scripts run on, and verifies their
-// identities: two entries that reach the same server are refused with a
-// *DuplicateNodeError.
-func (c *Client) probe() (err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
-	defer cancel()
-	type probed struct{ info, ident string }
-	r := quorum.Start(ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
-		uc := c.nodes[i].uc
-		if uc == nil {
-			return probed{}, errors.New("no info")
-		}
-		info, err := uc.Info(ctx).Result()
-		if err != nil {
-			return probed{}, err
-		}
-		// The server's identity in the same round (see identity.go); a node
-		// that cannot run it is verified later, when it first answers.
-		ident, _ := readIdent(ctx, uc)
-		return probed{info, ident}, nil
-	})
-	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[probed]) bool { return true })
-	r.Cancel()
-	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
-	idents := make([]string, len(c.nodes))
-	defer func() {
-		if err == nil {
-			_, err = c.prove(idents)
-		}
-	}()
-	for _, rep := range replies {
-		if rep.Err != nil {
-			c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", c.nodes[rep.Node].name, "err", rep.Err)
-			continue
-		}
-		idents[rep.Node] = rep.Val.ident
-		nd := c.nodes[rep.Node]
-		if err := checkInfo(rep.Val.info); err != nil {
-			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, err)
-		}
-		if n := infoField(rep.Val.info, "connected_slaves"); n != "" && n != "0" {
-			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
-				"node", rep.Node, "addr", nd.name, "replicas", n)
-		}
-	}
-	return nil
-}
-
-// checkInfo refuses a server that cannot be a Redlock node.
-func checkInfo(info string) error {
-	if mode := infoField(info, "redis_mode"); mode != "" && mode != "standalone" {
-		return fmt.Errorf("runs in %s mode: %s", mode, errNotPrimary)
-	}
-	if role := infoField(info, "role"); role != "" && role != "master" {
-		return fmt.Errorf("is a replica (role %s): %s", role, errNotPrimary)
-	}
-	if v := infoField(info, "redis_version"); v != "" {
-		var major, minor int
-		if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err == nil &&
-			(major < minVersion[0] || major == minVersion[0] && minor < minVersion[1]) {
-			return fmt.Errorf("runs Redis %s; quorumlock's scripts need %d.%d or later (they write after reading TIME)", v, minVersion[0], minVersion[1])
-		}
-	}
-	return nil
-}
-
-func infoField(info, field string) string {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // Close stops the Client's background work (Pub/Sub listeners, cleanup of
@@ -428,8 +242,8 @@ func (c *Client) check(key string, ttl time.Duration) error {
 	switch {
 	case key == "":
 		return errors.New("redlock: empty key")
-	case reserved(key):
-		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, reservedPrefix)
+	case script.Reserved(key):
+		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, script.Prefix)
 	}
 	return c.checkTTL(ttl)
 }
@@ -466,13 +280,6 @@ func newValue() string {
 	var b [20]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func (c *Client) nodeErr(i int, err error) *NodeError {
-	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) {
-		c.inst.nodeError(c.nodes[i].name)
-	}
-	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: err}
 }
 
 // CheckTTL reports whether a Client built with opts would accept ttl for

@@ -111,13 +111,3 @@ func Quarantine(maxTTL time.Duration, factor float64) (time.Duration, error) {
 	}
 	return settings{maxTTL: maxTTL, factor: factor}.quarantine(), nil
 }
-
-// micros converts a duration to the whole microseconds the scripts compare,
-// rounding up so that a quarantine is never shortened.
-func micros(d time.Duration) int64 {
-	us := d / time.Microsecond
-	if d%time.Microsecond != 0 {
-		us++
-	}
-	return int64(us)
-}

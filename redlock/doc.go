@@ -30,7 +30,7 @@
 // forgotten lock.
 //
 // Every key quorumlock writes besides the caller's lock key starts with
-// "quorumlock:" (fences, admission markers, quarantines, tombstones of
+// the prefix quorumlock: (fences, admission markers, quarantines, tombstones of
 // given-up attempts, the line of Lock calls per key), and keys that start
 // with it are refused. Waiters are woken through Pub/Sub: a release that
 // names the first Lock call in the key's line (and, WithKeyHandOff, hands

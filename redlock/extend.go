@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Extend renews the lease for ttl, measured from the start of the extend
@@ -64,29 +65,24 @@ type extendResult struct {
 // did; they are bounded by the node timeout of the shortest ttl.
 func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Duration) extendResult {
 	n := len(c.nodes)
-	keys := make([]any, len(ls))
-	args := make([]any, 0, 2*len(ls))
+	args := make([]script.ExtendArgs, len(ls))
 	shortest := ttls[0]
 	for i, l := range ls {
-		keys[i] = l.key
-		args = append(args, l.value, ttls[i].Milliseconds())
+		args[i] = script.ExtendArgs{Key: l.key, Value: l.value, TTL: ttls[i]}
 		shortest = min(shortest, ttls[i])
 	}
-	p := prepare(extendScript, keys, args...)
+	p := script.NewExtend(args)
 	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
-	round := quorum.StartOn(c.pool, rctx, n, func(ctx context.Context, i int) ([]int64, error) {
-		v, err := c.run(ctx, i, p).Int64Slice()
+	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
+		v, err := p.Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
-		if err == nil && len(v) != len(ls) {
-			err = fmt.Errorf("extend script returned %d results for %d keys", len(v), len(ls))
-		}
 		return v, err
 	})
 	undecided := len(ls)
 	decided := make([]bool, len(ls))
 	replied := 0
-	each := func(quorum.Reply[[]int64]) bool { return true }
+	each := func(quorum.Reply[script.ExtendReply]) bool { return true }
 	for undecided > 0 && replied < n {
 		got := round.Await(ctx, 1, each)
 		if len(got) == 0 {
@@ -99,9 +95,9 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 			switch {
 			case r.Err != nil:
 				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
-			case r.Val[k] == 1 && c.verified(r.Node):
+			case r.Val.Renewed(k) && c.verified(r.Node):
 				e.yes++
-			case r.Val[k] == 1:
+			case r.Val.Renewed(k):
 				e.errs = append(e.errs, c.nodeErr(r.Node, errUnverified))
 			default:
 				e.gone++

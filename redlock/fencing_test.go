@@ -396,7 +396,7 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 		return out
 	}
 	for i, keys := range persistent() {
-		require.ElementsMatch(t, deploymentKeys, keys, "node %d: keys without an expiry", i)
+		require.ElementsMatch(t, persistentKeys(), keys, "node %d: keys without an expiry", i)
 	}
 	// Everything else goes within the longest life a key gets: a fence's.
 	deadline := time.Now().Add(fenceKeepOf(fenced, maxTTL) + 3*time.Second)
@@ -406,7 +406,7 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 			keys, err := raw.Keys(ctx, "*").Result()
 			require.NoError(t, err)
 			for _, k := range keys {
-				if !slices.Contains(deploymentKeys, k) {
+				if !slices.Contains(persistentKeys(), k) {
 					extra = append(extra, fmt.Sprintf("node %d: %s", i, k))
 				}
 			}

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/quorum"
 )
 
@@ -23,7 +21,7 @@ import (
 // vote").
 //
 // A proof is one round of the ident script on every entry: each server
-// keeps a random id (identKey) that every name of it reads alike, so two
+// keeps a random id (script.IdentKey) that every name of it reads alike, so two
 // entries that answer the same round with the same id are one server, and
 // the client is refused for good (*DuplicateNodeError). An entry that
 // answers with an id no other entry read is verified, but only if every
@@ -82,8 +80,8 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	n := len(c.nodes)
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (string, error) {
-		return readIdent(ctx, c.nodes[i].sc)
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (string, error) {
+		return c.nodes[i].sn.Ident(ctx, newValue())
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[string]) bool { return true })
 	r.Cancel()
@@ -95,12 +93,6 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 		}
 	}
 	return c.proveLocked(ids)
-}
-
-// readIdent reads (and on first use writes) the identity of the server sc
-// reaches.
-func readIdent(ctx context.Context, sc redis.Scripter) (string, error) {
-	return identScript.Run(ctx, sc, []string{identKey}, newValue()).Text()
 }
 
 // prove is verify for identities read elsewhere (New's probe reads them

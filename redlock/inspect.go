@@ -3,15 +3,13 @@ package redlock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Verdict is Inspect's reading of a key across the nodes.
@@ -93,12 +91,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	if key == "" || reserved(key) {
+	if key == "" || script.Reserved(key) {
 		return nil, fmt.Errorf("redlock: Inspect: key %q is empty or in quorumlock's namespace", key)
 	}
 	n := len(c.nodes)
 	ks := &KeyState{Key: key, Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeState, n)}
-	r := quorum.Start(ctx, n, func(ctx context.Context, i int) (NodeState, error) {
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeState, error) {
 		return c.inspectNode(ctx, i, key), nil
 	})
 	for _, rep := range r.Await(ctx, n, func(quorum.Reply[NodeState]) bool { return true }) {
@@ -118,66 +116,51 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	nd := c.nodes[i]
 	ns := NodeState{Node: i, Addr: nd.name, Admission: AdmissionUnknown}
-	keys := []string{markerKey, pendingKey, key, fenceKey(key)}
 	start := time.Now()
-	var res []any
-	var err error
-	if nd.uc != nil {
-		pipe := nd.uc.Pipeline()
-		st := stateScript.Eval(ctx, pipe, keys)
-		info := pipe.Info(ctx, "server")
-		role := pipe.Info(ctx, "replication")
-		_, _ = pipe.Exec(ctx)
-		res, err = st.Slice()
-		if s, ierr := info.Result(); ierr == nil {
-			ns.Server.Version = infoField(s, "redis_version")
-			ns.Server.RunID = infoField(s, "run_id")
-			up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
-			ns.Server.Uptime = time.Duration(up) * time.Second
-		}
-		if s, rerr := role.Result(); rerr == nil {
-			ns.Server.Role = infoField(s, "role")
-		}
-	} else {
-		res, err = stateScript.Run(ctx, nd.sc, keys).Slice()
+	pipe := nd.uc.Pipeline()
+	state := script.QueueState(ctx, pipe, key)
+	info := pipe.Info(ctx, "server")
+	role := pipe.Info(ctx, "replication")
+	_, _ = pipe.Exec(ctx)
+	if s, ierr := info.Result(); ierr == nil {
+		ns.Server.Version = infoField(s, "redis_version")
+		ns.Server.RunID = infoField(s, "run_id")
+		up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
+		ns.Server.Uptime = time.Duration(up) * time.Second
+	}
+	if s, rerr := role.Result(); rerr == nil {
+		ns.Server.Role = infoField(s, "role")
 	}
 	ns.Latency = time.Since(start)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		ns.Err = err
-		return ns
-	}
-	st, err := parseState(res)
+	st, err := state()
 	if err != nil {
 		ns.Err = err
 		return ns
 	}
 	switch {
-	case st.marker == c.settings:
-		ns.Admission, ns.Settings = AdmissionAdmitted, st.marker
-	case st.marker != "":
-		ns.Admission, ns.Settings = AdmissionMismatch, st.marker
-	case st.pending != "" && st.pending != c.settings:
-		ns.Admission, ns.Settings = AdmissionMismatch, st.pending
-	case st.pending != "":
-		ns.Admission, ns.Settings = AdmissionQuarantined, st.pending
-		stamp, _ := strconv.ParseInt(st.stamp, 10, 64)
-		q, _ := strconv.ParseInt(st.quar, 10, 64)
-		now, _ := strconv.ParseInt(st.nowUs, 10, 64)
-		ns.QuarantineLeft = time.Duration(q-(now-stamp)) * time.Microsecond
+	case st.Marker == c.settings:
+		ns.Admission, ns.Settings = AdmissionAdmitted, st.Marker
+	case st.Marker != "":
+		ns.Admission, ns.Settings = AdmissionMismatch, st.Marker
+	case st.Pending != "" && st.Pending != c.settings:
+		ns.Admission, ns.Settings = AdmissionMismatch, st.Pending
+	case st.Pending != "":
+		ns.Admission, ns.Settings = AdmissionQuarantined, st.Pending
+		ns.QuarantineLeft = st.Quarantine.Left()
 	default:
 		ns.Admission = AdmissionUnadmitted
 	}
-	if st.value != "" && st.pttl != -2 {
-		ns.Value = st.value
-		ns.TTL = time.Duration(st.pttl) * time.Millisecond
-		if st.pttl == -1 {
+	if st.Value != "" && st.PTTL != -2 {
+		ns.Value = st.Value
+		ns.TTL = time.Duration(st.PTTL) * time.Millisecond
+		if st.PTTL == -1 {
 			ns.TTL = -1
 		}
 	}
-	if st.fence != "" {
-		f, perr := strconv.ParseUint(st.fence, 10, 64)
+	if st.Fence != "" {
+		f, perr := strconv.ParseUint(st.Fence, 10, 64)
 		if perr != nil {
-			ns.Err = fmt.Errorf("fence value %q is not a number", st.fence)
+			ns.Err = fmt.Errorf("fence value %q is not a number", st.Fence)
 		}
 		ns.Fence = f
 	}

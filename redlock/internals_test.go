@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Every look inside the package that the behaviour tests need, in one
@@ -17,29 +20,11 @@ import (
 // this file follows and the tests do not. (The unit tests of the waker,
 // the batcher and the verdict rules test those types themselves.)
 
-// scriptsBySHA names every script by its SHA1, as a node sees the call.
-var scriptsBySHA = map[string]string{
-	acquireScript.Hash(): "acquire", releaseScript.Hash(): "release", extendScript.Hash(): "extend",
-	commitScript.Hash(): "commit", pendingScript.Hash(): "pending", admitScript.Hash(): "admit",
-	bootstrapScript.Hash(): "bootstrap", stateScript.Hash(): "state", identScript.Hash(): "ident",
-}
-
-var scriptsByName = map[string]*redis.Script{
-	"acquire": acquireScript, "release": releaseScript, "extend": extendScript,
-	"commit": commitScript, "pending": pendingScript, "admit": admitScript,
-	"bootstrap": bootstrapScript, "state": stateScript, "ident": identScript,
-}
-
 // scriptName is the name of the script with sha, "?" for none of ours.
-func scriptName(sha string) string {
-	if n, ok := scriptsBySHA[sha]; ok {
-		return n
-	}
-	return "?"
-}
+func scriptName(sha string) string { return script.NameOf(sha) }
 
 // scriptNamed is the script called name.
-func scriptNamed(name string) *redis.Script { return scriptsByName[name] }
+func scriptNamed(name string) *redis.Script { return script.ByName(name) }
 
 // loadScript puts the script called name in rc's script cache, so that
 // the next call of it is one EVALSHA.
@@ -50,21 +35,21 @@ func loadScript(t *testing.T, rc *redis.Client, name string) {
 
 // The keys and channels quorumlock keeps on a node.
 const (
-	keyMarker  = markerKey  // the deployment's settings, once the node may vote
-	keyPending = pendingKey // a quarantine in progress
+	keyMarker  = script.MarkerKey  // the deployment's settings, once the node may vote
+	keyPending = script.PendingKey // a quarantine in progress
 )
 
-func keyFence(key string) string     { return fenceKey(key) }
-func keyLine(key string) string      { return queueKey(key) }
-func keyNamed(key string) string     { return namedKey(key) }
-func chanReleased(key string) string { return releaseChannel(key) }
+func keyFence(key string) string     { return script.FenceKey(key) }
+func keyLine(key string) string      { return script.QueueKey(key) }
+func keyNamed(key string) string     { return script.NamedKey(key) }
+func chanReleased(key string) string { return script.ReleaseChannel(key) }
 
 // chanWake is the channel on which releases tell c that they named one of
 // its waiters.
-func chanWake(c *Client) string { return wakePrefix + c.wake.id }
+func chanWake(c *Client) string { return script.WakeChannel(c.wake.id) }
 
 // chanWakeID is chanWake for a Client known by its id only.
-func chanWakeID(id string) string { return wakePrefix + id }
+func chanWakeID(id string) string { return script.WakeChannel(id) }
 
 // clientIDOf is the id of the Client that made waiter id.
 func clientIDOf(id string) string {
@@ -77,7 +62,7 @@ func clientIDOf(id string) string {
 }
 
 // persistentKeys are the keys a node keeps without an expiry.
-func persistentKeys() []string { return deploymentKeys }
+func persistentKeys() []string { return script.DeploymentKeys }
 
 // settingsString is the settings string of a deployment of n nodes.
 func settingsString(n int, maxTTL time.Duration, factor float64) string {
@@ -111,7 +96,7 @@ func verifiedOn(c *Client, i int) bool { return c.verified(i) }
 
 // setLineLifetime sets how long c's Lock calls stay in a key's line on a
 // node without trying again (New floors it at 10 s). Before any call.
-func setLineLifetime(c *Client, d time.Duration) { c.lineMs = d.Milliseconds() }
+func setLineLifetime(c *Client, d time.Duration) { c.line = d }
 
 // setRoundTime makes c's acquire rounds look as if they took d, which
 // sets the length of the reservations its releases make.
@@ -137,8 +122,8 @@ func settled(t *testing.T, c *Client, d time.Duration) {
 // admission does.
 func startQuarantine(t *testing.T, rc *redis.Client, c *Client) {
 	t.Helper()
-	_, err := pendingScript.Run(context.Background(), rc, []string{markerKey, pendingKey},
-		newValue(), c.settings, micros(c.set.quarantine()), c.set.pendingTTL().Milliseconds(), "1").Slice()
+	_, err := script.NewNode(rc, time.Second).Pending(context.Background(), script.PendingArgs{ID: newValue(),
+		Settings: c.settings, Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL(), Replace: true})
 	require.NoError(t, err)
 }
 
@@ -146,7 +131,7 @@ func startQuarantine(t *testing.T, rc *redis.Client, c *Client) {
 // with settings sett would have started it, stamped at time 0.
 func putPending(t *testing.T, rc *redis.Client, sett string) {
 	t.Helper()
-	require.NoError(t, rc.HSet(context.Background(), pendingKey, "id", "x", "stamp", "0", "settings", sett, "quarantine", "1").Err())
+	require.NoError(t, rc.HSet(context.Background(), script.PendingKey, "id", "x", "stamp", "0", "settings", sett, "quarantine", "1").Err())
 }
 
 // subscriptionLive reports whether c's subscription to key's release
@@ -198,3 +183,9 @@ func wakeNotice(id, key string) string { return id + "|" + key }
 
 // bootstrapWindowOf is how long c's Bootstrap may take to claim every node.
 func bootstrapWindowOf(c *Client) time.Duration { return c.set.bootstrapWindow() }
+
+// isNoScript reports whether err is a node's NOSCRIPT answer to an
+// EVALSHA, which the Client sends again as EVAL.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

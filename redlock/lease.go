@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Lease is a held lock. Its holder may act as the owner of Key until
@@ -19,7 +20,7 @@ type Lease struct {
 	key   string
 	value string
 	token uint64
-	rel   *prepared // the release of our value (with its tombstone ttl: the acquisition's)
+	rel   *script.Release // the release of our value (with its tombstone ttl: the acquisition's)
 
 	mu       sync.Mutex
 	ttl      time.Duration // the longest ttl the lease was granted or extended with
@@ -80,7 +81,7 @@ func (c *Client) newLease(a *attempt) *Lease {
 	}
 	// The holder leaves the key's line on every node when it releases
 	// (granting nodes already dropped it): no place to go back to.
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: a.release(""), ttl: a.ttl,
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: a.release(false), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
 	l.mu.Lock()
 	l.armLocked()
@@ -195,7 +196,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	round := quorum.StartOwnedOn(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		return c.releaseOn(ctx, i, l.rel)
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))

@@ -1,14 +1,11 @@
 package redlock
 
 import (
-	"context"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // waker wakes Lock's waiters when a holder releases, so a hand-off costs
@@ -32,7 +29,7 @@ type waker struct {
 	idle    int           // keys subscribed with no waiter, kept for a while
 	closed  bool
 	// id is this Client's part of its waiters' ids: a release sends the
-	// notice that names them to wakePrefix+id only, so the Clients it does
+	// notice that names them to script.WakeChannel(id) only, so the Clients it does
 	// not name (and every other waiter of the key) are not woken to read
 	// it (see release.lua).
 	id string
@@ -57,20 +54,6 @@ const (
 	maxIdle  = 1024            // keys kept subscribed with no waiter, at most
 	maxEarly = 64              // a key's hand-off records for ids not registered, at most
 )
-
-// subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
-// of its own, so their order matches the order of waiter changes.
-type subscriber struct {
-	ps  *redis.PubSub
-	ops chan subOp
-	own bool // subscribed to the Client's own notice channel (run's goroutine only)
-}
-
-type subOp struct {
-	sub     bool
-	channel string
-	kw      *keyWaiters // with sub: counts the confirmation
-}
 
 // Positions a wake-up carries: first in the key's line, second (only
 // releases by older clients name two), or anyone (a release that named
@@ -105,7 +88,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 	if kw == nil {
 		kw = &keyWaiters{set: map[string]chan int{}, ready: make(chan struct{})}
 		w.waiters[key] = kw
-		w.sendLocked(subOp{sub: true, channel: releaseChannel(key), kw: kw})
+		w.sendLocked(subOp{sub: true, channel: script.ReleaseChannel(key), kw: kw})
 	}
 	if kw.linger != nil {
 		kw.linger.Stop()
@@ -141,7 +124,7 @@ func (w *waker) register(key, id string, since time.Time) (ch chan int, unregist
 			return
 		}
 		delete(w.waiters, key)
-		w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+		w.sendLocked(subOp{sub: false, channel: script.ReleaseChannel(key)})
 	}, live
 }
 
@@ -155,7 +138,7 @@ func (w *waker) forget(key string, kw *keyWaiters) {
 	kw.linger = nil
 	w.idle--
 	delete(w.waiters, key)
-	w.sendLocked(subOp{sub: false, channel: releaseChannel(key)})
+	w.sendLocked(subOp{sub: false, channel: script.ReleaseChannel(key)})
 }
 
 // position is where a release notice that named names puts waiter id:
@@ -166,7 +149,7 @@ func position(names, id string) (pos int, ok bool) {
 		return wakeAnyone, true
 	}
 	pos = wakeFirst
-	for name := range strings.SplitSeq(names, " ") {
+	for name := range script.Named(names) {
 		if name == id {
 			return pos, true
 		}
@@ -209,7 +192,7 @@ func (w *waker) notify(key, names string) {
 		return
 	}
 	pos := wakeFirst
-	for name := range strings.SplitSeq(names, " ") {
+	for name := range script.Named(names) {
 		if ch, ok := set[name]; ok {
 			send(ch, pos)
 		}
@@ -227,93 +210,6 @@ func (w *waker) attempting(ch chan int) {
 	select {
 	case <-ch:
 	default:
-	}
-}
-
-func (w *waker) sendLocked(op subOp) {
-	if !w.c.cfg.wake {
-		return
-	}
-	for i, nd := range w.c.nodes {
-		if nd.uc == nil {
-			continue
-		}
-		s := w.subs[i]
-		if s == nil {
-			s = &subscriber{ps: nd.uc.Subscribe(context.Background()), ops: make(chan subOp, 1024)}
-			w.subs[i] = s
-			w.c.spawn(func() { w.run(i, s) })
-		}
-		select {
-		case s.ops <- op:
-		default:
-			// The node is too slow to keep up; its waiters fall back to polling.
-		}
-	}
-}
-
-func (w *waker) run(node int, s *subscriber) {
-	var listening sync.WaitGroup
-	defer listening.Wait()
-	started := false
-	subscribe := func(ch string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
-		defer cancel()
-		return s.ps.Subscribe(ctx, ch)
-	}
-	for op := range s.ops {
-		var err error
-		if op.sub {
-			// The Client's own channel first: a key's subscription counts
-			// as confirmed on a node only with it, since the notices that
-			// name this Client's waiters come that way.
-			if !s.own {
-				if err = subscribe(wakePrefix + w.id); err == nil {
-					s.own = true
-				}
-			}
-			if err == nil {
-				err = subscribe(op.channel)
-			}
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.cleanup)
-			err = s.ps.Unsubscribe(ctx, op.channel)
-			cancel()
-		}
-		if err != nil {
-			w.c.cfg.logger.Debug("redlock: release subscription failed", "channel", op.channel, "err", err)
-			continue
-		}
-		if op.sub {
-			w.confirmed(op.kw)
-		}
-		if !started && op.sub {
-			started = true
-			msgs := s.ps.Channel()
-			listening.Go(func() {
-				for m := range msgs {
-					w.deliver(node, m.Channel, m.Payload)
-				}
-			})
-		}
-	}
-}
-
-// deliver hands one Pub/Sub message to notify: on a key's channel the
-// payload is the names; on this Client's own channel it is 'names|key'.
-func (w *waker) deliver(node int, channel, payload string) {
-	if key, ok := strings.CutPrefix(channel, channelPrefix); ok {
-		w.notify(key, payload)
-		return
-	}
-	if rest, ok := strings.CutPrefix(payload, "!"); ok {
-		if name, key, ok := strings.Cut(rest, "|"); ok {
-			w.handedBy(node, key, name)
-		}
-		return
-	}
-	if names, key, ok := strings.Cut(payload, "|"); ok {
-		w.notify(key, names)
 	}
 }
 
@@ -348,92 +244,6 @@ func (w *waker) confirmed(kw *keyWaiters) {
 		kw.liveSince = time.Now()
 		close(kw.ready)
 	}
-}
-
-// handedBy records that node handed key to waiter id (release.lua sets
-// the key to the id there) and tells the waiter: wakeHanded once a
-// majority of nodes did, else wakePart. For an id that is not registered
-// (its first attempt has not returned yet, or it has stopped waiting) the
-// hand-off is only recorded, at most maxEarly ids per key: register tells
-// the waiter. An id is never registered again once unregistered (a
-// give-back retires it), so a late notice for a retired id counts for
-// nothing.
-func (w *waker) handedBy(node int, key, id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw := w.waiters[key]
-	if kw == nil {
-		return
-	}
-	if node < 0 || node >= len(w.c.nodes) {
-		return
-	}
-	if kw.handed == nil {
-		kw.handed = map[string][]bool{}
-	}
-	ch, ok := kw.set[id]
-	if !ok && kw.handed[id] == nil && len(kw.handed) >= maxEarly {
-		// Hand-offs to ids that never registered (their call won or
-		// gave up before it waited): forget them rather than grow.
-		for id := range kw.handed {
-			if _, ok := kw.set[id]; !ok {
-				delete(kw.handed, id)
-			}
-		}
-	}
-	by := kw.handed[id]
-	if by == nil {
-		by = make([]bool, len(w.c.nodes))
-		kw.handed[id] = by
-	}
-	by[node] = true
-	if !ok {
-		// Not waiting yet: its first attempt has put it in line and not
-		// returned. register tells it.
-		return
-	}
-	w.tellHanded(kw, id, ch)
-}
-
-// tellHanded tells waiter id how far the hand-offs it got have come:
-// wakeHanded once a majority of nodes handed it the key, else wakePart.
-// The newest notice replaces one still unread.
-func (w *waker) tellHanded(kw *keyWaiters, id string, ch chan int) {
-	n := 0
-	for _, b := range kw.handed[id] {
-		if b {
-			n++
-		}
-	}
-	pos := wakePart
-	if n >= quorum.Majority(len(w.c.nodes)) {
-		pos = wakeHanded
-	}
-	// The newest notice replaces one still unread.
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- pos
-}
-
-// handedTo counts the nodes that handed key to waiter id: those whose
-// notice arrived while it was registered, and those marked in also (its
-// attempts' replies).
-func (w *waker) handedTo(key, id string, also []bool) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var by []bool
-	if kw := w.waiters[key]; kw != nil {
-		by = kw.handed[id]
-	}
-	n := 0
-	for i, b := range also {
-		if (b || (i < len(by) && by[i])) && w.c.verified(i) {
-			n++
-		}
-	}
-	return n
 }
 
 // subscribed returns a channel that is closed once a majority of nodes

@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quorumlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "smaller samples and shorter windows: about one minute instead of four to five")
-	jsonPath := fs.String("json", "", "write the results as JSON (API.md) to `FILE`")
+	jsonPath := fs.String("json", "", "write the results as JSON (docs/performance.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
 	scen := fs.String("scenarios", "", "comma-separated subset of: "+strings.Join(suite.All, ","))

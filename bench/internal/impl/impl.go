@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Names used in the report and the JSON (API.md).
+// Names used in the report and the JSON (docs/performance.md).
 const (
 	Quorumlock = "quorumlock"
 	Redsync    = "redsync"

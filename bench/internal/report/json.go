@@ -22,8 +22,8 @@ type Meta struct {
 	LoadAfter    []float64 `json:"load_after,omitempty"`
 }
 
-// Doc is the JSON document `quorumlock-bench --json` writes (API.md: an
-// object with a results array).
+// Doc is the JSON document `quorumlock-bench --json` writes (docs/performance.md:
+// an object with meta, a results array and targets).
 type Doc struct {
 	Meta    Meta           `json:"meta"`
 	Results []suite.Result `json:"results"`

@@ -1,5 +1,5 @@
 // Package report turns the suite's results into the ratio table, the
-// checks of issue 6's targets, the JSON of API.md and a plot.
+// checks of the performance targets, the JSON and a plot.
 package report
 
 import (

@@ -12,7 +12,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// Added scenario names, beyond API.md's list.
+// More scenario names.
 const (
 	TwoDownHealthy    = "two-down-healthy"      // the same clients just before the freeze
 	ThreeDownLockCtx  = "three-down-lock-ctx"   // Lock bounded by its ctx

@@ -1,7 +1,7 @@
 package suite
 
 // Result is one row of the report and of the JSON's results array
-// (API.md): latencies in microseconds. Fields that do not apply to a row
+// (docs/performance.md): latencies in microseconds. Fields that do not apply to a row
 // are omitted from the JSON.
 type Result struct {
 	Scenario    string   `json:"scenario"`
@@ -13,7 +13,7 @@ type Result struct {
 	WaiterP99us *float64 `json:"waiter_p99_us,omitempty"`
 	WaiterShare *float64 `json:"waiter_share,omitempty"`
 
-	// Beyond API.md's minimum.
+	// Beyond the fields every row has.
 	Variant      string   `json:"variant,omitempty"` // e.g. "TryLock", "Lock, ctx 2s"
 	Samples      int      `json:"samples"`
 	Errors       int      `json:"errors"`

@@ -17,7 +17,7 @@ import (
 	"github.com/quorumlock/quorumlock/internal/servers"
 )
 
-// Scenario names (API.md).
+// Scenario names, as the report and the JSON carry them (docs/performance.md).
 const (
 	Uncontended       = "uncontended"
 	UncontendedFenced = "uncontended-fenced"

@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// The script contract: every case runs against a real redis-server running
-// the Lua, so that a change to a script that breaks its contract fails
-// here, whatever the behaviour tests happen to exercise.
+// The script contract: every case runs against a real redis-server
+// running the Lua, so that a change to a script that breaks its contract
+// fails here.
 
 // contractNode is one node under test.
 type contractNode interface {
@@ -105,7 +105,7 @@ func (n realContract) nowUs(t *testing.T) int64 {
 type contractCase struct {
 	name string
 	// published, when not nil, is what the script must publish on
-	// releaseChannel(ctKey).
+	// ReleaseChannel(ctKey).
 	published []string
 
 	setup  func(t *testing.T, n contractNode)
@@ -117,14 +117,14 @@ type contractCase struct {
 
 // Fixtures shared by the cases.
 var (
-	ctSettings = settings{nodes: 5, maxTTL: time.Second, factor: 0.01}.String()
-	ctOther    = settings{nodes: 5, maxTTL: 200 * time.Millisecond, factor: 0.01}.String()
+	ctSettings = "v1 nodes=5 maxttl=1000ms drift=0.01"
+	ctOther    = "v1 nodes=5 maxttl=200ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, fenceKey(ctKey), markerKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey), seenKey(ctKey)}
-	ctRelKeys  = []string{ctKey, tombKey(ctValue), queueKey(ctKey), namedKey(ctKey), seenKey(ctKey)}
+	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
+	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
 	ctLineMs   = int64(10_000)
-	ctAdmKeys  = []string{markerKey, pendingKey}
+	ctAdmKeys  = []string{MarkerKey, PendingKey}
 	ctQuarUs   = int64(500_000)
 )
 
@@ -137,13 +137,13 @@ func placed(args ...any) func(*testing.T, contractNode) []any {
 	return func(t *testing.T, n contractNode) []any { return append(slices.Clone(args), n.nowUs(t)) }
 }
 
-func admitted(t *testing.T, n contractNode) { n.put(t, markerKey, ctSettings, 0) }
+func admitted(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctSettings, 0) }
 
 // pendingAged writes a pending mark stamped age ago on the node's clock.
 func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNode) {
 	return func(t *testing.T, n contractNode) {
 		stamp := n.nowUs(t) - age.Microseconds()
-		n.putHash(t, pendingKey, map[string]string{"id": id, "stamp": strconv.FormatInt(stamp, 10),
+		n.putHash(t, PendingKey, map[string]string{"id": id, "stamp": strconv.FormatInt(stamp, 10),
 			"settings": sett, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, time.Minute)
 	}
 }
@@ -168,7 +168,7 @@ func slice(t *testing.T, res any, err error) []any {
 func requireInLine(t *testing.T, n contractNode, in bool, ws ...string) {
 	t.Helper()
 	for _, w := range ws {
-		_, got := n.zscore(t, queueKey(ctKey), w)
+		_, got := n.zscore(t, QueueKey(ctKey), w)
 		require.Equal(t, in, got, "%s in line", w)
 	}
 }
@@ -178,7 +178,7 @@ func requireInLine(t *testing.T, n contractNode, in bool, ws ...string) {
 func requireSeen(t *testing.T, n contractNode, now bool, ws ...string) {
 	t.Helper()
 	for _, w := range ws {
-		at, got := n.zscore(t, seenKey(ctKey), w)
+		at, got := n.zscore(t, SeenKey(ctKey), w)
 		require.Equal(t, now, got, "%s has a last sight", w)
 		if now {
 			require.InDelta(t, n.nowUs(t), at, 1e6, "%s's last sight", w)
@@ -189,8 +189,8 @@ func requireSeen(t *testing.T, n contractNode, now bool, ws ...string) {
 // waiting puts w in the key's line at place, last seen at seen (both us
 // on the node's clock).
 func waiting(t *testing.T, n contractNode, w string, place, seen int64) {
-	n.zadd(t, queueKey(ctKey), w, place)
-	n.zadd(t, seenKey(ctKey), w, seen)
+	n.zadd(t, QueueKey(ctKey), w, place)
+	n.zadd(t, SeenKey(ctKey), w, seen)
 }
 
 func requireKey(t *testing.T, n contractNode, key, want string) {
@@ -237,14 +237,14 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/node admitted under other settings refuses and names them", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) },
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-2), int64(0), ctOther}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/tombstone of our value refuses", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, tombKey(ctValue), "1", time.Second) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Second) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-3), int64(0)}, slice(t, res, err))
@@ -257,7 +257,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, ctValue)
 		}},
 	{name: "acquire/fencing reads the fence and the server clock", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, fenceKey(ctKey), "12345678901234567", 0) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, FenceKey(ctKey), "12345678901234567", 0) },
 		args:  placed(ctValue, 5000, ctSettings, "1", "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -281,12 +281,12 @@ var contractCases = []contractCase{
 		args:  placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
-			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in, "the waiter is not in line")
-			requireTTLNear(t, n, queueKey(ctKey), 10*time.Second)
+			requireTTLNear(t, n, QueueKey(ctKey), 10*time.Second)
 		}},
 	{name: "acquire/a free key with others in line but no reservation is taken (only a release holds it back)", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -295,20 +295,20 @@ var contractCases = []contractCase{
 	{name: "acquire/a waiter already in line takes a free key and leaves the line", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
-			n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)-10)
-			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t))
+			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
+			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 		},
 		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
-			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.False(t, in, "the winner is still in line")
-			_, in = n.zscore(t, queueKey(ctKey), "w0")
+			_, in = n.zscore(t, QueueKey(ctKey), "w0")
 			require.True(t, in)
 		}},
 	{name: "acquire/a TryLock takes a free key past the line", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -316,7 +316,7 @@ var contractCases = []contractCase{
 	{name: "acquire/a stale waiter keeps no newcomer out", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
-			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
 		},
 		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -327,8 +327,8 @@ var contractCases = []contractCase{
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
-			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
-			n.zadd(t, queueKey(ctKey), "w0", n.nowUs(t)-10)
+			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
 		},
 		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -352,10 +352,10 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			requireInLine(t, n, true, "old", "w1")
-			place, _ := n.zscore(t, queueKey(ctKey), "old")
+			place, _ := n.zscore(t, QueueKey(ctKey), "old")
 			require.InDelta(t, n.nowUs(t)-2*ctLineMs*1000, place, 1e6, "the old call's place")
 			requireSeen(t, n, true, "w1")
-			requireTTLNear(t, n, seenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+			requireTTLNear(t, n, SeenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "acquire/joining drops a waiter not seen for the line's lifetime, whenever its call began", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
@@ -383,7 +383,7 @@ var contractCases = []contractCase{
 		args: fixed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs, int64(777)),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
-			place, in := n.zscore(t, queueKey(ctKey), "w1")
+			place, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 			require.Equal(t, int64(777), place)
 			requireSeen(t, n, true, "w1")
@@ -410,17 +410,17 @@ var contractCases = []contractCase{
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
-			n.zadd(t, queueKey(ctKey), "me", now-30)
-			n.zadd(t, queueKey(ctKey), "w2", now-10)
-			n.zadd(t, queueKey(ctKey), "w1", now-20)
-			n.zadd(t, queueKey(ctKey), "w3", now)
+			n.zadd(t, QueueKey(ctKey), "me", now-30)
+			n.zadd(t, QueueKey(ctKey), "w2", now-10)
+			n.zadd(t, QueueKey(ctKey), "w1", now-20)
+			n.zadd(t, QueueKey(ctKey), "w3", now)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, namedKey(ctKey), "w1")
-			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
+			requireKey(t, n, NamedKey(ctKey), "w1")
+			requireTTLNear(t, n, NamedKey(ctKey), 3*time.Second)
 			// the named leaves the line: a waiter that is gone would be
 			// named again and again
 			requireInLine(t, n, false, "me", "w1")
@@ -431,28 +431,28 @@ var contractCases = []contractCase{
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
-			n.zadd(t, queueKey(ctKey), "stale1", now-2*ctLineMs*1000)
-			n.zadd(t, queueKey(ctKey), "stale2", now-2*ctLineMs*1000+1)
-			n.zadd(t, queueKey(ctKey), "w1", now)
+			n.zadd(t, QueueKey(ctKey), "stale1", now-2*ctLineMs*1000)
+			n.zadd(t, QueueKey(ctKey), "stale2", now-2*ctLineMs*1000+1)
+			n.zadd(t, QueueKey(ctKey), "w1", now)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, namedKey(ctKey), "w1")
+			requireKey(t, n, NamedKey(ctKey), "w1")
 			requireInLine(t, n, false, "stale1", "stale2")
 		}},
 	{name: "release/a line of stale waiters names nobody", script: releaseScript, keys: ctRelKeys,
 		published: []string{""},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
+			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireNoKey(t, n, namedKey(ctKey))
+			requireNoKey(t, n, NamedKey(ctKey))
 		}},
 	{name: "release/names the call that has waited longest when it was seen lately", script: releaseScript, keys: ctRelKeys,
 		published: []string{"old"},
@@ -462,11 +462,11 @@ var contractCases = []contractCase{
 			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
 			waiting(t, n, "w1", now-10, now-1000)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, namedKey(ctKey), "old")
+			requireKey(t, n, NamedKey(ctKey), "old")
 			requireInLine(t, n, false, "old")
 			requireSeen(t, n, false, "old")
 			requireInLine(t, n, true, "w1")
@@ -479,11 +479,11 @@ var contractCases = []contractCase{
 			waiting(t, n, "gone", now-20, now-ctLineMs*1000-1000)
 			waiting(t, n, "w1", now-10, now-1000)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, namedKey(ctKey), "w1")
+			requireKey(t, n, NamedKey(ctKey), "w1")
 			requireInLine(t, n, false, "gone", "w1")
 			requireSeen(t, n, false, "gone", "w1")
 		}},
@@ -495,7 +495,7 @@ var contractCases = []contractCase{
 			waiting(t, n, "me", now-20, now)
 			waiting(t, n, "w1", now-10, now)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -510,16 +510,16 @@ var contractCases = []contractCase{
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				now := n.nowUs(t)
-				n.zadd(t, queueKey(ctKey), "c1.a", now-30)
-				n.zadd(t, queueKey(ctKey), "c1.b", now-20)
-				n.zadd(t, queueKey(ctKey), "c2.x", now)
+				n.zadd(t, QueueKey(ctKey), "c1.a", now-30)
+				n.zadd(t, QueueKey(ctKey), "c1.b", now-20)
+				n.zadd(t, QueueKey(ctKey), "c2.x", now)
 				heard1, heard2 = n.listen(t, wakePrefix+"c1"), n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
-				requireKey(t, n, namedKey(ctKey), "c1.a")
+				requireKey(t, n, NamedKey(ctKey), "c1.a")
 				require.Equal(t, []string{"c1.a|" + ctKey}, heard1(), "the named waiter's Client")
 				require.Empty(t, heard2(), "a Client nobody named")
 			}}
@@ -531,11 +531,11 @@ var contractCases = []contractCase{
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				now := n.nowUs(t)
-				n.zadd(t, queueKey(ctKey), "w1", now-30)
-				n.zadd(t, queueKey(ctKey), "c1.a", now-20)
+				n.zadd(t, QueueKey(ctKey), "w1", now-30)
+				n.zadd(t, QueueKey(ctKey), "c1.a", now-20)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Empty(t, heard(), "a Client nobody named")
@@ -550,18 +550,18 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, 3*time.Second) // the first run's expiry: the lease counts from before it
 		}},
 	{name: "acquire/a reservation lets only the named waiters in", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, namedKey(ctKey), "w1 w2", 3*time.Second) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "w3", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(-4), s[0])
 			require.InDelta(t, 3000, s[1], 200, "the reservation's pttl")
 			requireNoKey(t, n, ctKey)
-			_, in := n.zscore(t, queueKey(ctKey), "w3")
+			_, in := n.zscore(t, QueueKey(ctKey), "w3")
 			require.True(t, in, "a refused Lock joins the line")
 		}},
 	{name: "acquire/a reservation keeps a TryLock out too", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, namedKey(ctKey), "w1", 3*time.Second) },
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1", 3*time.Second) },
 		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(-4), slice(t, res, err)[0])
@@ -570,15 +570,15 @@ var contractCases = []contractCase{
 	{name: "acquire/a named waiter takes the key and ends the reservation", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
-			n.put(t, namedKey(ctKey), "w1 w2", 3*time.Second)
-			n.zadd(t, queueKey(ctKey), "w2", 5)
+			n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second)
+			n.zadd(t, QueueKey(ctKey), "w2", 5)
 		},
 		args: fixed(ctValue, 5000, ctSettings, "0", "w2", ctLineMs, int64(5)),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
-			requireNoKey(t, n, namedKey(ctKey))
-			_, in := n.zscore(t, queueKey(ctKey), "w2")
+			requireNoKey(t, n, NamedKey(ctKey))
+			_, in := n.zscore(t, QueueKey(ctKey), "w2")
 			require.False(t, in)
 		}},
 	{name: "acquire/a waiter's place is the one it gives, the same on every node", script: acquireScript, keys: ctAcqKeys,
@@ -588,7 +588,7 @@ var contractCases = []contractCase{
 		},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
-			score, in := n.zscore(t, queueKey(ctKey), "w1")
+			score, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 			require.InDelta(t, n.nowUs(t)-777, score, 500_000)
 		}},
@@ -597,11 +597,11 @@ var contractCases = []contractCase{
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
-			n.zadd(t, queueKey(ctKey), "w1", now-20_000)
-			n.zadd(t, queueKey(ctKey), "w2", now-10_000)
+			n.zadd(t, QueueKey(ctKey), "w1", now-20_000)
+			n.zadd(t, QueueKey(ctKey), "w2", now-10_000)
 		},
 		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
+			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
 		},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -610,10 +610,10 @@ var contractCases = []contractCase{
 			// Back in its place, it is first: named, and so out of the
 			// line again; w1 and w2 keep their places. It is not told
 			// (nothing published): it has just lost this attempt.
-			requireKey(t, n, namedKey(ctKey), "me")
+			requireKey(t, n, NamedKey(ctKey), "me")
 			requireInLine(t, n, false, "me")
 			requireInLine(t, n, true, "w1", "w2")
-			requireTTLNear(t, n, queueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+			requireTTLNear(t, n, QueueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	func() contractCase {
 		var heard func() []string
@@ -621,16 +621,16 @@ var contractCases = []contractCase{
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
-				n.zadd(t, queueKey(ctKey), "c2.w1", n.nowUs(t))
+				n.zadd(t, QueueKey(ctKey), "c2.w1", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c1")
 			},
 			args: func(t *testing.T, n contractNode) []any {
-				return []any{ctValue, releaseChannel(ctKey), 5000, "c1.me", 3000, n.nowUs(t) - 1_000_000, ctLineMs, wakePrefix}
+				return []any{ctValue, ReleaseChannel(ctKey), 5000, "c1.me", 3000, n.nowUs(t) - 1_000_000, ctLineMs, wakePrefix}
 			},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
-				requireKey(t, n, namedKey(ctKey), "c1.me")
+				requireKey(t, n, NamedKey(ctKey), "c1.me")
 				require.Empty(t, heard(), "the cleaning call's Client")
 			}}
 	}(),
@@ -638,15 +638,15 @@ var contractCases = []contractCase{
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t)-2_000_000)
+			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t)-2_000_000)
 		},
 		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
+			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
 		},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, namedKey(ctKey), "w1")
+			requireKey(t, n, NamedKey(ctKey), "w1")
 			requireInLine(t, n, true, "me")
 			requireInLine(t, n, false, "w1")
 		}},
@@ -662,13 +662,13 @@ var contractCases = []contractCase{
 			waiting(t, n, "w1", now-10, now)
 		},
 		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - (ctLineMs+1000)*1000, ctLineMs}
+			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - (ctLineMs+1000)*1000, ctLineMs}
 		},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
-			requireKey(t, n, namedKey(ctKey), "me")
+			requireKey(t, n, NamedKey(ctKey), "me")
 			requireInLine(t, n, false, "me")
 			requireInLine(t, n, true, "w1")
 		}},
@@ -680,59 +680,59 @@ var contractCases = []contractCase{
 			waiting(t, n, "w1", now-2*ctLineMs*1000-1, now)
 		},
 		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, releaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 2*ctLineMs*1000, ctLineMs}
+			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 2*ctLineMs*1000, ctLineMs}
 		},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
-			requireKey(t, n, namedKey(ctKey), "w1")
+			requireKey(t, n, NamedKey(ctKey), "w1")
 			requireInLine(t, n, true, "me")
 			requireSeen(t, n, true, "me")
-			requireTTLNear(t, n, seenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
+			requireTTLNear(t, n, SeenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
-			n.put(t, namedKey(ctKey), "w1 me w2", 3*time.Second)
-			n.zadd(t, queueKey(ctKey), "me", 5)
+			n.put(t, NamedKey(ctKey), "w1 me w2", 3*time.Second)
+			n.zadd(t, QueueKey(ctKey), "me", 5)
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, ctKey, "theirs")
-			requireKey(t, n, namedKey(ctKey), "w1 w2")
-			requireTTLNear(t, n, namedKey(ctKey), 3*time.Second)
-			_, in := n.zscore(t, queueKey(ctKey), "me")
+			requireKey(t, n, NamedKey(ctKey), "w1 w2")
+			requireTTLNear(t, n, NamedKey(ctKey), 3*time.Second)
+			_, in := n.zscore(t, QueueKey(ctKey), "me")
 			require.False(t, in)
 		}},
 	{name: "release/a reservation for the leaving call alone ends, quietly with nobody in line", script: releaseScript, keys: ctRelKeys,
 		published: []string{},
-		setup:     func(t *testing.T, n contractNode) { n.put(t, namedKey(ctKey), "me", 3*time.Second) },
-		args:      fixed(ctValue, releaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		setup:     func(t *testing.T, n contractNode) { n.put(t, NamedKey(ctKey), "me", 3*time.Second) },
+		args:      fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
-			requireNoKey(t, n, namedKey(ctKey))
+			requireNoKey(t, n, NamedKey(ctKey))
 		}},
 	func() contractCase {
 		var heard func() []string
 		return contractCase{name: "release/a named call that gives up passes the free key to the next in line", script: releaseScript, keys: ctRelKeys,
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
-				n.put(t, namedKey(ctKey), "c1.me", 3*time.Second)
-				n.zadd(t, queueKey(ctKey), "c2.w1", n.nowUs(t)-10)
-				n.zadd(t, queueKey(ctKey), "c2.w2", n.nowUs(t))
+				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c2.w1", n.nowUs(t)-10)
+				n.zadd(t, QueueKey(ctKey), "c2.w2", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(0), res)
 				requireNoKey(t, n, ctKey)
-				requireKey(t, n, namedKey(ctKey), "c2.w1")
-				requireTTLNear(t, n, namedKey(ctKey), 2*time.Second)
+				requireKey(t, n, NamedKey(ctKey), "c2.w1")
+				requireTTLNear(t, n, NamedKey(ctKey), 2*time.Second)
 				require.Equal(t, []string{"c2.w1|" + ctKey}, heard())
-				_, in := n.zscore(t, queueKey(ctKey), "c2.w2")
+				_, in := n.zscore(t, QueueKey(ctKey), "c2.w2")
 				require.True(t, in)
 			}}
 	}(),
@@ -740,49 +740,49 @@ var contractCases = []contractCase{
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
-			n.put(t, namedKey(ctKey), "me", 3*time.Second)
-			n.zadd(t, queueKey(ctKey), "w1", n.nowUs(t))
+			n.put(t, NamedKey(ctKey), "me", 3*time.Second)
+			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 0, "me", 2000, "", ctLineMs, wakePrefix),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 2000, "", ctLineMs, wakePrefix),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireKey(t, n, ctKey, "theirs")
-			requireNoKey(t, n, namedKey(ctKey))
-			_, in := n.zscore(t, queueKey(ctKey), "w1")
+			requireNoKey(t, n, NamedKey(ctKey))
+			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 		}},
 	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys, published: []string{""},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  fixed(ctValue, releaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		args:  fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
-			requireNoKey(t, n, tombKey(ctValue))
+			requireNoKey(t, n, TombKey(ctValue))
 		}},
 	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys, published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
-		args:  fixed(ctValue, releaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
+		args:  fixed(ctValue, ReleaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, ctKey, "theirs")
-			requireKey(t, n, tombKey(ctValue), "1")
-			requireTTLNear(t, n, tombKey(ctValue), 3*time.Second)
+			requireKey(t, n, TombKey(ctValue), "1")
+			requireTTLNear(t, n, TombKey(ctValue), 3*time.Second)
 		}},
 	{name: "release/a missing key leaves a tombstone", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, releaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireKey(t, n, tombKey(ctValue), "1")
+			requireKey(t, n, TombKey(ctValue), "1")
 		}},
 	{name: "release/tombstone ttl 0 leaves none", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, releaseChannel(ctKey), 0, "", 50, "", ctLineMs),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, tombKey(ctValue))
+			requireNoKey(t, n, TombKey(ctValue))
 		}},
 
 	// extend.lua
@@ -831,89 +831,89 @@ var contractCases = []contractCase{
 		}},
 
 	// commit.lua
-	{name: "commit/raises a missing fence", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/raises a missing fence", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
 		args:  fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, fenceKey(ctKey), "42")
-			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
+			requireKey(t, n, FenceKey(ctKey), "42")
+			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.put(t, fenceKey(ctKey), "9", 0)
+			n.put(t, FenceKey(ctKey), "9", 0)
 		},
 		args: fixed(ctValue, "10", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, fenceKey(ctKey), "10")
+			requireKey(t, n, FenceKey(ctKey), "10")
 		}},
-	{name: "commit/never lowers the fence", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/never lowers the fence", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.put(t, fenceKey(ctKey), "9007199254740993", 0)
+			n.put(t, FenceKey(ctKey), "9007199254740993", 0)
 		},
 		args: fixed(ctValue, "9007199254740992", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, fenceKey(ctKey), "9007199254740993")
+			requireKey(t, n, FenceKey(ctKey), "9007199254740993")
 		}},
-	{name: "commit/refuses when the key is not ours", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/refuses when the key is not ours", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
-			n.put(t, fenceKey(ctKey), "5", 0)
+			n.put(t, FenceKey(ctKey), "5", 0)
 		},
 		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireKey(t, n, fenceKey(ctKey), "5")
+			requireKey(t, n, FenceKey(ctKey), "5")
 		}},
-	{name: "commit/never shortens a fence's life", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/never shortens a fence's life", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.put(t, fenceKey(ctKey), "9", 20*time.Second)
+			n.put(t, FenceKey(ctKey), "9", 20*time.Second)
 		},
 		args: fixed(ctValue, "10", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, fenceKey(ctKey), "10")
-			requireTTLNear(t, n, fenceKey(ctKey), 20*time.Second)
+			requireKey(t, n, FenceKey(ctKey), "10")
+			requireTTLNear(t, n, FenceKey(ctKey), 20*time.Second)
 		}},
-	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.put(t, fenceKey(ctKey), "99", time.Second)
+			n.put(t, FenceKey(ctKey), "99", time.Second)
 		},
 		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, fenceKey(ctKey), "99")
-			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
+			requireKey(t, n, FenceKey(ctKey), "99")
+			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.put(t, fenceKey(ctKey), "99", 0)
+			n.put(t, FenceKey(ctKey), "99", 0)
 		},
 		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
-			requireKey(t, n, fenceKey(ctKey), "99")
-			requireTTLNear(t, n, fenceKey(ctKey), 7*time.Second)
+			requireKey(t, n, FenceKey(ctKey), "99")
+			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/refuses when the key is gone", script: commitScript, keys: []string{ctKey, fenceKey(ctKey)},
+	{name: "commit/refuses when the key is gone", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
 		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, fenceKey(ctKey))
+			requireNoKey(t, n, FenceKey(ctKey))
 		}},
 
 	// pending.lua
@@ -921,7 +921,7 @@ var contractCases = []contractCase{
 		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), ctSettings}, slice(t, res, err))
-			require.Empty(t, n.readHash(t, pendingKey))
+			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "pending/starts a quarantine stamped with the node's clock", script: pendingScript, keys: ctAdmKeys,
 		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
@@ -933,8 +933,8 @@ var contractCases = []contractCase{
 			require.Equal(t, s[2], s[5], "a new mark is stamped now")
 			stamp, _ := strconv.ParseInt(s[2].(string), 10, 64)
 			require.InDelta(t, n.nowUs(t), stamp, 1e6)
-			require.Equal(t, map[string]string{"id": "id1", "stamp": s[2].(string), "settings": ctSettings, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, n.readHash(t, pendingKey))
-			requireTTLNear(t, n, pendingKey, time.Minute)
+			require.Equal(t, map[string]string{"id": "id1", "stamp": s[2].(string), "settings": ctSettings, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, n.readHash(t, PendingKey))
+			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
 	{name: "pending/keeps a quarantine in progress", script: pendingScript, keys: ctAdmKeys,
 		setup: pendingAged("id0", ctOther, time.Second),
@@ -971,35 +971,35 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, markerKey, ctSettings)
-			require.Empty(t, n.readHash(t, pendingKey))
+			requireKey(t, n, MarkerKey, ctSettings)
+			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "admit/a young mark does not", script: admitScript, keys: ctAdmKeys,
 		setup: pendingAged("id1", ctSettings, 100*time.Millisecond), args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "admit/another mark than the one the caller saw does not", script: admitScript, keys: ctAdmKeys,
 		setup: pendingAged("id2", ctSettings, time.Second), args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "admit/no mark does not", script: admitScript, keys: ctAdmKeys, args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "admit/a mark started with other settings does not", script: admitScript, keys: ctAdmKeys,
 		setup: pendingAged("id1", ctOther, time.Second), args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "admit/an admitted node says so", script: admitScript, keys: ctAdmKeys, setup: admitted, args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -1007,11 +1007,11 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 		}},
 	{name: "admit/a node admitted under other settings says so", script: admitScript, keys: ctAdmKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) }, args: fixed("id1", ctSettings),
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) }, args: fixed("id1", ctSettings),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), res)
-			requireKey(t, n, markerKey, ctOther)
+			requireKey(t, n, MarkerKey, ctOther)
 		}},
 
 	// bootstrap.lua
@@ -1020,27 +1020,27 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireNoKey(t, n, markerKey)
-			p := n.readHash(t, pendingKey)
+			requireNoKey(t, n, MarkerKey)
+			p := n.readHash(t, PendingKey)
 			require.Equal(t, "boot1", p["id"])
 			require.Equal(t, ctSettings, p["settings"])
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
-			requireTTLNear(t, n, pendingKey, time.Minute)
+			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
 	{name: "bootstrap/claim: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
 		args: fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), res)
-			require.Empty(t, n.readHash(t, pendingKey))
+			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "bootstrap/claim: other settings are refused", script: bootstrapScript, keys: ctAdmKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, markerKey, ctOther, 0) },
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
 		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), res)
-			requireKey(t, n, markerKey, ctOther)
+			requireKey(t, n, MarkerKey, ctOther)
 		}},
 	{name: "bootstrap/claim: a quarantine in progress is refused and kept", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("id1", ctSettings, 0),
@@ -1048,7 +1048,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
-			require.Equal(t, "id1", n.readHash(t, pendingKey)["id"])
+			require.Equal(t, "id1", n.readHash(t, PendingKey)["id"])
 		}},
 	{name: "bootstrap/claim: its own claim is stamped anew", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("boot1", ctSettings, 10*time.Second),
@@ -1056,7 +1056,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			require.InDelta(t, n.nowUs(t), atoiT(t, n.readHash(t, pendingKey)["stamp"]), 1e6)
+			require.InDelta(t, n.nowUs(t), atoiT(t, n.readHash(t, PendingKey)["stamp"]), 1e6)
 		}},
 	{name: "bootstrap/admit: a node that carries its young claim is admitted", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("boot1", ctSettings, 0),
@@ -1064,15 +1064,15 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
-			requireKey(t, n, markerKey, ctSettings)
-			require.Empty(t, n.readHash(t, pendingKey))
+			requireKey(t, n, MarkerKey, ctSettings)
+			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "bootstrap/admit: a node that lost its claim (it lost its data) is not admitted", script: bootstrapScript, keys: ctAdmKeys,
 		args: fixed("admit", ctSettings, "boot1", 5_000_000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "bootstrap/admit: someone else's pending mark is not a claim", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("id1", ctSettings, 0),
@@ -1080,7 +1080,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "bootstrap/admit: a claim with other settings is not admitted", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("boot1", ctOther, 0),
@@ -1088,7 +1088,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "bootstrap/admit: a claim older than the window is not admitted", script: bootstrapScript, keys: ctAdmKeys,
 		setup: pendingAged("boot1", ctSettings, 6*time.Second),
@@ -1096,7 +1096,7 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
-			requireNoKey(t, n, markerKey)
+			requireNoKey(t, n, MarkerKey)
 		}},
 	{name: "bootstrap/admit: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
 		args: fixed("admit", ctSettings, "boot1", 5_000_000),
@@ -1106,15 +1106,15 @@ var contractCases = []contractCase{
 		}},
 
 	// ident.lua
-	{name: "ident/a server's first call writes its id", script: identScript, keys: []string{identKey}, args: fixed("id1"),
+	{name: "ident/a server's first call writes its id", script: identScript, keys: []string{IdentKey}, args: fixed("id1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, "id1", res)
-			requireKey(t, n, identKey, "id1")
-			require.Equal(t, time.Duration(-1), n.ttlOf(t, identKey), "a server's identity is a deployment-wide key: no expiry")
+			requireKey(t, n, IdentKey, "id1")
+			require.Equal(t, time.Duration(-1), n.ttlOf(t, IdentKey), "a server's identity is a deployment-wide key: no expiry")
 		}},
-	{name: "ident/every later call reads the same id", script: identScript, keys: []string{identKey},
-		setup: func(t *testing.T, n contractNode) { n.put(t, identKey, "id1", 0) }, args: fixed("id2"),
+	{name: "ident/every later call reads the same id", script: identScript, keys: []string{IdentKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, IdentKey, "id1", 0) }, args: fixed("id2"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, "id1", res)
@@ -1128,12 +1128,12 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{"", "", "", ""}, s[:4])
 		}},
 	{name: "state/marker, quarantine and a held key", script: stateScript,
-		keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)},
+		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, markerKey, ctOther, 0)
+			n.put(t, MarkerKey, ctOther, 0)
 			pendingAged("id1", ctSettings, time.Second)(t, n)
 			n.put(t, ctKey, "theirs", 4*time.Second)
-			n.put(t, fenceKey(ctKey), "77", 0)
+			n.put(t, FenceKey(ctKey), "77", 0)
 		},
 		args: fixed(),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -1155,17 +1155,17 @@ var contractCases = []contractCase{
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				now := n.nowUs(t)
-				n.zadd(t, queueKey(ctKey), "c1.a+4000", now-30)
-				n.zadd(t, queueKey(ctKey), "c1.b+4000", now-20)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", now-30)
+				n.zadd(t, QueueKey(ctKey), "c1.b+4000", now-20)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
 				requireKey(t, n, ctKey, "c1.a+4000")
 				requireTTLNear(t, n, ctKey, 4*time.Second)
-				requireNoKey(t, n, namedKey(ctKey)) // nothing to reserve: the key is taken
+				requireNoKey(t, n, NamedKey(ctKey)) // nothing to reserve: the key is taken
 				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.a+4000")
 				requireInLine(t, n, true, "c1.b+4000")
@@ -1175,9 +1175,9 @@ var contractCases = []contractCase{
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "c1.a+4000", n.nowUs(t))
+			n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t))
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -1190,16 +1190,16 @@ var contractCases = []contractCase{
 		return contractCase{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs", script: releaseScript, keys: ctRelKeys,
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
-				n.put(t, namedKey(ctKey), "c1.me", 3*time.Second)
-				n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				requireKey(t, n, ctKey, "c2.w1+3000")
 				requireTTLNear(t, n, ctKey, 3*time.Second)
-				requireNoKey(t, n, namedKey(ctKey))
+				requireNoKey(t, n, NamedKey(ctKey))
 				require.Equal(t, []string{"!c2.w1+3000|" + ctKey}, heard())
 			}}
 	}(),
@@ -1209,10 +1209,10 @@ var contractCases = []contractCase{
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, "c1.me+5000", 5*time.Second)
-				n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.me+5000", 2000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me+5000", 2000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1224,9 +1224,9 @@ var contractCases = []contractCase{
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "c1.me+5000", 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "c2.w1+3000", n.nowUs(t))
+			n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "c1.me+5000", 2000, int64(1), ctLineMs, wakePrefix),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "c1.me+5000", 2000, int64(1), ctLineMs, wakePrefix),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -1238,13 +1238,13 @@ var contractCases = []contractCase{
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "c1.a", n.nowUs(t))
+			n.zadd(t, QueueKey(ctKey), "c1.a", n.nowUs(t))
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, ctKey)
-			requireKey(t, n, namedKey(ctKey), "c1.a")
+			requireKey(t, n, NamedKey(ctKey), "c1.a")
 		}},
 	{name: "acquire/a key handed to this Lock call stays as it is, and the call is told", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) {
@@ -1301,11 +1301,11 @@ var contractCases = []contractCase{
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
-				n.zadd(t, queueKey(ctKey), "c2.w~300+3000", n.nowUs(t))
+				n.zadd(t, QueueKey(ctKey), "c2.w~300+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c1")
 			},
 			args: func(t *testing.T, n contractNode) []any {
-				return []any{ctValue, releaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", n.nowUs(t) - 1_000_000}
+				return []any{ctValue, ReleaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", n.nowUs(t) - 1_000_000}
 			},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
@@ -1326,7 +1326,7 @@ var contractCases = []contractCase{
 				waiting(t, n, "c2.w~50+3000", 50, n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", int64(100)),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", int64(100)),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1344,11 +1344,11 @@ var contractCases = []contractCase{
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				now := n.nowUs(t)
-				n.zadd(t, queueKey(ctKey), "gone.a~1+4000", now-30)
-				n.zadd(t, queueKey(ctKey), "c2.b~2+4000", now-20)
+				n.zadd(t, QueueKey(ctKey), "gone.a~1+4000", now-30)
+				n.zadd(t, QueueKey(ctKey), "c2.b~2+4000", now-20)
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				requireKey(t, n, ctKey, "c2.b~2+4000")
@@ -1360,15 +1360,15 @@ var contractCases = []contractCase{
 		published: []string{""},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, queueKey(ctKey), "gone.a~1+4000", n.nowUs(t))
+			n.zadd(t, QueueKey(ctKey), "gone.a~1+4000", n.nowUs(t))
 		},
-		args: fixed(ctValue, releaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, ctKey)
-			requireNoKey(t, n, namedKey(ctKey))
+			requireNoKey(t, n, NamedKey(ctKey))
 		}},
-	{name: "state/a free key", script: stateScript, keys: []string{markerKey, pendingKey, ctKey, fenceKey(ctKey)}, args: fixed(),
+	{name: "state/a free key", script: stateScript, keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)}, args: fixed(),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 8)
@@ -1376,7 +1376,7 @@ var contractCases = []contractCase{
 		}},
 }
 
-// TestScriptContractRedis runs the same contract against redis-server.
+// TestScriptContractRedis runs the contract against redis-server.
 func TestScriptContractRedis(t *testing.T) {
 	rc := testenv.Redis(t).Client(t)
 	for _, tc := range contractCases {
@@ -1393,7 +1393,7 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	}
 	var heard func() []string
 	if tc.published != nil {
-		heard = n.listen(t, releaseChannel(ctKey))
+		heard = n.listen(t, ReleaseChannel(ctKey))
 	}
 	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, tc.args(t, n)...).Result()
 	tc.check(t, n, res, err)
@@ -1411,9 +1411,9 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 func TestScriptContractCoversEveryScript(t *testing.T) {
 	covered := map[string]bool{}
 	for _, tc := range contractCases {
-		covered[scriptsBySHA[tc.script.Hash()]] = true
+		covered[names[tc.script.Hash()]] = true
 	}
-	for _, name := range scriptsBySHA {
+	for _, name := range names {
 		require.True(t, covered[name], "script %s has no contract case", name)
 	}
 }

@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package redlock
+package script
 
 import (
 	"context"
@@ -155,8 +155,7 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 // freeze, since a new connection's handshake is never bounded by the ctx.
 func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, *batcher) {
 	t.Helper()
-	cl := newCluster(t, 1)
-	n := cl.nodes[0]
+	n := testenv.Redis(t)
 	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	var wg sync.WaitGroup
@@ -168,6 +167,7 @@ func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, 
 		})
 	}
 	wg.Wait()
-	cl.freeze(t, 0)
+	require.NoError(t, n.Pause())
+	t.Cleanup(func() { _ = n.Resume() }) // a second SIGCONT is harmless
 	return n, rc, newBatcher(rc, time.Second)
 }

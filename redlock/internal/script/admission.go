@@ -1,0 +1,111 @@
+package script
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"strconv"
+	"time"
+)
+
+var (
+	//go:embed pending.lua
+	pendingSrc string
+	//go:embed admit.lua
+	admitSrc string
+
+	pendingScript = newScript("pending", pendingSrc)
+	admitScript   = newScript("admit", admitSrc)
+)
+
+// Quarantine is a pending mark's timing, in µs on the node's clock.
+type Quarantine struct {
+	Stamp  int64 // when the quarantine started
+	Length int64 // how long it lasts
+	Now    int64 // when the node answered
+}
+
+// Left is how much of the quarantine was left when the node answered; 0
+// or less: it is over.
+func (q Quarantine) Left() time.Duration {
+	return time.Duration(q.Length-(q.Now-q.Stamp)) * time.Microsecond
+}
+
+// PendingArgs starts (or reads) a node's quarantine (pending.lua).
+type PendingArgs struct {
+	ID         string        // a fresh random id for a new pending mark
+	Settings   string        // the client's settings
+	Quarantine time.Duration // how long the quarantine lasts (rounded up to µs)
+	TTL        time.Duration // how long the mark lives, whole ms
+	// Replace replaces a mark started with other settings: the caller
+	// has seen peers admitted with its own.
+	Replace bool
+}
+
+// PendingReply is a node's admission state after the pending script.
+type PendingReply struct {
+	Marker string // the node's admission marker; "" when it has none
+	// Without a marker: the node's pending mark.
+	ID         string
+	Settings   string
+	Quarantine Quarantine
+}
+
+// Pending runs the pending script on n.
+func (n *Node) Pending(ctx context.Context, a PendingArgs) (PendingReply, error) {
+	replace := "0"
+	if a.Replace {
+		replace = "1"
+	}
+	res, err := pendingScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey},
+		a.ID, a.Settings, micros(a.Quarantine), a.TTL.Milliseconds(), replace).Slice()
+	if err != nil {
+		return PendingReply{}, err
+	}
+	return parsePending(res)
+}
+
+func parsePending(res []any) (p PendingReply, err error) {
+	if len(res) < 2 {
+		return p, malformed("pending script returned %d values", len(res))
+	}
+	if st, _ := res[0].(int64); st == 1 {
+		p.Marker, _ = res[1].(string)
+		return p, nil
+	}
+	if len(res) != 6 {
+		return p, malformed("pending script returned %d values", len(res))
+	}
+	p.ID, p.Settings = text(res[1]), text(res[3])
+	var e1, e2, e3 error
+	p.Quarantine.Stamp, e1 = strconv.ParseInt(text(res[2]), 10, 64)
+	p.Quarantine.Length, e2 = strconv.ParseInt(text(res[4]), 10, 64)
+	p.Quarantine.Now, e3 = strconv.ParseInt(text(res[5]), 10, 64)
+	if err := errors.Join(e1, e2, e3); err != nil {
+		return PendingReply{}, malformed("pending mark %v is malformed: %w", res, err)
+	}
+	return p, nil
+}
+
+func text(v any) string { s, _ := v.(string); return s }
+
+// AdmitArgs admits a node whose quarantine is over (admit.lua).
+type AdmitArgs struct {
+	ID       string // the pending mark's id, as the pending script read it
+	Settings string
+}
+
+// AdmitStatus is the admit script's answer.
+type AdmitStatus int64
+
+const (
+	Admitted    AdmitStatus = 1  // admitted, now or before, with these settings
+	NotAdmitted AdmitStatus = 0  // the mark is gone, is another one, or is too young
+	AdmittedAs  AdmitStatus = -2 // admitted under other settings
+)
+
+// Admit runs the admit script on n.
+func (n *Node) Admit(ctx context.Context, a AdmitArgs) (AdmitStatus, error) {
+	v, err := admitScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, a.ID, a.Settings).Int64()
+	return AdmitStatus(v), err
+}

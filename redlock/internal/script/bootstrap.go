@@ -1,0 +1,52 @@
+package script
+
+import (
+	"context"
+	_ "embed"
+	"time"
+)
+
+//go:embed bootstrap.lua
+var bootstrapSrc string
+
+var bootstrapScript = newScript("bootstrap", bootstrapSrc)
+
+// ClaimArgs is Bootstrap's first step on a node (bootstrap.lua, claim):
+// a pending mark of Bootstrap's own.
+type ClaimArgs struct {
+	Settings   string
+	ID         string        // the Bootstrap's id
+	Quarantine time.Duration // the mark's quarantine (rounded up to µs)
+	TTL        time.Duration // how long the mark lives, whole ms
+}
+
+// ClaimedArgs is Bootstrap's second step (bootstrap.lua, admit): admit a
+// node that still carries the claim ID, no older than Window.
+type ClaimedArgs struct {
+	Settings string
+	ID       string
+	Window   time.Duration // rounded up to µs
+}
+
+// BootstrapStatus is the bootstrap script's answer.
+type BootstrapStatus int64
+
+const (
+	BootstrapDone     BootstrapStatus = 1  // claimed, or admitted now
+	BootstrapAlready  BootstrapStatus = 2  // already admitted with these settings
+	BootstrapRefused  BootstrapStatus = -1 // claim: someone else's pending mark; admit: the claim is gone or too old
+	BootstrapMismatch BootstrapStatus = -2 // admitted under other settings
+)
+
+// Claim runs the claim step on n.
+func (n *Node) Claim(ctx context.Context, a ClaimArgs) (BootstrapStatus, error) {
+	v, err := bootstrapScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, "claim", a.Settings, a.ID,
+		micros(a.Quarantine), a.TTL.Milliseconds()).Int64()
+	return BootstrapStatus(v), err
+}
+
+// AdmitClaimed runs the admit step on n.
+func (n *Node) AdmitClaimed(ctx context.Context, a ClaimedArgs) (BootstrapStatus, error) {
+	v, err := bootstrapScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, "admit", a.Settings, a.ID, micros(a.Window)).Int64()
+	return BootstrapStatus(v), err
+}

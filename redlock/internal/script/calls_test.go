@@ -1,0 +1,123 @@
+package script
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// The typed calls send the positional KEYS and ARGV the scripts' headers
+// describe (and the contract cases use).
+func TestCalls_PositionalLayout(t *testing.T) {
+	var b Boxes
+	a := AcquireArgs{Key: "k", Value: "v", TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.w~100+5000", Place: 100, Line: 10 * time.Second}
+	acq := b.Acquire(a)
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 7,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"),
+		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100)}, acq.cmd)
+	a.Fencing = true
+	require.Equal(t, FenceKey("k"), b.Acquire(a).cmd[4])
+	require.Equal(t, "1", b.Acquire(a).cmd[13])
+
+	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k")}
+	// A lease's release: the waiter leaves the line.
+	r := acq.ReleaseArgs()
+	r.Window = 30 * time.Millisecond
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 5}, append(relKeys,
+		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix)...), b.Release(r).cmd)
+	// A failed attempt's cleanup: the waiter goes back to its place.
+	r.Back = true
+	require.Equal(t, int64(100), b.Release(r).cmd[3+5+5])
+	// Leaving the line under a fresh value, no tombstone.
+	leave := ReleaseArgs{Key: "k", Value: "fresh", Waiter: "c1.w~100+5000", Window: 30 * time.Millisecond, Place: 100, Line: 10 * time.Second}
+	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 5, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"),
+		"fresh", ReleaseChannel("k"), int64(0), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix}, b.Release(leave).cmd)
+	// A give-back: the new id takes the place.
+	leave.Next = "c1.x~100+5000"
+	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[16:])
+
+	require.Equal(t, []any{"evalsha", commitScript.Hash(), 2, "k", FenceKey("k"), "v", "18446744073709551615", int64(7000)},
+		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 2, "a", "b", "va", int64(1000), "vb", int64(2000)},
+		NewExtend([]ExtendArgs{{"a", "va", time.Second}, {"b", "vb", 2 * time.Second}}).cmd)
+}
+
+// The typed calls and replies on redis-server: a grant, a waiter that
+// joins the line behind it, the release that hands it the key, and the
+// admission state as the scripts report it.
+func TestCalls_OnRedis(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.Redis(t).Client(t)
+	n := NewNode(rc, time.Second)
+	var b Boxes
+	require.NoError(t, rc.Set(ctx, MarkerKey, ctSettings, 0).Err())
+	key := testenv.Key(t)
+
+	first := b.Acquire(AcquireArgs{Key: key, Value: "v1", TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: 10 * time.Second})
+	r, err := first.Run(ctx, n)
+	require.NoError(t, err)
+	require.Equal(t, Granted, r.Status)
+	require.Positive(t, r.TimeUs)
+
+	w := WaiterID{Client: "c2", Nonce: "n", Place: time.Now().UnixMicro(), TTL: 4 * time.Second}
+	second := b.Acquire(AcquireArgs{Key: key, Value: "v2", TTL: 4 * time.Second, Settings: ctSettings, Waiter: w.String(), Place: w.Place, Line: 10 * time.Second})
+	r, err = second.Run(ctx, n)
+	require.NoError(t, err)
+	require.Equal(t, Held, r.Status)
+	require.InDelta(t, 5000, r.PTTL, 500)
+
+	ps := rc.Subscribe(ctx, WakeChannel("c2"))
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err = ps.Receive(ctx)
+	require.NoError(t, err)
+	rel := first.ReleaseArgs()
+	rel.Window = time.Second
+	ok, err := b.Release(rel).Run(ctx, n)
+	require.NoError(t, err)
+	require.True(t, ok)
+	msg, err := ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	notice, ok := ParseNotice(msg.Channel, msg.Payload)
+	require.True(t, ok)
+	require.Equal(t, Notice{Key: key, Names: w.String(), Handed: true}, notice)
+	r, err = second.Run(ctx, n)
+	require.NoError(t, err)
+	require.Equal(t, HandedHere, r.Status)
+
+	st, err := n.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ctSettings, st.Marker)
+	require.False(t, st.HasKey)
+
+	pipe := rc.Pipeline()
+	read := QueueState(ctx, pipe, key)
+	_, _ = pipe.Exec(ctx)
+	st, err = read()
+	require.NoError(t, err)
+	require.True(t, st.HasKey)
+	require.Equal(t, w.String(), st.Value)
+
+	require.NoError(t, rc.Del(ctx, MarkerKey).Err())
+	p, err := n.Pending(ctx, PendingArgs{ID: "m1", Settings: ctSettings, Quarantine: 2 * time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	require.Empty(t, p.Marker)
+	require.Equal(t, "m1", p.ID)
+	require.InDelta(t, float64(2*time.Second), float64(p.Quarantine.Left()), float64(100*time.Millisecond))
+	st, err = n.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ctSettings, st.Pending)
+	require.InDelta(t, float64(2*time.Second), float64(st.Quarantine.Left()), float64(200*time.Millisecond))
+	adm, err := n.Admit(ctx, AdmitArgs{ID: "m1", Settings: ctSettings})
+	require.NoError(t, err)
+	require.Equal(t, NotAdmitted, adm, "a quarantine two seconds young admitted")
+
+	id, err := n.Ident(ctx, "fresh")
+	require.NoError(t, err)
+	again, err := n.Ident(ctx, "other")
+	require.NoError(t, err)
+	require.Equal(t, id, again)
+}

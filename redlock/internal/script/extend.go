@@ -1,0 +1,55 @@
+package script
+
+import (
+	"context"
+	_ "embed"
+	"time"
+)
+
+//go:embed extend.lua
+var extendSrc string
+
+var extendScript = newScript("extend", extendSrc)
+
+// ExtendArgs is one lease's part of an extend call (extend.lua): Key's
+// expiry becomes at least TTL from now where it holds Value.
+type ExtendArgs struct {
+	Key   string
+	Value string
+	TTL   time.Duration // whole milliseconds
+}
+
+// Extend is a prepared extend call for one or many leases.
+type Extend struct {
+	call
+	n int
+}
+
+// NewExtend prepares one call that extends every lease of ls.
+func NewExtend(ls []ExtendArgs) *Extend {
+	keys := make([]any, len(ls))
+	args := make([]any, 0, 2*len(ls))
+	for i, l := range ls {
+		keys[i] = l.Key
+		args = append(args, l.Value, l.TTL.Milliseconds())
+	}
+	x := &Extend{n: len(ls)}
+	x.init(extendScript, keys, args...)
+	return x
+}
+
+// ExtendReply is a node's answer to an extend call, per lease in order.
+type ExtendReply []int64
+
+// Renewed reports whether the node renewed lease k (or its key already
+// lived long enough); false where the key no longer holds its value.
+func (r ExtendReply) Renewed(k int) bool { return r[k] == 1 }
+
+// Run sends the call to n.
+func (x *Extend) Run(ctx context.Context, n *Node) (ExtendReply, error) {
+	v, err := n.do(ctx, &x.call).Int64Slice()
+	if err == nil && len(v) != x.n {
+		err = malformed("extend script returned %d results for %d keys", len(v), x.n)
+	}
+	return v, err
+}

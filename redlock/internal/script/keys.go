@@ -1,0 +1,55 @@
+package script
+
+import "strings"
+
+// Key layout. The lock itself lives under the caller's key exactly as
+// given, so that quorumlock, redsync and node-redlock locks on the same
+// key exclude each other during a migration. Everything else quorumlock
+// keeps on a node lives under Prefix, which no caller's key may start
+// with (redlock refuses it), so a caller's key can never be one of ours.
+const (
+	Prefix     = "quorumlock:"
+	MarkerKey  = Prefix + "admitted" // per node: the deployment's settings, once the node may vote
+	PendingKey = Prefix + "pending"  // per node: a quarantine in progress
+	IdentKey   = Prefix + "node"     // per server: its random identity
+
+	fencePrefix   = Prefix + "fence:"    // + lock key: the key's fence value
+	tombPrefix    = Prefix + "gone:"     // + lock value: an attempt given up on this node
+	queuePrefix   = Prefix + "queue:"    // + lock key: Lock calls waiting for the key, in order
+	seenPrefix    = Prefix + "seen:"     // + lock key: when the node last saw each call in the key's line
+	namedPrefix   = Prefix + "named:"    // + lock key: the waiters a release named, for a moment
+	channelPrefix = Prefix + "released:" // + lock key: release notices for every waiter of the key
+	wakePrefix    = Prefix + "wake:"     // + a Client's id: release notices that name its waiters
+)
+
+// DeploymentKeys are the keys quorumlock keeps on a node without an
+// expiry: a constant number per node, however many keys are locked.
+// Everything else it writes expires (docs/fencing.md, "Fences expire"), so
+// nodes run with maxmemory-policy noeviction never fill up with lock state.
+var DeploymentKeys = []string{MarkerKey, IdentKey}
+
+// FenceKey is where a node keeps key's fence value.
+func FenceKey(key string) string { return fencePrefix + key }
+
+// TombKey is the tombstone of an attempt that gave value up on a node.
+func TombKey(value string) string { return tombPrefix + value }
+
+// QueueKey is key's line of waiting Lock calls, scored by place.
+func QueueKey(key string) string { return queuePrefix + key }
+
+// SeenKey holds when a node last saw each call in key's line.
+func SeenKey(key string) string { return seenPrefix + key }
+
+// NamedKey is the reservation a release of key leaves for the waiters it
+// named.
+func NamedKey(key string) string { return namedPrefix + key }
+
+// ReleaseChannel is where releases of key tell every waiter of the key.
+func ReleaseChannel(key string) string { return channelPrefix + key }
+
+// WakeChannel is where releases tell the waiters of the Client whose id
+// is client (see WaiterID).
+func WakeChannel(client string) string { return wakePrefix + client }
+
+// Reserved reports whether key is in quorumlock's own namespace.
+func Reserved(key string) bool { return strings.HasPrefix(key, Prefix) }

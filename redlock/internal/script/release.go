@@ -1,0 +1,111 @@
+package script
+
+import (
+	"context"
+	_ "embed"
+	"time"
+)
+
+//go:embed release.lua
+var releaseSrc string
+
+var releaseScript = newScript("release", releaseSrc)
+
+// ReleaseArgs is one release call (release.lua): a lease's Release, a
+// failed attempt's cleanup, a Lock call leaving the key's line, or giving
+// handed keys back under a new id.
+type ReleaseArgs struct {
+	Key string
+	// Value is deleted where the key holds it. Leaving the line uses a
+	// fresh value nobody holds.
+	Value string
+	// Tomb is how long a tombstone for Value is left where the key is not
+	// ours, against an acquire of Value still on its way; 0: none.
+	Tomb time.Duration
+	// Waiter is the Lock call's waiter id ("" for none). Without Back it
+	// leaves the line (and any reservation that names it), and a key
+	// handed to it is deleted like Value.
+	Waiter string
+	// Window is how long the free key is reserved for the waiter the
+	// release names.
+	Window time.Duration
+	// Back puts Waiter back in line at Place instead: a failed attempt's
+	// cleanup, whose call goes on waiting.
+	Back  bool
+	Place int64
+	Line  time.Duration // how long the line is kept (AcquireArgs.Line)
+	// Next, for a give-back, is the call's new waiter id: it takes Place
+	// in line before anything handed to Waiter is handed on.
+	Next string
+
+	from *Acquire // the attempt whose boxed arguments this call shares
+}
+
+// ReleaseArgs returns the release of x's value: its key, value, waiter
+// and place, with a tombstone as long as its ttl (the longest its acquire
+// could still hold the key if it landed after the release).
+func (x *Acquire) ReleaseArgs() ReleaseArgs {
+	a := x.args
+	return ReleaseArgs{Key: a.Key, Value: a.Value, Tomb: a.TTL, Waiter: a.Waiter, Place: a.Place, Line: a.Line, from: x}
+}
+
+// Release is a prepared release call.
+type Release struct{ call }
+
+// Release prepares r's call. Arguments equal to those of the attempt r
+// was made from (Acquire.ReleaseArgs) reuse its boxes.
+func (b *Boxes) Release(r ReleaseArgs) *Release {
+	var key, value, tomb, waiter, place, queue, named, seen, tombKey any
+	if f := r.from; f != nil {
+		if r.Key == f.args.Key {
+			key, queue, named, seen = f.key, f.queue, f.named, f.seen
+		}
+		if r.Value == f.args.Value {
+			value, tombKey = f.value, f.tomb
+		}
+		if r.Tomb == f.args.TTL {
+			tomb = f.ttl
+		}
+		if r.Waiter == f.args.Waiter {
+			waiter = f.waiter
+		}
+		if r.Place == f.args.Place {
+			place = f.place
+		}
+	}
+	if key == nil {
+		key, queue, named, seen = any(r.Key), any(QueueKey(r.Key)), any(NamedKey(r.Key)), any(SeenKey(r.Key))
+	}
+	if value == nil {
+		value, tombKey = any(r.Value), any(TombKey(r.Value))
+	}
+	if tomb == nil {
+		tomb = r.Tomb.Milliseconds()
+	}
+	if waiter == nil {
+		waiter = any(r.Waiter)
+	}
+	// ARGV[6]: the place to go back to, or '' to leave the line.
+	var back any = ""
+	if r.Back && r.Waiter != "" {
+		if place == nil {
+			place = any(r.Place)
+		}
+		back = place
+	}
+	x := &Release{}
+	keys := []any{key, tombKey, queue, named, seen}
+	args := []any{value, ReleaseChannel(r.Key), tomb, waiter, ms(&b.window, r.Window), back, ms(&b.line, r.Line), wakePrefix}
+	if r.Next != "" {
+		args = append(args, r.Next, r.Place)
+	}
+	x.init(releaseScript, keys, args...)
+	return x
+}
+
+// Run sends the call to n. It reports whether the node deleted the key:
+// it held Value (or, for a Waiter that leaves, a key handed to it).
+func (x *Release) Run(ctx context.Context, n *Node) (bool, error) {
+	v, err := n.do(ctx, &x.call).Int64()
+	return v == 1, err
+}

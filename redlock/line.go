@@ -1,0 +1,121 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
+)
+
+// A Lock call's part in a key's line on the nodes, beyond its attempts:
+// the lease of keys releases handed to it, leaving the line, and giving
+// handed keys back. Each of these is a release call that must reach a
+// node after the call's earlier cleanups there (see waiter.pending).
+
+// handedLease is the lease of a Lock call whose waiter id a majority of
+// nodes hold as the key's value, set there by releases (release.lua); the
+// call learns it from their notices and its attempts' replies. The value
+// is the waiter id, and the validity runs from first, read before the
+// first script that could put the id in the key's line was sent (before
+// the call's first attempt, or before a give-back made the id): a release
+// hands the key only to an id in line, so every such SET came after first.
+// A handed key keeps the id until the call ends (its lease's release, or
+// leaveLine) or gives it back, or it expires: no attempt and no other
+// release writes a key that holds it. So once a majority told the call,
+// that majority holds the id until first + ttl on their clocks at the
+// least (docs/fencing.md, "Hand-off inside the release"). nil: the
+// validity is used up, or the Client is closing.
+//
+// A call that waited most of its ttl gets a lease with little validity
+// left. Lock returns it as it is, without an extend first: its Deadline
+// says how long it is valid, as for a lease whose attempt took long; an
+// extend would cost every such hand-off a round, could fail and would
+// then have to give the keys back; and a caller that wants a longer
+// lease extends it, as Do's renewal does, which schedules the first
+// renewal by the remaining validity (see nextRenewal).
+func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time) *Lease {
+	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
+		return nil
+	}
+	a := c.newAttempt(key, ttl, waiter, 0)
+	// No tombstone on release: no acquire of ours can still be on its way
+	// with this value, since no attempt sends a waiter id as its value.
+	a.value, a.t0 = waiter, first
+	a.rel.Value, a.rel.Tomb = waiter, 0
+	return c.newLease(a)
+}
+
+// leaveLine takes a Lock call that gave up out of the key's line on every
+// node, in the background, so that releases stop naming it before the
+// nodes forget it by themselves (Client.line). It is the release script with a
+// value nobody holds and no tombstone: it only leaves the line, and, if a
+// release had named the call and the key is free there, passes the
+// reservation to the next in line for as long as a release of a lease of
+// ttl would reserve it.
+//
+// After Close it still goes out (everyNode then runs on the caller's
+// goroutine, bounded by the cleanup timeout, as a Release after Close
+// does): a call that gave up while keys were handed to it must delete
+// them, or they wait out its ttl.
+func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
+	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: waiter,
+		Window: c.handoffWindow(ttl), Line: c.line}))
+}
+
+// giveBack is leaveLine for a Lock call that goes on waiting under a new
+// id (next, at place): it gives back the keys releases handed to old and
+// takes old's place under next, in one step per node.
+// Like leaveLine, it goes out after Close too. The returned channel is
+// closed once its calls are over: next's line-leave must come after them,
+// or a give-back that lands late would put next back in line.
+func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
+	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: old,
+		Window: c.handoffWindow(ttl), Line: c.line, Next: next, Place: place}))
+}
+
+// bothDone returns a channel closed once a and b are (nil counts as
+// closed).
+func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	done := make(chan struct{})
+	c.spawn(func() {
+		<-a
+		<-b
+		close(done)
+	})
+	return done
+}
+
+// everyNode runs a line-keeping release call p on every node in the
+// background, bounded by the cleanup timeout, once after is closed (nil:
+// at once): the last failed attempt's cleanup puts the call back in its
+// place where it reaches a node, and p must come after it there. The
+// returned channel is closed once p's calls are over.
+func (c *Client) everyNode(key string, after <-chan struct{}, p *script.Release) <-chan struct{} {
+	done := make(chan struct{})
+	c.spawn(func() {
+		defer close(done)
+		if after != nil {
+			<-after // bounded: the cleanup has its own timeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range c.nodes {
+			wg.Go(func() {
+				if _, err := c.releaseOn(ctx, i, p); err != nil {
+					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", key, "node", i, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	return done
+}
