@@ -182,8 +182,7 @@ func TestWake_ANoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		}()
 		cl.requireLineLen(t, key, int64(i+1), "a waiter never joined the line on node 0", 0)
 	}
-	line, err := ucs[0].ZRange(ctx, keyLine(key), 0, -1).Result()
-	require.NoError(t, err)
+	line := cl.line(t, 0, key)
 	require.Len(t, line, 3)
 
 	require.NoError(t, la.Release(ctx))
