@@ -135,6 +135,12 @@ func TestHelp(t *testing.T) {
 			t.Errorf("run --help does not mention %s", want)
 		}
 	}
+	for _, arg := range []string{"--version", "version"} {
+		r = runCLI(t, "", nil, arg)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "quorumlock ") || !strings.Contains(r.stdout, "go1.") {
+			t.Errorf("quorumlock %s: exit %d, stdout %q, stderr %q", arg, r.code, r.stdout, r.stderr)
+		}
+	}
 	r = runCLI(t, "", nil, "help", "status")
 	if r.code != 0 || !strings.Contains(r.stdout, "--json") || !strings.Contains(r.stdout, "Exit codes") {
 		t.Errorf("help status: exit %d, stdout:\n%s", r.code, r.stdout)

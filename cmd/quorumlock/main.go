@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -90,6 +91,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
 	}
 	s, ok := subcommands[name]
 	if !ok {
@@ -111,6 +115,38 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		context.AfterFunc(ctx, stop)
 	}
 	return s.run(ctx, args[1:], stdout, stderr)
+}
+
+// version is the program's version line: the module version it was
+// installed at ("(devel)" from a checkout), with the commit it was built
+// from when the build recorded one, and the Go version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "quorumlock (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			rev = st.Value
+		case "vcs.modified":
+			if st.Value == "true" {
+				dirty = "+modified"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return "quorumlock " + v + " " + bi.GoVersion
 }
 
 func usage(w io.Writer) {
@@ -135,7 +171,8 @@ Commands:
 	}
 	_ = tw.Flush()
 	fmt.Fprint(w, `
-Run "quorumlock <command> --help" for a command's flags and exit codes.
+Run "quorumlock <command> --help" for a command's flags and exit codes,
+"quorumlock --version" for the version.
 
 Exit codes of every command: 0 success, 1 failure, 2 usage error (bad flags
 or arguments; no node was contacted). Commands add their own.
