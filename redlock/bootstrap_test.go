@@ -102,6 +102,9 @@ func TestBootstrap_OnADeploymentInUseAdmitsNothing(t *testing.T) {
 			cl.hold(t, key, time.Second, 3, 4)
 			first, err := a.TryLock(ctx, key, ttl)
 			require.NoError(t, err)
+			// TryLock returns at a majority: its acquires on nodes 3 and 4
+			// must have been refused before the other owner goes.
+			settled(t, a, 2*time.Second)
 			cl.drop(t, key, 3, 4)
 			tc.wipe(t, cl)
 
