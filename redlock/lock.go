@@ -83,6 +83,17 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		return at
 	}
+	// The failed try's cleanup first, as after a proof above: the second
+	// try would otherwise find the first's key still on the nodes its
+	// cleanup has not reached yet, held by "another owner"
+	// (docs/fencing.md, "The try after an admission").
+	if at.cleaned != nil {
+		select {
+		case <-at.cleaned:
+		case <-ctx.Done():
+			return at
+		}
+	}
 	// Both tries' cleanups put the call back in line where they land: a
 	// line-leave or give-back must wait for the first's too.
 	second := c.try(ctx, key, ttl, waiter, place)
