@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -24,15 +23,17 @@ import (
 // dropped, and the client sees silence until its per-node timeout gives up
 // on the node; removing the toxic closes those connections, as a partition
 // long enough to break them would. Latency is a "latency" toxic on the
-// replies. A cut stops the proxy: open connections close and new ones are
-// refused, until it is started again on the same port.
+// replies. A cut is a "reset_peer" toxic with timeout 0 in both directions:
+// every connection, open or new, is reset (TCP RST) at its next byte, so a
+// client's call fails at once. The proxy keeps its listener throughout:
+// stopping it and listening again later lost the port, now and then, to
+// another process on a busy machine.
 type proxy struct {
 	tp *toxiproxy.Proxy
 
 	mu      sync.Mutex
-	toxics  map[string]bool // toxics currently on, by name
-	stopped bool            // cut or closed
-	closed  bool
+	toxics map[string]bool // toxics currently on, by name
+	closed bool
 }
 
 // toxServer is the in-process Toxiproxy server the proxies belong to. Its
@@ -91,7 +92,8 @@ func (p *proxy) Blackhole(on bool) {
 	p.removeLocked("hole-down")
 }
 
-// Cut closes every open connection and, while on, refuses new ones.
+// Cut resets (on) every connection, open or new, at its next byte, or
+// (off) ends that.
 func (p *proxy) Cut(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,19 +101,16 @@ func (p *proxy) Cut(on bool) {
 }
 
 func (p *proxy) cutLocked(on bool) {
-	if p.closed || on == p.stopped {
+	if p.closed {
 		return
 	}
-	p.stopped = on
 	if on {
-		p.tp.Stop()
+		p.addLocked("cut-up", "reset_peer", "upstream", `{"timeout":0}`)
+		p.addLocked("cut-down", "reset_peer", "downstream", `{"timeout":0}`)
 		return
 	}
-	// Listen is the port the proxy had; start listens there again.
-	if err := p.tp.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
-		p.stopped = true
-		panic(fmt.Sprintf("chaos: proxy %s cannot listen again: %v", p.Addr(), err))
-	}
+	p.removeLocked("cut-up")
+	p.removeLocked("cut-down")
 }
 
 // Retarget forwards new connections to addr and closes the open ones, so
@@ -124,7 +123,7 @@ func (p *proxy) Retarget(addr string) {
 		return
 	}
 	listen := p.Addr()
-	if err := p.tp.Update(&toxiproxy.Proxy{Listen: listen, Upstream: addr, Enabled: !p.stopped}); err != nil {
+	if err := p.tp.Update(&toxiproxy.Proxy{Listen: listen, Upstream: addr, Enabled: true}); err != nil {
 		panic(fmt.Sprintf("chaos: proxy %s cannot listen again: %v", listen, err))
 	}
 }
@@ -145,7 +144,7 @@ func (p *proxy) Close() error {
 	defer p.mu.Unlock()
 	if !p.closed {
 		p.tp.Stop()
-		p.closed, p.stopped = true, true
+		p.closed = true
 	}
 	return nil
 }

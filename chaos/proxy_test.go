@@ -92,9 +92,15 @@ func TestChaosProxy(t *testing.T) {
 	if _, err := roundTrip(t, c2, time.Second); err == nil {
 		t.Fatal("cut: the open connection still works")
 	}
+	// A new connection is reset at its first bytes, at once: not silence.
 	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		start := time.Now()
+		_, err := roundTrip(t, c, time.Second)
 		c.Close()
-		t.Fatal("cut: a new connection was accepted")
+		var ne net.Error
+		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+			t.Fatalf("cut: a new connection got %v after %v, want it reset at once", err, time.Since(start))
+		}
 	}
 	p.Cut(false)
 	c3, err := net.Dial("tcp", p.Addr())

@@ -631,6 +631,9 @@ func heldKey(t *testing.T, a *Client) (string, *Lease) {
 	key := testenv.Key(t)
 	l, err := a.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
+	// TryLock returns at a majority: wait for the rest, so that no waiter
+	// a test starts next can win a node the key has not reached yet.
+	settled(t, a, 2*time.Second)
 	return key, l
 }
 
