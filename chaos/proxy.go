@@ -31,7 +31,7 @@ import (
 type proxy struct {
 	tp *toxiproxy.Proxy
 
-	mu      sync.Mutex
+	mu     sync.Mutex
 	toxics map[string]bool // toxics currently on, by name
 	closed bool
 }
