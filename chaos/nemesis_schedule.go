@@ -109,7 +109,7 @@ var (
 		n.hold(node, d+100*time.Millisecond)
 		how := "blackhole"
 		if cut {
-			how = "cut (connections reset, refused)"
+			how = "cut (every connection reset)"
 		}
 		n.note("partition node %d from workers %v for %v: %s", node, ws, d, how)
 		for _, w := range ws {
