@@ -118,6 +118,7 @@ func TestClose_DuringAHandOffLeavesTheKeyFree(t *testing.T) {
 	key := testenv.Key(t)
 	lh, err := h.TryLock(ctx, key, ttl)
 	require.NoError(t, err)
+	settled(t, h, 2*time.Second) // the key is on every node before a tries
 
 	errA := make(chan error, 1)
 	go func() {

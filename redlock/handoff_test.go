@@ -2,12 +2,14 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/drift"
@@ -543,4 +545,76 @@ func TestReservation_ANamedWaiterThatGivesUpPassesItOn(t *testing.T) {
 	named, _ := ucs[0].Get(ctx, keyNamed(key)).Result()
 	require.Equal(t, "next.x", named, "the reservation does not name the next in line")
 	require.Greater(t, pttl, time.Second, "the reservation passed on lasts only a moment")
+}
+
+// A give-back retires the call's id: the nodes that had handed the key to
+// the old id count for nothing under the new one. Here the old id held
+// nodes 0 and 1, a call ahead (whose Client listens but sends nothing) held 2 and 3, and
+// the give-back handed 0 and 1 on to that call; a release then hands node
+// 4 to the new id. Counting the old id's nodes too would make 3 of 5: a
+// lease beside the call ahead's four nodes.
+func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	require.NoError(t, cl.client(t).Bootstrap(ctx))
+	// A retry delay long enough that the call makes one attempt under its
+	// new id after node 4 is handed to it, and gives nothing back before.
+	w := cl.client(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return time.Second }, 0))
+	key := testenv.Key(t)
+	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := w.Lock(wctx, key, 5*time.Second)
+		if err == nil {
+			got <- fmt.Errorf("DOUBLE GRANT: a lease from node 4 and the retired id's nodes (deadline in %v)", time.Until(l.Deadline()))
+			return
+		}
+		got <- err
+	}()
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	old := cl.line(t, 0, key)[0]
+	// The call ahead's Client is listening (a release passes over a
+	// waiter nobody listens for), but its call makes no attempt.
+	ahead := handOffWaiter("ahead", placeOf(t, old)-1000, 5000)
+	for _, rc := range cl.raw {
+		ps := rc.Subscribe(ctx, chanWakeID("ahead"))
+		t.Cleanup(func() { _ = ps.Close() })
+		_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		require.NoError(t, err)
+	}
+	for i, rc := range cl.raw {
+		require.NoError(t, rc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(placeOf(t, ahead)), Member: ahead}).Err())
+		switch i {
+		case 0, 1:
+			require.NoError(t, rc.Set(ctx, key, old, 5*time.Second).Err())
+			require.NoError(t, rc.ZRem(ctx, keyLine(key), old).Err())
+		case 2, 3:
+			require.NoError(t, rc.Set(ctx, key, ahead, 5*time.Second).Err())
+			require.NoError(t, rc.ZRem(ctx, keyLine(key), ahead).Err())
+		}
+	}
+	// The waiter's next attempt finds nodes 0 and 1 handed to it and 2 and
+	// 3 handed to the call ahead: it gives 0 and 1 back, to the call ahead.
+	if !assert.Eventually(t, func() bool { return cl.value(t, 0, key) == ahead && cl.value(t, 1, key) == ahead },
+		3*time.Second, 2*time.Millisecond, "the waiter did not give nodes 0 and 1 back to the call ahead") {
+		for i := range cl.raw {
+			t.Logf("node %d: key %q line %v (old %q, ahead %q)", i, cl.value(t, i, key), cl.line(t, i, key), old, ahead)
+		}
+		t.FailNow()
+	}
+	var next string
+	for _, id := range cl.line(t, 4, key) {
+		if id != ahead && clientIDOf(id) == clientIDOf(old) && id != old {
+			next = id
+		}
+	}
+	require.NotEmpty(t, next, "the give-back left no new id in line on node 4")
+	// A release on node 4 hands the key to the new id.
+	require.NoError(t, cl.raw[4].Set(ctx, key, next, 5*time.Second).Err())
+	require.NoError(t, cl.raw[4].ZRem(ctx, keyLine(key), next).Err())
+	err := <-got
+	require.NotContains(t, fmt.Sprint(err), "DOUBLE GRANT")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the waiter stopped before the test was over: it proves nothing")
 }

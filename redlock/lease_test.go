@@ -641,6 +641,7 @@ func TestDo_RenewsAHandedLeaseBeforeItsValidityRunsOut(t *testing.T) {
 	const ttl = 3 * time.Second
 	lh, err := h.TryLock(ctx, key, ttl)
 	require.NoError(t, err)
+	settled(t, h, 2*time.Second) // the key is on every node before w tries
 
 	start := time.Now()
 	handed := make(chan *Lease, 1)
