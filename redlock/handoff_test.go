@@ -559,7 +559,7 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 	require.NoError(t, cl.client(t).Bootstrap(ctx))
 	// A retry delay long enough that the call makes one attempt under its
 	// new id after node 4 is handed to it, and gives nothing back before.
-	w := cl.client(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return time.Second }, 0))
+	w, f := cl.faulty(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return time.Second }, 0))
 	key := testenv.Key(t)
 	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -584,6 +584,10 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 		_, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 		require.NoError(t, err)
 	}
+	// The split is set up while the waiter's attempts are held back, so
+	// that none sees half of it.
+	resume := f.hold("acquire")
+	time.Sleep(100 * time.Millisecond) // an attempt already past the hold lands first
 	for i, rc := range cl.raw {
 		require.NoError(t, rc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(placeOf(t, ahead)), Member: ahead}).Err())
 		switch i {
@@ -595,6 +599,7 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 			require.NoError(t, rc.ZRem(ctx, keyLine(key), ahead).Err())
 		}
 	}
+	resume()
 	// The waiter's next attempt finds nodes 0 and 1 handed to it and 2 and
 	// 3 handed to the call ahead: it gives 0 and 1 back, to the call ahead.
 	if !assert.Eventually(t, func() bool { return cl.value(t, 0, key) == ahead && cl.value(t, 1, key) == ahead },
