@@ -51,12 +51,8 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		if more {
 			// The failed try's cleanup first, or the next try finds the
 			// key still held by it on the nodes it reached late.
-			if at.cleaned != nil {
-				select {
-				case <-at.cleaned:
-				case <-ctx.Done():
-					return at
-				}
+			if !c.awaitCleanup(ctx, at, ttl) {
+				return at
 			}
 			next := c.tryAdmitting(ctx, key, ttl, waiter, place)
 			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
@@ -87,18 +83,37 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	// try would otherwise find the first's key still on the nodes its
 	// cleanup has not reached yet, held by "another owner"
 	// (docs/fencing.md, "The try after an admission").
-	if at.cleaned != nil {
-		select {
-		case <-at.cleaned:
-		case <-ctx.Done():
-			return at
-		}
+	if !c.awaitCleanup(ctx, at, ttl) {
+		return at
 	}
 	// Both tries' cleanups put the call back in line where they land: a
 	// line-leave or give-back must wait for the first's too.
 	second := c.try(ctx, key, ttl, waiter, place)
 	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
 	return second
+}
+
+// awaitCleanup waits until the cleanup of the failed try at is over, or
+// for as long as it can take with nodes that answer: a late reply comes
+// within the node timeout and its release within the cleanup timeout. A
+// node that does not answer (frozen, with a go-redis client that does not
+// honour ctx) can keep the cleanup's calls open for its client's read
+// timeout and retries, seconds more; the next try does not wait for it,
+// since it cannot find a key of ours there that it would win anyway. It
+// reports false if ctx ended first.
+func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration) bool {
+	if at.cleaned == nil {
+		return true
+	}
+	bound := time.NewTimer(c.nodeTimeout(ttl) + c.cfg.cleanup)
+	defer bound.Stop()
+	select {
+	case <-at.cleaned:
+	case <-bound.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // Lock locks key for ttl, waiting while someone else holds it: it retries

@@ -178,6 +178,40 @@ func TestQuarantine_TheTryAfterAnAdmissionWaitsForTheFirstCleanup(t *testing.T) 
 	require.NoError(t, l.Release(ctx))
 }
 
+// The same with a node frozen: the first try's cleanup then waits for the
+// frozen node (its reply, then its release) only as long as the node and
+// cleanup timeouts allow, so the second try still comes, and wins on the
+// three nodes that answer.
+func TestQuarantine_TheTryAfterAnAdmissionIsBoundedWithANodeFrozen(t *testing.T) {
+	const maxTTL = 500 * time.Millisecond
+	cl := newCluster(t, 5)
+	c1, _ := cl.ready(t, WithMaxTTL(maxTTL))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	cl.wipe(t, 2)
+	cl.hold(t, key, time.Minute, 3, 4) // every lock needs nodes 0, 1 and 2
+	_, err := c1.TryLock(ctx, key, maxTTL)
+	require.ErrorIs(t, err, ErrNodeQuarantined)
+	require.NoError(t, c1.Close())
+	time.Sleep(quarantineOf(c1) + 50*time.Millisecond)
+
+	const nodeTimeout, cleanup = 100 * time.Millisecond, 200 * time.Millisecond
+	c2 := cl.client(t, WithMaxTTL(maxTTL), WithNodeTimeout(nodeTimeout), WithCleanupTimeout(cleanup))
+	cl.drop(t, key, 3)
+	cl.freeze(t, 3) // node 3 free, but it does not answer
+	start := time.Now()
+	l, err := c2.TryLock(ctx, key, maxTTL)
+	took := time.Since(start)
+	require.NoError(t, err, "no lease on nodes 0-2 after node 2's admission, with node 3 frozen")
+	t.Logf("TryLock took %v with node 3 frozen", took)
+	// Two rounds and one admission, each bounded by the node timeout, plus
+	// the cleanup's wait; a second apiece of slack for a loaded machine.
+	require.Less(t, took, 4*nodeTimeout+cleanup+time.Second, "the second try waited past its bounds")
+	require.Equal(t, deploymentOf(c2), cl.value(t, 2, keyMarker))
+	cl.thaw(t, 3)
+	require.NoError(t, l.Release(ctx))
+}
+
 // The first admission of a deployment needs every node to answer: with a
 // node down, nothing shows whether it carries other settings, and the
 // deployment waits (Bootstrap, or the node coming back, ends the wait).
