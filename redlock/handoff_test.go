@@ -559,7 +559,32 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 	require.NoError(t, cl.client(t).Bootstrap(ctx))
 	// A retry delay long enough that the call makes one attempt under its
 	// new id after node 4 is handed to it, and gives nothing back before.
-	w, f := cl.faulty(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return time.Second }, 0))
+	// A node timeout long enough for the staggered replies below.
+	w, f := cl.faulty(t, WithKeyHandOff(), WithRetry(func(int) time.Duration { return time.Second }, 0),
+		WithNodeTimeout(2*time.Second))
+	// Once staggered, nodes 2 and 3 (handed to the call ahead) answer
+	// late, and node 4 later still until the give-back: the attempt that
+	// meets the split hears nodes 0 and 1 (handed to it) and one of 2 and
+	// 3, and decides on those three replies, so it gives back with both 0
+	// and 1 marked as handed to the id it retires; the next attempt hears
+	// node 4 (handed to the new id) among its first three. Without the
+	// stagger, attempts often decided without one of those replies, and a
+	// waiter that kept the retired id's marks (the bug this test is for)
+	// still fell short of a majority.
+	var staggered atomic.Bool
+	var node4 atomic.Int64
+	f.before(func(ctx context.Context, c *call) error {
+		if c.Script != "acquire" || !staggered.Load() {
+			return nil
+		}
+		d := map[int]time.Duration{2: 100 * time.Millisecond, 3: 100 * time.Millisecond, 4: time.Duration(node4.Load())}[c.Node]
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 	key := testenv.Key(t)
 	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3, 4)
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -599,6 +624,8 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 			require.NoError(t, rc.ZRem(ctx, keyLine(key), ahead).Err())
 		}
 	}
+	node4.Store(int64(300 * time.Millisecond))
+	staggered.Store(true)
 	resume()
 	// The waiter's next attempt finds nodes 0 and 1 handed to it and 2 and
 	// 3 handed to the call ahead: it gives 0 and 1 back, to the call ahead.
@@ -609,6 +636,7 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 		}
 		t.FailNow()
 	}
+	node4.Store(0)
 	var next string
 	for _, id := range cl.line(t, 4, key) {
 		if id != ahead && clientIDOf(id) == clientIDOf(old) && id != old {
