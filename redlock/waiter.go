@@ -26,6 +26,8 @@ type waiter struct {
 	start time.Time // when Lock began, for the wait-time metric
 	place int64
 	id    string
+	retry func(attempt int) time.Duration // the call's retry policy
+	meta  string                          // the call's metadata (WithMetadata)
 
 	pass       func()   // this call's place at the head of the key's local line (nil: not there)
 	wake       chan int // release notices (nil until registered)
@@ -50,8 +52,8 @@ type waiter struct {
 // newWaiter returns the waiter of a Lock call of c on key, by value: it
 // stays on the call's stack, and an uncontended Lock allocates nothing for
 // it.
-func (c *Client) newWaiter(key string, ttl time.Duration) waiter {
-	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro()}
+func (c *Client) newWaiter(key string, ttl time.Duration, cc *callConfig) waiter {
+	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(), retry: cc.retry, meta: cc.meta}
 	if n := len(c.nodes); n > len(w.handedFew) {
 		w.handedMany = make([]bool, n)
 	}
@@ -103,7 +105,7 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 	if w.first.IsZero() {
 		w.first = c.cfg.clock.Now()
 	}
-	w.last = c.tryAdmitting(ctx, w.key, w.ttl, w.id, w.place)
+	w.last = c.tryAdmitting(ctx, w.key, w.ttl, w.id, w.place, w.meta)
 	w.inLine = true
 	if w.last.err == nil {
 		return w.won(w.last.lease)
@@ -126,12 +128,12 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 	// tells it, which wakes it for another attempt, another -6 and another
 	// give-back, one round every few ms for as long as the call ahead
 	// holds its keys.
-	ahead := w.last.ahead && (w.gaveBack.IsZero() || time.Since(w.gaveBack) >= c.cfg.retry(n))
+	ahead := w.last.ahead && (w.gaveBack.IsZero() || time.Since(w.gaveBack) >= w.retry(n))
 	if l := w.handedOff(ahead); l != nil {
 		return w.won(l)
 	}
 	if ctx.Err() != nil {
-		return nil, w.stopped(ctx.Err())
+		return nil, w.stopped(ctx, ctx.Err())
 	}
 	return nil, nil
 }
@@ -159,7 +161,7 @@ func (w *waiter) handedOff(giveBack bool) *Lease {
 	c := w.c
 	n := c.wake.handedTo(w.key, w.id, w.nodesHanded())
 	if n >= c.quorum {
-		if l := c.handedLease(w.key, w.ttl, w.id, w.first); l != nil {
+		if l := c.handedLease(w.key, w.ttl, w.id, w.first, w.meta); l != nil {
 			return l
 		}
 		giveBack = true // the validity is used up: so are the keys
@@ -221,8 +223,15 @@ func (w *waiter) listen(ctx context.Context) bool {
 	return false
 }
 
-// stopped is the call's error when it stops waiting because of why.
-func (w *waiter) stopped(why error) error { return w.c.stopped(w.key, w.last.err, why) }
+// stopped is the call's error when it stops waiting because of why: ctx's
+// error (or its WaitAtMost bound, ctx's cause then) or ErrClosed.
+func (w *waiter) stopped(ctx context.Context, why error) error {
+	var bound waitBound
+	if !errors.Is(why, ErrClosed) && errors.As(context.Cause(ctx), &bound) {
+		why = bound
+	}
+	return w.c.stopped(w.key, w.last.err, why)
+}
 
 // close ends the call: it leaves the key's line on the nodes if an
 // attempt put it there and it holds no lease (after every earlier cleanup:

@@ -1,0 +1,105 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// CallOption configures one Lock, TryLock, Do or TryDo call, on top of the
+// Client's options. Options are validated before any node is touched; an
+// invalid one makes the call fail rather than run with other settings than
+// asked for.
+type CallOption interface{ applyCall(*callConfig) error }
+
+type callOptionFunc func(*callConfig) error
+
+func (f callOptionFunc) applyCall(c *callConfig) error { return f(c) }
+
+// callConfig is one call's settings: the Client's, overridden by the
+// call's options.
+type callConfig struct {
+	retry       func(attempt int) time.Duration
+	maxAttempts int
+	retrySet    bool          // WithCallRetry was given
+	wait        time.Duration // with waitSet: how long the acquisition may take; 0: one attempt
+	waitSet     bool
+	meta        string
+}
+
+// MaxMetadata is the largest metadata (in bytes) WithMetadata accepts.
+const MaxMetadata = 1024
+
+// ErrMetadataTooLarge is the input error of a call whose WithMetadata is
+// longer than MaxMetadata bytes. The call touches no node.
+var ErrMetadataTooLarge = fmt.Errorf("redlock: metadata longer than %d bytes", MaxMetadata)
+
+// callConfig returns the settings of a call with opts, or the error of an
+// invalid option. It touches no node.
+func (c *Client) callConfig(opts []CallOption) (callConfig, error) {
+	cc := callConfig{retry: c.cfg.retry, maxAttempts: c.cfg.maxAttempts}
+	for _, o := range opts {
+		if o == nil {
+			return cc, errors.New("redlock: nil CallOption")
+		}
+		if err := o.applyCall(&cc); err != nil {
+			return cc, err
+		}
+	}
+	return cc, nil
+}
+
+// tryOnce reports whether the call makes a single attempt.
+func (cc *callConfig) tryOnce() bool { return cc.waitSet && cc.wait == 0 }
+
+// WaitAtMost bounds how long Lock or Do waits for the lock: it makes
+// attempts until d has passed since the call began, then returns the last
+// attempt's error (errors.Is ErrNotObtained). d = 0 makes one attempt, as
+// TryLock does. The bound applies to the acquisition only: it is not a
+// deadline of the caller's ctx, so Do's fn, once running, is not cut short
+// by it. d must be >= 0. Default: wait until the lock is obtained, ctx
+// ends, or the retry policy gives up.
+func WaitAtMost(d time.Duration) CallOption {
+	return callOptionFunc(func(c *callConfig) error {
+		if d < 0 {
+			return fmt.Errorf("redlock: WaitAtMost: %v < 0", d)
+		}
+		c.wait, c.waitSet = d, true
+		return nil
+	})
+}
+
+// WithCallRetry sets this call's retry policy, in place of the Client's
+// (WithRetry): delay(attempt) is the longest wait after failed attempt
+// number attempt (0-based), and maxAttempts > 0 bounds the number of
+// attempts (0: no bound). delay must not be nil. Default: the Client's
+// policy.
+func WithCallRetry(delay func(attempt int) time.Duration, maxAttempts int) CallOption {
+	return callOptionFunc(func(c *callConfig) error {
+		if delay == nil {
+			return errors.New("redlock: WithCallRetry: nil delay function")
+		}
+		if maxAttempts < 0 {
+			return fmt.Errorf("redlock: WithCallRetry: maxAttempts %d < 0", maxAttempts)
+		}
+		c.retry, c.maxAttempts, c.retrySet = delay, maxAttempts, true
+		return nil
+	})
+}
+
+// WithMetadata stores md with the lock on every node that grants it, for
+// as long as the lease lives: extends keep it, Release deletes it, and a
+// hand-off to a waiting Lock call (WithKeyHandOff) carries that call's own
+// metadata instead. Client.Inspect and Lease.Metadata return it; it says
+// who holds the lock (a host, a pid, a job) and plays no part in deciding
+// it. md is at most MaxMetadata bytes (longer is an error wrapping
+// ErrMetadataTooLarge that touches no node). Default: none.
+func WithMetadata(md string) CallOption {
+	return callOptionFunc(func(c *callConfig) error {
+		if len(md) > MaxMetadata {
+			return fmt.Errorf("%w: WithMetadata got %d bytes", ErrMetadataTooLarge, len(md))
+		}
+		c.meta = md
+		return nil
+	})
+}
