@@ -25,6 +25,19 @@ type callConfig struct {
 	wait        time.Duration // with waitSet: how long the acquisition may take; 0: one attempt
 	waitSet     bool
 	meta        string
+	fenced      bool
+}
+
+// callArgs is what a call's attempts carry besides the key: copied into
+// each attempt, so that a call's settings stay on its stack.
+type callArgs struct {
+	meta   string
+	fenced bool
+}
+
+// callArgs returns the attempts' part of cc.
+func (c *Client) callArgs(cc *callConfig) callArgs {
+	return callArgs{meta: cc.meta, fenced: cc.fenced || c.cfg.fencing}
 }
 
 // MaxMetadata is the largest metadata (in bytes) WithMetadata accepts.
@@ -85,6 +98,17 @@ func WithCallRetry(delay func(attempt int) time.Duration, maxAttempts int) CallO
 		c.retry, c.maxAttempts, c.retrySet = delay, maxAttempts, true
 		return nil
 	})
+}
+
+// Fenced makes this call's lease carry a fencing token
+// (Lease.FencingToken), as WithFencing does for every call of a Client, at
+// the cost of one more round trip: one Client can serve fenced and
+// unfenced keys. A fenced Lock call is never handed the key by a release
+// (WithKeyHandOff): it waits for a reservation and takes the key with an
+// attempt of its own, whose commit round mints the token. Default: the
+// Client's WithFencing.
+func Fenced() CallOption {
+	return callOptionFunc(func(c *callConfig) error { c.fenced = true; return nil })
 }
 
 // WithMetadata stores md with the lock on every node that grants it, for

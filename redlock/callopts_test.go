@@ -195,3 +195,60 @@ func requireCalls(t *testing.T, f *faults, script string, n int64, what string) 
 	time.Sleep(50 * time.Millisecond) // room for a call too many
 	require.Equal(t, n, f.count(script, -1), what)
 }
+
+// One Client serves fenced and unfenced keys: Fenced gives a call's lease
+// a token, and tokens of fenced calls keep growing across unfenced
+// holders of the same key in between.
+func TestLock_FencedPerCall(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+
+	plain, err := c.TryLock(ctx, key+":plain", time.Second)
+	require.NoError(t, err)
+	require.Zero(t, plain.FencingToken())
+	require.NoError(t, plain.Release(ctx))
+
+	f.reset()
+	l1, err := c.Lock(ctx, key, time.Second, Fenced())
+	require.NoError(t, err)
+	require.Positive(t, l1.FencingToken())
+	require.Positive(t, f.count("commit", -1), "no fencing commit round")
+	require.NoError(t, l1.Release(ctx))
+	mid, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	require.Zero(t, mid.FencingToken())
+	require.NoError(t, mid.Release(ctx))
+	l2, err := c.TryLock(ctx, key, time.Second, Fenced())
+	require.NoError(t, err)
+	require.Greater(t, l2.FencingToken(), l1.FencingToken())
+	require.NoError(t, l2.Release(ctx))
+}
+
+// A fenced call of a Client built WithKeyHandOff is never handed the key
+// by a release (a handed key has no commit round, so no token): it takes
+// the key with an attempt of its own and gets a token.
+func TestHandOff_AFencedCallIsNotHandedTheKey(t *testing.T) {
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	a := cl.client(t)
+	b := cl.client(t, slowRetry, WithKeyHandOff())
+	key, la := heldKey(t, a)
+
+	lb := make(chan *Lease, 1)
+	go func() {
+		l, err := b.Lock(ctx, key, 2*time.Second, Fenced())
+		if err != nil {
+			t.Error(err)
+		}
+		lb <- l
+	}()
+	cl.requireLineLen(t, key, 1, "b never joined the line")
+	id := cl.line(t, 0, key)[0]
+	require.False(t, takesHandOffs(id), "a fenced call's waiter id offers to take hand-offs: %q", id)
+	l := releaseTo(t, la, lb)
+	require.False(t, handedTo(valueOf(l)), "the fenced call was handed the key: %q", valueOf(l))
+	require.Positive(t, l.FencingToken(), "the fenced call's lease has no token")
+	require.NoError(t, l.Release(ctx))
+}

@@ -141,7 +141,9 @@ func (l *Lease) Value() string { return l.value }
 // FencingToken returns the lease's fencing token: a number that is larger
 // for every later holder of the same key, for a resource to refuse stale
 // holders with (see package fencing). It is 0 unless the client was built
-// WithFencing. It fits a PostgreSQL bigint.
+// WithFencing or the call asked for it (Fenced). Tokens grow across every
+// fenced holder of the key, whatever unfenced holders came in between. It
+// fits a PostgreSQL bigint.
 func (l *Lease) FencingToken() uint64 { return l.token }
 
 // Deadline returns the end of the lease's validity on this process's clock.

@@ -44,7 +44,7 @@ func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first
 	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
 		return nil
 	}
-	a := c.newAttempt(key, ttl, waiter, 0, meta)
+	a := c.newAttempt(key, ttl, waiter, 0, callArgs{meta: meta}) // a fenced call is never handed the key
 	// No tombstone on release: no acquire of ours can still be on its way
 	// with this value, since no attempt sends a waiter id as its value.
 	a.value, a.t0 = waiter, first

@@ -43,15 +43,15 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 
 // tryLock is TryLock once its input is checked.
 func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration, cc *callConfig) (*Lease, error) {
-	at := c.tryAdmitting(ctx, key, ttl, "", 0, cc.meta)
+	at := c.tryAdmitting(ctx, key, ttl, "", 0, c.callArgs(cc))
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
 // refused to vote because they were not admitted could be admitted at once
 // (their quarantine was over).
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, meta string) outcome {
-	at := c.try(ctx, key, ttl, waiter, place, meta)
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	at := c.try(ctx, key, ttl, waiter, place, ca)
 	if at.err != nil && len(at.unverified) > 0 && ctx.Err() == nil {
 		// Nodes answered before their identity was verified, and their
 		// votes did not count: verify them now and try again if that
@@ -68,7 +68,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 			if !c.awaitCleanup(ctx, at, ttl) {
 				return at
 			}
-			next := c.tryAdmitting(ctx, key, ttl, waiter, place, meta)
+			next := c.tryAdmitting(ctx, key, ttl, waiter, place, ca)
 			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
 			return next
 		}
@@ -102,7 +102,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	}
 	// Both tries' cleanups put the call back in line where they land: a
 	// line-leave or give-back must wait for the first's too.
-	second := c.try(ctx, key, ttl, waiter, place, meta)
+	second := c.try(ctx, key, ttl, waiter, place, ca)
 	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
 	return second
 }
@@ -149,7 +149,8 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // began; a call keeps its place for as long as it goes on trying, however
 // long it waits. A release keeps the free key for the first in line for a
 // few round trips and wakes it, and the call takes the key with an attempt
-// of its own. With WithKeyHandOff (and without fencing), a release hands the
+// of its own. With WithKeyHandOff (and without fencing: neither WithFencing
+// nor Fenced), a release hands the
 // key itself to the first in line instead: it sets the key to that call's
 // id, with the call's ttl, and tells its Client; the call holds the lock
 // once a majority of nodes did so, without a round of its own, and its
