@@ -65,10 +65,11 @@ func (c *Client) callConfig(opts []CallOption) (callConfig, error) {
 // tryOnce reports whether the call makes a single attempt.
 func (cc *callConfig) tryOnce() bool { return cc.waitSet && cc.wait == 0 }
 
-// WaitAtMost bounds how long Lock or Do waits for the lock: it makes
+// WaitAtMost bounds how long Lock or Do waits for the lock: it starts
 // attempts until d has passed since the call began, then returns the last
-// attempt's error (errors.Is ErrNotObtained). d = 0 makes one attempt, as
-// TryLock does. The bound applies to the acquisition only: it is not a
+// attempt's error (errors.Is ErrNotObtained). An attempt under way when d
+// passes is not cut short: it ends within its node timeouts, and its lease
+// is returned if it won. d = 0 makes one attempt, as TryLock does. The bound applies to the acquisition only: it is not a
 // deadline of the caller's ctx, so Do's fn, once running, is not cut short
 // by it. d must be >= 0. Default: wait until the lock is obtained, ctx
 // ends, or the retry policy gives up.

@@ -167,13 +167,14 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	case cc.tryOnce():
 		return c.tryLock(ctx, key, ttl, &cc)
 	case cc.waitSet:
-		// The bound is a ctx of the acquisition alone: the lease it
-		// returns is not tied to it.
+		// The bound ends the waits between attempts, not an attempt
+		// under way: one cut short would report the cut, not why the
+		// lock was not free, and its cleanup would cost a round.
 		wctx, cancel := context.WithTimeoutCause(ctx, cc.wait, waitBound(cc.wait))
 		defer cancel()
-		return c.lock(wctx, key, ttl, &cc)
+		return c.lock(ctx, wctx, key, ttl, &cc)
 	}
-	return c.lock(ctx, key, ttl, &cc)
+	return c.lock(ctx, ctx, key, ttl, &cc)
 }
 
 // waitBound is the cause of a Lock's acquisition ctx when its WaitAtMost
@@ -184,8 +185,10 @@ func (d waitBound) Error() string {
 	return fmt.Sprintf("waited %v (WaitAtMost)", time.Duration(d))
 }
 
-// lock is Lock's wait once its input is checked.
-func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, cc *callConfig) (*Lease, error) {
+// lock is Lock's wait once its input is checked. Its attempts run under
+// ctx, the caller's; its waits between them end with wctx too, which is
+// ctx bounded by WaitAtMost, and no attempt starts once wctx ended.
+func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, cc *callConfig) (*Lease, error) {
 	w := c.newWaiter(key, ttl, cc)
 	defer w.close()
 	limited := cc.maxAttempts > 0
@@ -195,11 +198,14 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, cc *ca
 			if limited {
 				limit = 0
 			}
-			if err := w.enter(ctx, limit); err != nil {
-				return nil, w.stopped(ctx, err)
+			if err := w.enter(wctx, limit); err != nil {
+				return nil, w.stopped(wctx, err)
 			}
 		}
 		if w.pass != nil {
+			if n > 0 && wctx.Err() != nil {
+				return nil, w.stopped(wctx, wctx.Err())
+			}
 			if l, err := w.attempt(ctx, n); l != nil || err != nil {
 				return l, err
 			}
@@ -211,7 +217,7 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, cc *ca
 			return nil, w.last.err
 		}
 		if c.isClosed() {
-			return nil, w.stopped(ctx, ErrClosed)
+			return nil, w.stopped(wctx, ErrClosed)
 		}
 		delay := cc.retry(n)
 		if w.last.wait > 0 && w.last.wait < delay {
@@ -220,16 +226,16 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, cc *ca
 		if w.pass == nil {
 			// In line behind another Lock of this Client: wait for the
 			// gate, at most as long as the retry policy would sleep.
-			if err := w.enter(ctx, delay); err != nil {
-				return nil, w.stopped(ctx, err)
+			if err := w.enter(wctx, delay); err != nil {
+				return nil, w.stopped(wctx, err)
 			}
 			continue
 		}
-		if !w.listen(ctx) {
+		if !w.listen(wctx) {
 			continue // not heard from before the attempt: try again at once
 		}
-		if err := w.sleep(ctx, delay); err != nil {
-			return nil, w.stopped(ctx, err)
+		if err := w.sleep(wctx, delay); err != nil {
+			return nil, w.stopped(wctx, err)
 		}
 		if l := w.handedOff(false); l != nil {
 			return w.won(l)
