@@ -51,6 +51,16 @@ var ErrMetadataTooLarge = fmt.Errorf("redlock: metadata longer than %d bytes", M
 // invalid option. It touches no node.
 func (c *Client) callConfig(opts []CallOption) (callConfig, error) {
 	cc := callConfig{retry: c.cfg.retry, maxAttempts: c.cfg.maxAttempts}
+	if len(opts) == 0 {
+		return cc, nil
+	}
+	return applyCall(cc, opts)
+}
+
+// applyCall applies opts to cc. Apart from callConfig, so that a call
+// without options does not allocate its settings: an option's method
+// takes them by pointer through an interface.
+func applyCall(cc callConfig, opts []CallOption) (callConfig, error) {
 	for _, o := range opts {
 		if o == nil {
 			return cc, errors.New("redlock: nil CallOption")
