@@ -72,6 +72,15 @@ func applyCall(cc callConfig, opts []CallOption) (callConfig, error) {
 	return cc, nil
 }
 
+// onlyOnce is the error of options that only a waiting call uses, given
+// to call, which makes one attempt: a bound or policy it would ignore.
+func (cc *callConfig) onlyOnce(call string) error {
+	if (cc.waitSet && cc.wait > 0) || cc.retrySet {
+		return fmt.Errorf("redlock: %s makes one attempt: WaitAtMost above 0 and WithCallRetry are for Lock and Do", call)
+	}
+	return nil
+}
+
 // tryOnce reports whether the call makes a single attempt.
 func (cc *callConfig) tryOnce() bool { return cc.waitSet && cc.wait == 0 }
 

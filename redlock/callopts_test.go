@@ -184,6 +184,7 @@ func TestLock_BadCallOptionsTouchNoNode(t *testing.T) {
 	// mistake, said before any node is touched.
 	_, err = c.TryLock(ctx, key, time.Second, WaitAtMost(time.Second))
 	require.ErrorContains(t, err, "one attempt")
+	require.ErrorContains(t, c.TryDo(ctx, key, time.Second, nop, WithCallRetry(DefaultRetry, 3)), "one attempt")
 	require.Zero(t, f.total())
 }
 

@@ -66,11 +66,19 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	return ferr
 }
 
-// TryDo is Do with one attempt (WaitAtMost(0), which it adds after opts):
-// when someone else holds key it returns an error wrapping ErrNotObtained
-// at once, without running fn. It is what a job that must skip its run
-// while another copy of it runs wants. Safe for concurrent use.
+// TryDo is Do with one attempt, as TryLock makes: when someone else holds
+// key it returns an error wrapping ErrNotObtained at once, without running
+// fn. It is what a job that must skip its run while another copy of it
+// runs wants. WaitAtMost above 0 and WithCallRetry are refused, as by
+// TryLock, before any node is touched. Safe for concurrent use.
 func (c *Client) TryDo(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
+	cc, err := c.callConfig(opts)
+	if err != nil {
+		return err
+	}
+	if err := cc.onlyOnce("TryDo"); err != nil {
+		return err
+	}
 	return c.Do(ctx, key, ttl, fn, append(opts[:len(opts):len(opts)], WaitAtMost(0))...)
 }
 

@@ -32,8 +32,8 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	if (cc.waitSet && cc.wait > 0) || cc.retrySet {
-		return nil, errors.New("redlock: TryLock makes one attempt: WaitAtMost above 0 and WithCallRetry are for Lock and Do")
+	if err := cc.onlyOnce("TryLock"); err != nil {
+		return nil, err
 	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
