@@ -253,3 +253,24 @@ func TestHandOff_AFencedCallIsNotHandedTheKey(t *testing.T) {
 	require.Positive(t, l.FencingToken(), "the fenced call's lease has no token")
 	require.NoError(t, l.Release(ctx))
 }
+
+// The wait bound also ends a wait behind another Lock of the same Client
+// (the local line), with ReasonLocal, and leaves the holder's lease alone.
+func TestLock_WaitAtMostBoundsTheWaitBehindALocalCall(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.Lock(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	settled(t, c, 2*time.Second) // the round's last calls, sent after its decision
+	f.reset()
+	_, err = c.Lock(ctx, key, time.Second, WaitAtMost(200*time.Millisecond))
+	require.ErrorIs(t, err, ErrNotObtained)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonLocal, e.Reason, e.Detail)
+	require.Contains(t, e.Detail, "WaitAtMost")
+	require.Zero(t, f.count("acquire", -1), "the call behind the local holder sent an attempt")
+	require.NoError(t, l.Release(ctx))
+}
