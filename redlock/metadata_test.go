@@ -87,6 +87,18 @@ func TestMetadata_AHandOffCarriesTheWaitersOwn(t *testing.T) {
 		lb <- l
 	}()
 	cl.requireLineLen(t, key, 1, "b never joined the line")
+	// A release hands the key only to a waiter whose Client listens on
+	// the node: wait for b's subscription everywhere.
+	ch := script.WakeChannel(b.wake.id)
+	require.Eventually(t, func() bool {
+		for _, raw := range cl.raw {
+			n, err := raw.PubSubNumSub(ctx, ch).Result()
+			if err != nil || n[ch] == 0 {
+				return false
+			}
+		}
+		return true
+	}, 3*time.Second, time.Millisecond, "b's Client never listened on every node")
 	l := releaseTo(t, la, lb)
 	require.True(t, handedTo(valueOf(l)), "the lease was not handed over by the release: %q", valueOf(l))
 	require.Equal(t, "host=b", l.Metadata())
