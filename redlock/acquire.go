@@ -33,6 +33,8 @@ type attempt struct {
 	t0     time.Time
 	acq    *script.Acquire // the acquire script call, sent to every node
 	waiter string          // the Lock call's id in the key's line ("" for TryLock)
+	meta   string          // the call's metadata (WithMetadata), stored where the key is granted
+	fenced bool            // mint a fencing token: WithFencing, or the call's Fenced
 	// rel is the release of the attempt's value, sharing acq's boxed
 	// arguments; the call itself is built when needed (see release).
 	rel script.ReleaseArgs
@@ -59,10 +61,10 @@ type attempt struct {
 // belongs to ("" for TryLock), which puts the call in the key's line on
 // the nodes where it fails, at place, so that a release wakes it by name
 // (see acquire.lua).
-func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64) *attempt {
-	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter}
+func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, ca callArgs) *attempt {
+	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter, meta: ca.meta, fenced: ca.fenced}
 	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.acqSettings,
-		Fencing: c.cfg.fencing, Waiter: waiter, Place: place, Line: c.line})
+		Fencing: ca.fenced, Waiter: waiter, Place: place, Line: c.line, Metadata: ca.meta})
 	a.rel = a.acq.ReleaseArgs()
 	return a
 }
@@ -251,11 +253,11 @@ type outcome struct {
 // try runs one acquisition attempt (waiter and place: see newAttempt). On
 // any failure it releases the key on every node before returning (nodes
 // that do not answer are released in the background).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64) outcome {
-	a := c.newAttempt(key, ttl, waiter, place)
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	a := c.newAttempt(key, ttl, waiter, place, ca)
 	a.send(ctx)
 	a.await(ctx)
-	if a.won(ctx) && c.cfg.fencing {
+	if a.won(ctx) && a.fenced {
 		a.commit(ctx)
 	}
 	if a.won(ctx) {

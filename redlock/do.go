@@ -18,12 +18,15 @@ import (
 // error wrapping ErrNotHeld when the lease was lost before fn returned
 // (and ErrMaxHold, or the Extend error, that ended it; context.Cause of
 // fn's ctx is the same error), or
-// Lock's error when the lock was not obtained. Safe for concurrent use.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error) error {
+// Lock's error when the lock was not obtained. opts apply to the Lock
+// call: WaitAtMost bounds the wait for the lock, and only that wait, so a
+// fn that runs past the bound goes on with its ctx, derived from ctx. Safe
+// for concurrent use.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
 	if fn == nil {
 		return errors.New("redlock: Do: nil fn")
 	}
-	l, err := c.Lock(ctx, key, ttl)
+	l, err := c.Lock(ctx, key, ttl, opts...)
 	if err != nil {
 		return err
 	}
@@ -61,6 +64,22 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		return errors.Join(ferr, rerr)
 	}
 	return ferr
+}
+
+// TryDo is Do with one attempt, as TryLock makes: when someone else holds
+// key it returns an error wrapping ErrNotObtained at once, without running
+// fn. It is what a job that must skip its run while another copy of it
+// runs wants. WaitAtMost above 0 and WithCallRetry are refused, as by
+// TryLock, before any node is touched. Safe for concurrent use.
+func (c *Client) TryDo(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
+	cc, err := c.callConfig(opts)
+	if err != nil {
+		return err
+	}
+	if err := cc.onlyOnce("TryDo"); err != nil {
+		return err
+	}
+	return c.Do(ctx, key, ttl, fn, append(opts[:len(opts):len(opts)], WaitAtMost(0))...)
 }
 
 // watch cancels fn's context when l ends before stop is closed, with an

@@ -17,6 +17,12 @@
 // afterwards. Resources that must stay safe then should check the lease's
 // FencingToken (WithFencing), for example with package fencing.
 //
+// Lock, TryLock and Do take per-call options (CallOption) after their
+// arguments: WaitAtMost bounds the wait for the lock (and never fn's run),
+// WithCallRetry replaces the Client's retry policy for the call, Fenced
+// mints a token for the call alone, and WithMetadata stores who holds the
+// lock, for Inspect and the quorumlock status command to show.
+//
 // Nodes that lose their data (restart without persistence, FLUSHALL) are
 // kept from voting until one quarantine (the max ttl plus drift) has
 // passed, timed on the node's own clock, so they cannot grant a lock they
@@ -31,7 +37,8 @@
 //
 // Every key quorumlock writes besides the caller's lock key starts with
 // the prefix quorumlock: (fences, admission markers, quarantines, tombstones of
-// given-up attempts, the line of Lock calls per key), and keys that start
+// given-up attempts, the line of Lock calls per key, the holder's metadata),
+// and keys that start
 // with it are refused. Waiters are woken through Pub/Sub: a release that
 // names the first Lock call in the key's line (and, WithKeyHandOff, hands
 // it the key) tells that call's Client on the channel

@@ -68,7 +68,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	args := make([]script.ExtendArgs, len(ls))
 	shortest := ttls[0]
 	for i, l := range ls {
-		args[i] = script.ExtendArgs{Key: l.key, Value: l.value, TTL: ttls[i]}
+		args[i] = script.ExtendArgs{Key: l.key, Value: l.value, TTL: ttls[i], Meta: l.meta != ""}
 		shortest = min(shortest, ttls[i])
 	}
 	p := script.NewExtend(args)

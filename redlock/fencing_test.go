@@ -350,7 +350,12 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 		if i%2 == 1 {
 			c = plain
 		}
-		l, err := c.TryLock(ctx, key, maxTTL)
+		// Holder metadata on every other key, the handed ones' included.
+		var opts []CallOption
+		if i%4 < 2 {
+			opts = append(opts, WithMetadata(fmt.Sprintf("job=%d", i)))
+		}
+		l, err := c.TryLock(ctx, key, maxTTL, opts...)
 		require.NoError(t, err)
 		if i%4 == 0 {
 			// A waiter in line, a failed attempt's tombstones, a hand-off.
@@ -358,7 +363,7 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
-				l2, err := c.Lock(wctx, key, maxTTL)
+				l2, err := c.Lock(wctx, key, maxTTL, opts...)
 				if err == nil {
 					err = l2.Release(ctx)
 				}

@@ -56,6 +56,7 @@ type NodeState struct {
 	Value          string        // the key's value, "" when the node does not hold it
 	TTL            time.Duration // the key's remaining life; -1 without expiry
 	Fence          uint64        // the key's fence value (0: none)
+	Metadata       string        // the metadata stored with Value (WithMetadata), "" for none
 }
 
 // KeyState is an advisory snapshot of one key on every node, from
@@ -78,11 +79,15 @@ type KeyState struct {
 	ExpiresIn time.Duration
 	MaxFence  uint64 // the highest fence value seen
 	Summary   string // one sentence for people
+	// Metadata is, with VerdictHeld, what the holder stored with the key
+	// (WithMetadata) on the nodes holding Holder; "" for none.
+	Metadata string
 }
 
 // Inspect reads, in parallel and without changing anything, what every
 // node knows about key: whether it holds it and for how long, its fence,
-// whether the node may vote, and the server's version, role and uptime;
+// whether the node may vote, the holder's metadata (WithMetadata), and the
+// server's version, role and uptime;
 // then judges whether the key is held by a majority. Nodes that do not
 // answer before ctx ends are reported (NodeState.Err), not an error. It
 // fails only for a bad key (empty, or in quorumlock's namespace) or a
@@ -157,6 +162,7 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 			ns.TTL = -1
 		}
 	}
+	ns.Metadata = st.Meta
 	if st.Fence != "" {
 		f, perr := strconv.ParseUint(st.Fence, 10, 64)
 		if perr != nil {
@@ -210,6 +216,14 @@ func (ks *KeyState) judge() {
 			return cmp.Compare(b, a)
 		})
 		ks.ExpiresIn = ttls[ks.Quorum-1]
+		// The holder writes the same metadata on every node it holds;
+		// one that has none (its write was late, or lost) shows none.
+		for _, ns := range ks.Nodes {
+			if ns.Value == ks.Holder && ns.Metadata != "" {
+				ks.Metadata = ns.Metadata
+				break
+			}
+		}
 		until := "until it is released"
 		if ks.ExpiresIn >= 0 {
 			until = fmt.Sprintf("for about %v more unless its holder renews it", ks.ExpiresIn.Round(time.Millisecond))

@@ -20,6 +20,7 @@ type Lease struct {
 	key   string
 	value string
 	token uint64
+	meta  string          // WithMetadata's, stored with the key on the nodes
 	rel   *script.Release // the release of our value (with its tombstone ttl: the acquisition's)
 
 	mu       sync.Mutex
@@ -81,7 +82,7 @@ func (c *Client) newLease(a *attempt) *Lease {
 	}
 	// The holder leaves the key's line on every node when it releases
 	// (granting nodes already dropped it): no place to go back to.
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, rel: a.release(false), ttl: a.ttl,
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.release(false), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
 	l.mu.Lock()
 	l.armLocked()
@@ -124,10 +125,25 @@ func (l *Lease) endLocked(s leaseState) {
 // Key returns the locked key, exactly as passed to Lock.
 func (l *Lease) Key() string { return l.key }
 
+// Metadata returns the metadata the lease was obtained with (WithMetadata),
+// "" for none. The nodes keep it with the key for as long as the lease
+// lives (Client.Inspect shows it).
+func (l *Lease) Metadata() string { return l.meta }
+
+// Value returns the value the lease holds the key with on the nodes: the
+// random value of its acquisition, or, for a lease handed over by a
+// release (WithKeyHandOff), its Lock call's id. Client.Inspect reports the
+// same string as KeyState.Holder, so a holder can log it to be found. It
+// is not a secret that guards anything: every compare-and-act of the lease
+// happens inside this Client.
+func (l *Lease) Value() string { return l.value }
+
 // FencingToken returns the lease's fencing token: a number that is larger
 // for every later holder of the same key, for a resource to refuse stale
 // holders with (see package fencing). It is 0 unless the client was built
-// WithFencing. It fits a PostgreSQL bigint.
+// WithFencing or the call asked for it (Fenced). Tokens grow across every
+// fenced holder of the key, whatever unfenced holders came in between. It
+// fits a PostgreSQL bigint.
 func (l *Lease) FencingToken() uint64 { return l.token }
 
 // Deadline returns the end of the lease's validity on this process's clock.

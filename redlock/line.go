@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -35,16 +36,54 @@ import (
 // then have to give the keys back; and a caller that wants a longer
 // lease extends it, as Do's renewal does, which schedules the first
 // renewal by the remaining validity (see nextRenewal).
-func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time) *Lease {
+//
+// A call with metadata (WithMetadata) stores it on the nodes before Lock
+// returns: the release that set the key to its id could not (see
+// storeMeta).
+func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first time.Time, meta string) *Lease {
 	if drift.Validity(ttl, c.cfg.clock.Now().Sub(first), c.cfg.factor) <= 0 {
 		return nil
 	}
-	a := c.newAttempt(key, ttl, waiter, 0)
+	a := c.newAttempt(key, ttl, waiter, 0, callArgs{meta: meta}) // a fenced call is never handed the key
 	// No tombstone on release: no acquire of ours can still be on its way
 	// with this value, since no attempt sends a waiter id as its value.
 	a.value, a.t0 = waiter, first
 	a.rel.Value, a.rel.Tomb = waiter, 0
-	return c.newLease(a)
+	l := c.newLease(a)
+	if l != nil && meta != "" {
+		c.storeMeta(l)
+	}
+	return l
+}
+
+// storeMeta writes a handed lease's metadata on every node where the key
+// holds the lease's value (meta.lua), waiting for a majority at most one
+// node timeout; the other calls finish in the background. Metadata is
+// information for people, so a failure is not the lease's: it is logged,
+// and Inspect then shows less of it. The write is one round more for a
+// hand-off with metadata only; an acquisition writes it in its own round.
+//
+// Rejected: keeping each waiter's metadata in the key's line on the nodes
+// so that the release could copy it over. It costs every waiting call
+// with metadata a write per attempt, and a line entry with upkeep in the
+// acquire and release scripts (drop, leave, give-back), for one round
+// trip saved on a path that already skipped one.
+func (c *Client) storeMeta(l *Lease) {
+	p := script.NewMeta(script.MetaArgs{Key: l.key, Value: l.value, Metadata: l.meta})
+	rctx, cancel := context.WithTimeout(context.Background(), c.nodeTimeout(l.ttl))
+	round := quorum.Start(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		ok, err := p.Run(ctx, c.nodes[i].sn)
+		c.observe(i, err)
+		return ok, err
+	})
+	got := round.Await(rctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	c.spawn(func() {
+		defer cancel()
+		round.Wait()
+	})
+	if yes, _, _ := c.tally(got); yes < c.quorum {
+		c.cfg.logger.Warn("holder metadata of a handed lease reached too few nodes", "key", l.key, "nodes", yes, "needed", c.quorum)
+	}
 }
 
 // leaveLine takes a Lock call that gave up out of the key's line on every

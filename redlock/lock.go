@@ -18,26 +18,40 @@ import (
 // that admitted them. A node admitted under other deployment settings
 // gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
 // quorumlock's namespace (the prefix quorumlock:), a ttl not above its drift or
-// above the max ttl, or a closed Client is an error that touches no node.
+// above the max ttl, an invalid CallOption (and WaitAtMost above 0 or
+// WithCallRetry, which only a waiting call uses), or a closed Client is an
+// error that touches no node.
 // TryLock never joins the key's line on the nodes: a release keeps the
 // key for the first Lock call in line for a short while (or hands it to
 // that call, see WithKeyHandOff), and TryLock is refused with ReasonHeld
 // meanwhile. A caller that polls with TryLock therefore yields
 // to Lock callers and, under steady contention from them, can keep
 // losing; use Lock to wait in line. Safe for concurrent use.
-func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+	cc, err := c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := cc.onlyOnce("TryLock"); err != nil {
+		return nil, err
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	at := c.tryAdmitting(ctx, key, ttl, "", 0)
+	return c.tryLock(ctx, key, ttl, &cc)
+}
+
+// tryLock is TryLock once its input is checked.
+func (c *Client) tryLock(ctx context.Context, key string, ttl time.Duration, cc *callConfig) (*Lease, error) {
+	at := c.tryAdmitting(ctx, key, ttl, "", 0, c.callArgs(cc))
 	return at.lease, at.err
 }
 
 // tryAdmitting is one attempt, plus one more right away when nodes that
 // refused to vote because they were not admitted could be admitted at once
 // (their quarantine was over).
-func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64) outcome {
-	at := c.try(ctx, key, ttl, waiter, place)
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	at := c.try(ctx, key, ttl, waiter, place, ca)
 	if at.err != nil && len(at.unverified) > 0 && ctx.Err() == nil {
 		// Nodes answered before their identity was verified, and their
 		// votes did not count: verify them now and try again if that
@@ -54,7 +68,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 			if !c.awaitCleanup(ctx, at, ttl) {
 				return at
 			}
-			next := c.tryAdmitting(ctx, key, ttl, waiter, place)
+			next := c.tryAdmitting(ctx, key, ttl, waiter, place, ca)
 			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
 			return next
 		}
@@ -88,7 +102,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	}
 	// Both tries' cleanups put the call back in line where they land: a
 	// line-leave or give-back must wait for the first's too.
-	second := c.try(ctx, key, ttl, waiter, place)
+	second := c.try(ctx, key, ttl, waiter, place, ca)
 	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
 	return second
 }
@@ -121,7 +135,11 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // key is about to expire, until it obtains the lease, ctx ends (the error
 // then wraps both ErrNotObtained and ctx.Err()), the Client is closed
 // (ErrClosed), or the WithRetry policy gives up (the last attempt's
-// error). Lock calls of one Client on one key queue in memory and only the
+// error), or the WaitAtMost bound passes (the last attempt's error, see
+// WaitAtMost; WaitAtMost(0) makes one attempt, as TryLock does). The
+// call's options (CallOption) apply to this call alone: WithCallRetry
+// replaces the Client's retry policy, WithMetadata stores who holds the
+// lock. Lock calls of one Client on one key queue in memory and only the
 // first in line sends attempts; with a WithRetry limit, an attempt that
 // finds another Lock of this Client ahead in line counts as a failed
 // attempt (ReasonLocal), as a lost race with another process would. Input
@@ -131,29 +149,63 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // began; a call keeps its place for as long as it goes on trying, however
 // long it waits. A release keeps the free key for the first in line for a
 // few round trips and wakes it, and the call takes the key with an attempt
-// of its own. With WithKeyHandOff (and without fencing), a release hands the
+// of its own. With WithKeyHandOff (and without fencing: neither WithFencing
+// nor Fenced), a release hands the
 // key itself to the first in line instead: it sets the key to that call's
 // id, with the call's ttl, and tells its Client; the call holds the lock
 // once a majority of nodes did so, without a round of its own, and its
 // lease counts from before its first attempt. Safe for concurrent use.
-func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+	cc, err := c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	w := c.newWaiter(key, ttl)
+	switch {
+	case cc.tryOnce():
+		return c.tryLock(ctx, key, ttl, &cc)
+	case cc.waitSet:
+		// The bound ends the waits between attempts, not an attempt
+		// under way: one cut short would report the cut, not why the
+		// lock was not free, and its cleanup would cost a round.
+		wctx, cancel := context.WithTimeoutCause(ctx, cc.wait, waitBound(cc.wait))
+		defer cancel()
+		return c.lock(ctx, wctx, key, ttl, &cc)
+	}
+	return c.lock(ctx, ctx, key, ttl, &cc)
+}
+
+// waitBound is the cause of a Lock's acquisition ctx when its WaitAtMost
+// bound passed.
+type waitBound time.Duration
+
+func (d waitBound) Error() string {
+	return fmt.Sprintf("waited %v (WaitAtMost)", time.Duration(d))
+}
+
+// lock is Lock's wait once its input is checked. Its attempts run under
+// ctx, the caller's; its waits between them end with wctx too, which is
+// ctx bounded by WaitAtMost, and no attempt starts once wctx ended.
+func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, cc *callConfig) (*Lease, error) {
+	w := c.newWaiter(key, ttl, cc)
 	defer w.close()
-	limited := c.cfg.maxAttempts > 0
+	limited := cc.maxAttempts > 0
 	for n := 0; ; n++ {
 		if w.pass == nil {
 			limit := waitForever
 			if limited {
 				limit = 0
 			}
-			if err := w.enter(ctx, limit); err != nil {
-				return nil, w.stopped(err)
+			if err := w.enter(wctx, limit); err != nil {
+				return nil, w.stopped(wctx, err)
 			}
 		}
 		if w.pass != nil {
+			if n > 0 && wctx.Err() != nil {
+				return nil, w.stopped(wctx, wctx.Err())
+			}
 			if l, err := w.attempt(ctx, n); l != nil || err != nil {
 				return l, err
 			}
@@ -161,29 +213,29 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			w.last = outcome{err: &NotObtainedError{Key: key, Reason: ReasonLocal, Needed: c.quorum, Nodes: len(c.nodes),
 				Detail: "another Lock call of this Client is ahead in line for the key"}}
 		}
-		if limited && n+1 >= c.cfg.maxAttempts {
+		if limited && n+1 >= cc.maxAttempts {
 			return nil, w.last.err
 		}
 		if c.isClosed() {
-			return nil, w.stopped(ErrClosed)
+			return nil, w.stopped(wctx, ErrClosed)
 		}
-		delay := c.cfg.retry(n)
+		delay := cc.retry(n)
 		if w.last.wait > 0 && w.last.wait < delay {
 			delay = w.last.wait
 		}
 		if w.pass == nil {
 			// In line behind another Lock of this Client: wait for the
 			// gate, at most as long as the retry policy would sleep.
-			if err := w.enter(ctx, delay); err != nil {
-				return nil, w.stopped(err)
+			if err := w.enter(wctx, delay); err != nil {
+				return nil, w.stopped(wctx, err)
 			}
 			continue
 		}
-		if !w.listen(ctx) {
+		if !w.listen(wctx) {
 			continue // not heard from before the attempt: try again at once
 		}
-		if err := w.sleep(ctx, delay); err != nil {
-			return nil, w.stopped(err)
+		if err := w.sleep(wctx, delay); err != nil {
+			return nil, w.stopped(wctx, err)
 		}
 		if l := w.handedOff(false); l != nil {
 			return w.won(l)
@@ -194,6 +246,18 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 // stopped is Lock's error when it stops waiting because of why (ctx's
 // error or ErrClosed), keeping the last attempt's error.
 func (c *Client) stopped(key string, last, why error) error {
+	var bound waitBound
+	if errors.As(why, &bound) {
+		// The call's own WaitAtMost, not its caller, ended the wait: the
+		// last attempt's error says why the lock was not obtained.
+		var e *NotObtainedError
+		if errors.As(last, &e) {
+			e.Detail = bound.Error() + ": " + e.Detail
+			return e
+		}
+		return &NotObtainedError{Key: key, Reason: ReasonLocal, Needed: c.quorum, Nodes: len(c.nodes),
+			Detail: bound.Error() + " behind another Lock call of this Client for the key"}
+	}
 	if errors.Is(why, ErrClosed) {
 		if last == nil {
 			return ErrClosed

@@ -208,7 +208,8 @@ func WithLogger(l *slog.Logger) Option {
 // does, where without this option a release only keeps the key free for
 // the first in line for one short reservation. A waiter whose process has
 // exited is passed over. It applies to Lock calls without fencing; with
-// WithFencing or WithoutReleaseNotify it has no effect. Default: off.
+// WithFencing or WithoutReleaseNotify it has no effect, and a call with
+// Fenced is not handed keys either. Default: off.
 func WithKeyHandOff() Option {
 	return optionFunc(func(c *config) error { c.handOff = true; return nil })
 }

@@ -26,6 +26,11 @@ type waiter struct {
 	start time.Time // when Lock began, for the wait-time metric
 	place int64
 	id    string
+	retry func(attempt int) time.Duration // the call's retry policy
+	args  callArgs                        // what its attempts carry besides the key
+	// handoffs says the call takes keys a release hands it (see
+	// waiterID): its Client's WithKeyHandOff, for an unfenced call.
+	handoffs bool
 
 	pass       func()   // this call's place at the head of the key's local line (nil: not there)
 	wake       chan int // release notices (nil until registered)
@@ -50,12 +55,13 @@ type waiter struct {
 // newWaiter returns the waiter of a Lock call of c on key, by value: it
 // stays on the call's stack, and an uncontended Lock allocates nothing for
 // it.
-func (c *Client) newWaiter(key string, ttl time.Duration) waiter {
-	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro()}
+func (c *Client) newWaiter(key string, ttl time.Duration, cc *callConfig) waiter {
+	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(), retry: cc.retry, args: c.callArgs(cc)}
+	w.handoffs = c.handoffs && !w.args.fenced
 	if n := len(c.nodes); n > len(w.handedFew) {
 		w.handedMany = make([]bool, n)
 	}
-	w.id = c.waiterID(ttl, w.place)
+	w.id = c.waiterID(ttl, w.place, w.handoffs)
 	return w
 }
 
@@ -75,9 +81,9 @@ func (w *waiter) nodesHanded() []bool {
 // own channel, and, without fencing, ends in '~<place>+<ttl ms>': a
 // release may then hand the key itself to the call (see handedLease), and
 // other calls tell from the place whether it is ahead of them in line.
-func (c *Client) waiterID(ttl time.Duration, place int64) string {
+func (c *Client) waiterID(ttl time.Duration, place int64, handoffs bool) string {
 	id := script.WaiterID{Client: c.wake.id, Nonce: newValue()}
-	if c.handoffs {
+	if handoffs {
 		id.Place, id.TTL = place, ttl
 	}
 	return id.String()
@@ -103,7 +109,7 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 	if w.first.IsZero() {
 		w.first = c.cfg.clock.Now()
 	}
-	w.last = c.tryAdmitting(ctx, w.key, w.ttl, w.id, w.place)
+	w.last = c.tryAdmitting(ctx, w.key, w.ttl, w.id, w.place, w.args)
 	w.inLine = true
 	if w.last.err == nil {
 		return w.won(w.last.lease)
@@ -126,12 +132,12 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 	// tells it, which wakes it for another attempt, another -6 and another
 	// give-back, one round every few ms for as long as the call ahead
 	// holds its keys.
-	ahead := w.last.ahead && (w.gaveBack.IsZero() || time.Since(w.gaveBack) >= c.cfg.retry(n))
+	ahead := w.last.ahead && (w.gaveBack.IsZero() || time.Since(w.gaveBack) >= w.retry(n))
 	if l := w.handedOff(ahead); l != nil {
 		return w.won(l)
 	}
 	if ctx.Err() != nil {
-		return nil, w.stopped(ctx.Err())
+		return nil, w.stopped(ctx, ctx.Err())
 	}
 	return nil, nil
 }
@@ -141,7 +147,7 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 func (w *waiter) won(l *Lease) (*Lease, error) {
 	c := w.c
 	w.last = outcome{lease: l}
-	if c.handoffs {
+	if w.handoffs {
 		l.leaveAfter(w.id, w.pending)
 	}
 	l.holdGate(w.pass)
@@ -159,7 +165,7 @@ func (w *waiter) handedOff(giveBack bool) *Lease {
 	c := w.c
 	n := c.wake.handedTo(w.key, w.id, w.nodesHanded())
 	if n >= c.quorum {
-		if l := c.handedLease(w.key, w.ttl, w.id, w.first); l != nil {
+		if l := c.handedLease(w.key, w.ttl, w.id, w.first, w.args.meta); l != nil {
 			return l
 		}
 		giveBack = true // the validity is used up: so are the keys
@@ -178,7 +184,7 @@ func (w *waiter) handedOff(giveBack bool) *Lease {
 	// handed back is handed on, and it listens before that step is sent.
 	old := w.id
 	w.first = c.cfg.clock.Now() // before the id exists: see handedLease
-	w.id = c.waiterID(w.ttl, w.place)
+	w.id = c.waiterID(w.ttl, w.place, w.handoffs)
 	clear(w.nodesHanded())
 	if w.unregister != nil {
 		w.unregister()
@@ -205,7 +211,7 @@ func (w *waiter) listen(ctx context.Context) bool {
 	if live {
 		return true
 	}
-	if c.handoffs {
+	if w.handoffs {
 		// A release may hand this call the key and tell it only by notice:
 		// wait until a majority listens (at most the cleanup timeout), so
 		// that none after the retry goes unheard.
@@ -221,8 +227,15 @@ func (w *waiter) listen(ctx context.Context) bool {
 	return false
 }
 
-// stopped is the call's error when it stops waiting because of why.
-func (w *waiter) stopped(why error) error { return w.c.stopped(w.key, w.last.err, why) }
+// stopped is the call's error when it stops waiting because of why: ctx's
+// error (or its WaitAtMost bound, ctx's cause then) or ErrClosed.
+func (w *waiter) stopped(ctx context.Context, why error) error {
+	var bound waitBound
+	if !errors.Is(why, ErrClosed) && errors.As(context.Cause(ctx), &bound) {
+		why = bound
+	}
+	return w.c.stopped(w.key, w.last.err, why)
+}
 
 // close ends the call: it leaves the key's line on the nodes if an
 // attempt put it there and it holds no lease (after every earlier cleanup:

@@ -14,10 +14,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,6 +61,10 @@ type runConfig struct {
 	fence   bool
 	verbose bool
 	command []string
+	// metadata is stored with the lock for "quorumlock status" to show;
+	// without --metadata, who holds it: host, pid and command.
+	metadata    string
+	metadataSet bool
 }
 
 func runUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
@@ -115,6 +121,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
 	fs.Var(&rc.maxTTL, "max-ttl", "the longest ttl (`duration`) any client of these nodes uses; also how long a node that restarted empty is kept from voting (use the same value everywhere)")
 	env["max-ttl"] = envMaxTTL
 	fs.BoolVar(&rc.fence, "fence", false, "mint a fencing token (one more round trip) and pass it in $"+envFencingToken)
+	fs.StringVar(&rc.metadata, "metadata", "", fmt.Sprintf("`text` stored with the lock while CMD runs, shown by \"quorumlock status\" (at most %d bytes; \"\" for none; default: host=HOST pid=PID cmd=\"CMD ARGS\")", redlock.MaxMetadata))
 	fs.BoolVar(&rc.verbose, "verbose", false, "log lock events to stderr")
 	fs.BoolVar(&rc.verbose, "v", false, "short for --verbose")
 
@@ -129,6 +136,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
 		return nil, usageError(stderr, "run", err), false
 	}
 	rc.command = fs.Args()
+	fs.Visit(func(f *flag.Flag) { rc.metadataSet = rc.metadataSet || f.Name == "metadata" })
 	if err := rc.validate(); err != nil {
 		return nil, usageError(stderr, "run", err), false
 	}
@@ -160,6 +168,9 @@ func (rc *runConfig) validate() error {
 	}
 	if rc.command[0] == "" {
 		return errors.New("empty command name")
+	}
+	if len(rc.metadata) > redlock.MaxMetadata {
+		return fmt.Errorf("--metadata is %d bytes, at most %d", len(rc.metadata), redlock.MaxMetadata)
 	}
 	_, err := rc.nodes.nodeOptions()
 	return err
@@ -196,8 +207,6 @@ type session struct {
 	lease      *redlock.Lease
 	terminated bool // the command was stopped for a lost lease
 }
-
-var errWaitOver = errors.New("--wait elapsed")
 
 // signalError is the cause of the wait's end when quorumlock got a signal.
 type signalError struct{ sig syscall.Signal }
@@ -243,11 +252,6 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	}()
 	defer func() { close(stopWatch); <-watchDone }()
 
-	if rc.wait.set && rc.wait.d > 0 {
-		t := time.AfterFunc(rc.wait.d, func() { s.giveUp(errWaitOver) })
-		defer t.Stop()
-	}
-
 	opts, err := rc.nodes.nodeOptions()
 	if err != nil { // validated already; only a file that changed since
 		return usageError(stderr, "run", err)
@@ -265,9 +269,6 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	if rc.maxHold.set {
 		ropts = append(ropts, redlock.WithMaxHold(rc.maxHold.d))
 	}
-	if rc.wait.set && rc.wait.d == 0 {
-		ropts = append(ropts, redlock.WithRetry(redlock.DefaultRetry, 1))
-	}
 	client, err := redlock.New(ucs, ropts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "quorumlock run: %s\n", rc.nodes.scrub(err.Error()))
@@ -275,23 +276,42 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	}
 	defer client.Close()
 
-	derr := client.Do(s.lockCtx, rc.key, rc.ttl.d, s.holding)
+	// --wait bounds the wait for the lock only, never the command.
+	var copts []redlock.CallOption
+	if rc.wait.set {
+		copts = append(copts, redlock.WaitAtMost(rc.wait.d))
+	}
+	if md := rc.holderMetadata(); md != "" {
+		copts = append(copts, redlock.WithMetadata(md))
+	}
+	derr := client.Do(s.lockCtx, rc.key, rc.ttl.d, s.holding, copts...)
 	if derr != nil {
 		logger.Debug("Do returned", "err", rc.nodes.scrub(derr.Error()))
 	}
 	return s.outcome(derr)
 }
 
-// giveUp ends the wait for the lock with cause, unless the command has
-// already started; it reports whether it did.
-func (s *session) giveUp(cause error) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return false
+// holderMetadata is what run stores with the lock: --metadata, or by
+// default who holds it, as host=HOST pid=PID cmd="CMD ARGS" (the pid is
+// quorumlock's, which holds the lock; the command is cut to fit).
+func (rc *runConfig) holderMetadata() string {
+	if rc.metadataSet {
+		return rc.metadata
 	}
-	s.cancelLock(cause)
-	return true
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "?"
+	}
+	head := fmt.Sprintf("host=%s pid=%d cmd=", host, os.Getpid())
+	cmd := strings.Join(rc.command, " ")
+	if len(cmd) > redlock.MaxMetadata {
+		cmd = strings.ToValidUTF8(cmd[:redlock.MaxMetadata], "")
+	}
+	for len(head)+len(strconv.Quote(cmd)) > redlock.MaxMetadata && cmd != "" {
+		_, size := utf8.DecodeLastRuneInString(cmd)
+		cmd = cmd[:len(cmd)-size]
+	}
+	return head + strconv.Quote(cmd)
 }
 
 func (s *session) onSignal(sig syscall.Signal) {
@@ -422,7 +442,7 @@ func (s *session) outcome(derr error) int {
 			fmt.Fprintf(s.stderr, "quorumlock run: %s while waiting for the lock on %q; the command was not run\n", signalName(se.sig), rc.key)
 			return 128 + int(se.sig)
 		}
-		if errors.Is(derr, redlock.ErrNotObtained) || errors.Is(cause, errWaitOver) {
+		if errors.Is(derr, redlock.ErrNotObtained) {
 			how := "within --wait " + rc.wait.d.String()
 			if rc.wait.set && rc.wait.d == 0 {
 				how = "in one attempt (--wait 0)"

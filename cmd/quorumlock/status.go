@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -49,6 +51,8 @@ type nodeStatus struct {
 	Value     string  `json:"value,omitempty"`
 	TTLMS     int64   `json:"ttl_ms"` // remaining ms; -1: no expiry; 0 without the key
 	Fence     uint64  `json:"fence"`  // the key's fence value on this node (0: none)
+	// Metadata is what the holder of Value stored with the key.
+	Metadata string `json:"metadata,omitempty"`
 	// Admission is redlock.Admission: admitted, quarantined, unadmitted,
 	// mismatch or unknown.
 	Admission      string `json:"admission"`
@@ -71,6 +75,9 @@ type statusReport struct {
 	MaxFence  uint64       `json:"max_fence"`        // highest fence value seen
 	Summary   string       `json:"summary"`
 	Warnings  []string     `json:"warnings,omitempty"`
+	// HolderMetadata is what the holder stored with the key (for
+	// "quorumlock run", who runs what: host=... pid=... cmd="...").
+	HolderMetadata string `json:"holder_metadata,omitempty"`
 }
 
 type statusConfig struct {
@@ -199,7 +206,8 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 		return nil, err
 	}
 	rep := &statusReport{Key: ks.Key, Settings: ks.Settings, Quorum: ks.Quorum, Reachable: ks.Answered, Voting: ks.Voting,
-		Verdict: string(ks.Verdict), Holder: ks.Holder, Holders: ks.Holders, MaxFence: ks.MaxFence, Summary: ks.Summary}
+		Verdict: string(ks.Verdict), Holder: ks.Holder, Holders: ks.Holders, MaxFence: ks.MaxFence, Summary: ks.Summary,
+		HolderMetadata: ks.Metadata}
 	if ks.Verdict == redlock.VerdictHeld {
 		rep.ExpiresMS = ks.ExpiresIn.Milliseconds()
 		if ks.ExpiresIn < 0 {
@@ -209,7 +217,7 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	for i, n := range ks.Nodes {
 		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err),
 			LatencyMS: float64(n.Latency.Microseconds()) / 1000, Role: n.Server.Role, UptimeS: int64(n.Server.Uptime / time.Second),
-			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence,
+			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence, Metadata: n.Metadata,
 			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined}
 		if n.Err != nil {
 			ns.Error = sc.nodes.scrub(n.Err.Error())
@@ -309,6 +317,9 @@ func printStatus(w io.Writer, r *statusReport) error {
 	if r.Holder != "" {
 		fmt.Fprintf(w, "holder value: %s\n", r.Holder)
 	}
+	if r.HolderMetadata != "" {
+		fmt.Fprintf(w, "holder: %s\n", printable(r.HolderMetadata))
+	}
 	if r.MaxFence > 0 {
 		fmt.Fprintf(w, "highest fence seen: %d\n", r.MaxFence)
 	}
@@ -317,6 +328,15 @@ func printStatus(w io.Writer, r *statusReport) error {
 	}
 	_, err := fmt.Fprintf(w, "verdict: %s\n", r.Summary)
 	return err
+}
+
+// printable is s as written, or quoted when it holds what a terminal
+// would act on (metadata is whatever a holder stored).
+func printable(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -26,6 +26,9 @@ type AcquireArgs struct {
 	// Line is how long a waiter stays in the key's line on a node without
 	// being seen again.
 	Line time.Duration
+	// Metadata is stored with the key where it is granted (MetaKey); ""
+	// for none, which leaves the call as it was without it.
+	Metadata string
 }
 
 // AcquireStatus is the acquire script's verdict on one node.
@@ -70,8 +73,13 @@ func (b *Boxes) Acquire(a AcquireArgs) *Acquire {
 	if a.Fencing {
 		fence, fkey = "1", FenceKey(a.Key)
 	}
-	x.init(acquireScript, []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen},
-		x.value, x.ttl, str(&b.settings, a.Settings), fence, x.waiter, ms(&b.line, a.Line), x.place)
+	keys := []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen}
+	if a.Metadata == "" {
+		x.init(acquireScript, keys, x.value, x.ttl, str(&b.settings, a.Settings), fence, x.waiter, ms(&b.line, a.Line), x.place)
+		return x
+	}
+	x.init(acquireScript, append(keys, MetaKey(a.Key)),
+		x.value, x.ttl, str(&b.settings, a.Settings), fence, x.waiter, ms(&b.line, a.Line), x.place, a.Metadata)
 	return x
 }
 

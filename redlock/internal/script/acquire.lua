@@ -3,7 +3,8 @@
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] this node's admission
 -- marker, KEYS[4] this attempt's tombstone, KEYS[5] the key's line of
 -- waiters, KEYS[6] the waiters a release named (a short reservation),
--- KEYS[7] when this node last saw each waiter in the line (its TIME, us)
+-- KEYS[7] when this node last saw each waiter in the line (its TIME, us),
+-- KEYS[8] (only with ARGV[8]) the key's holder metadata
 -- ARGV[1] our random value, ARGV[2] ttl in ms,
 -- ARGV[3] the deployment settings this client runs with ('' skips the
 -- admission check: WithoutRestartQuarantine),
@@ -14,7 +15,11 @@
 -- when someone joins or a release names the first in line,
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order; a
--- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>')
+-- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>'),
+-- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[8]
+-- becomes our value, a newline and it, with the lock key's expiry. It is
+-- written after the grant is decided and never read here: metadata plays
+-- no part in who gets the key (docs/fencing.md, "Holder metadata").
 -- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
 --   status 1 taken by us (or already ours), 0 held by another value
 --   (pttl: its remaining ms),
@@ -118,6 +123,13 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- attempt's cleanup skips the nodes that answered 0)
 end
 if status == 1 then
+  local md = ARGV[8]
+  if md and md ~= '' then
+    local left = redis.call('PTTL', KEYS[1])
+    if left > 0 then
+      redis.call('SET', KEYS[8], ARGV[1] .. '\n' .. md, 'PX', left)
+    end
+  end
   if named then
     redis.call('DEL', KEYS[6])
   end

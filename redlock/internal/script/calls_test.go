@@ -43,7 +43,23 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	require.Equal(t, []any{"evalsha", commitScript.Hash(), 2, "k", FenceKey("k"), "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
 	require.Equal(t, []any{"evalsha", extendScript.Hash(), 2, "a", "b", "va", int64(1000), "vb", int64(2000)},
-		NewExtend([]ExtendArgs{{"a", "va", time.Second}, {"b", "vb", 2 * time.Second}}).cmd)
+		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
+
+	// Holder metadata: a KEYS and an ARGV after the others where a call
+	// carries it, and none where it does not.
+	a.Fencing, a.Metadata = false, "host=a"
+	macq := b.Acquire(a)
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 8,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MetaKey("k"),
+		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100), "host=a"}, macq.cmd)
+	mr := macq.ReleaseArgs()
+	require.True(t, mr.Meta)
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 6}, append(append(relKeys, MetaKey("k")),
+		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(0), "", int64(10000), wakePrefix)...), b.Release(mr).cmd)
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 4, "a", "b", MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
+		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
+	require.Equal(t, []any{"evalsha", metaScript.Hash(), 2, "k", MetaKey("k"), "c1.w~100+5000", "host=a"},
+		NewMeta(MetaArgs{Key: "k", Value: "c1.w~100+5000", Metadata: "host=a"}).cmd)
 }
 
 // The typed calls and replies on redis-server: a grant, a waiter that

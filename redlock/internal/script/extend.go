@@ -17,6 +17,9 @@ type ExtendArgs struct {
 	Key   string
 	Value string
 	TTL   time.Duration // whole milliseconds
+	// Meta says the lease has metadata (MetaKey), renewed with the key
+	// where it is the lease's.
+	Meta bool
 }
 
 // Extend is a prepared extend call for one or many leases.
@@ -29,9 +32,18 @@ type Extend struct {
 func NewExtend(ls []ExtendArgs) *Extend {
 	keys := make([]any, len(ls))
 	args := make([]any, 0, 2*len(ls))
+	meta := false
 	for i, l := range ls {
 		keys[i] = l.Key
 		args = append(args, l.Value, l.TTL.Milliseconds())
+		meta = meta || l.Meta
+	}
+	if meta {
+		// KEYS[n+i] is lease i's metadata key, for every lease: the
+		// script finds it by position.
+		for _, l := range ls {
+			keys = append(keys, MetaKey(l.Key))
+		}
 	}
 	x := &Extend{n: len(ls)}
 	x.init(extendScript, keys, args...)

@@ -14,6 +14,7 @@ const (
 	IdentKey   = Prefix + "node"     // per server: its random identity
 
 	fencePrefix   = Prefix + "fence:"    // + lock key: the key's fence value
+	metaPrefix    = Prefix + "meta:"     // + lock key: its holder's metadata (WithMetadata), as owner "\n" metadata
 	tombPrefix    = Prefix + "gone:"     // + lock value: an attempt given up on this node
 	queuePrefix   = Prefix + "queue:"    // + lock key: Lock calls waiting for the key, in order
 	seenPrefix    = Prefix + "seen:"     // + lock key: when the node last saw each call in the key's line
@@ -30,6 +31,24 @@ var DeploymentKeys = []string{MarkerKey, IdentKey}
 
 // FenceKey is where a node keeps key's fence value.
 func FenceKey(key string) string { return fencePrefix + key }
+
+// MetaKey is where a node keeps the metadata of key's holder: the
+// holder's value (its lock value or waiter id), a newline, the metadata.
+// It is written only where the lock key holds that value, with the lock
+// key's remaining life, and follows it: extends renew both, a release
+// deletes both. Its owner part makes a leftover harmless: metadata counts
+// only while the lock key holds its owner (see Metadata).
+func MetaKey(key string) string { return metaPrefix + key }
+
+// Metadata returns the metadata in raw, a MetaKey's value, if it belongs
+// to owner (the value the lock key holds); false for none or another's.
+func Metadata(raw, owner string) (string, bool) {
+	own, md, ok := strings.Cut(raw, "\n")
+	if !ok || owner == "" || own != owner {
+		return "", false
+	}
+	return md, true
+}
 
 // TombKey is the tombstone of an attempt that gave value up on a node.
 func TombKey(value string) string { return tombPrefix + value }

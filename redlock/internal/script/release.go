@@ -37,6 +37,8 @@ type ReleaseArgs struct {
 	// Next, for a give-back, is the call's new waiter id: it takes Place
 	// in line before anything handed to Waiter is handed on.
 	Next string
+	// Meta deletes the key's holder metadata (MetaKey) with the key.
+	Meta bool
 
 	from *Acquire // the attempt whose boxed arguments this call shares
 }
@@ -46,7 +48,7 @@ type ReleaseArgs struct {
 // could still hold the key if it landed after the release).
 func (x *Acquire) ReleaseArgs() ReleaseArgs {
 	a := x.args
-	return ReleaseArgs{Key: a.Key, Value: a.Value, Tomb: a.TTL, Waiter: a.Waiter, Place: a.Place, Line: a.Line, from: x}
+	return ReleaseArgs{Key: a.Key, Value: a.Value, Tomb: a.TTL, Waiter: a.Waiter, Place: a.Place, Line: a.Line, Meta: a.Metadata != "", from: x}
 }
 
 // Release is a prepared release call.
@@ -95,6 +97,9 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 	}
 	x := &Release{}
 	keys := []any{key, tombKey, queue, named, seen}
+	if r.Meta {
+		keys = append(keys, MetaKey(r.Key))
+	}
 	args := []any{value, ReleaseChannel(r.Key), tomb, waiter, ms(&b.window, r.Window), back, ms(&b.line, r.Line), wakePrefix}
 	if r.Next != "" {
 		args = append(args, r.Next, r.Place)

@@ -20,7 +20,8 @@
 -- tombstone, so the late SET cannot hold the key after we let go of it.
 -- KEYS[1] lock key, KEYS[2] our value's tombstone, KEYS[3] the key's line,
 -- KEYS[4] the reservation, KEYS[5] when this node last saw each waiter in
--- the line (see acquire.lua)
+-- the line (see acquire.lua), KEYS[6] (optional) the key's holder
+-- metadata, deleted with the key
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
 -- reservation's length in ms; ARGV[6] '' when a lease is released (or
@@ -177,6 +178,12 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
+  if KEYS[6] then
+    -- Metadata is written only where the lock key holds its owner, and
+    -- that is us: any there is ours, or a leftover of an owner whose key
+    -- is gone. Deleting it decides nothing (docs/fencing.md).
+    redis.call('DEL', KEYS[6])
+  end
   handoff(not cleaning)
   return 1
 end

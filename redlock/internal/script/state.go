@@ -28,6 +28,9 @@ type State struct {
 	Value  string
 	PTTL   int64
 	Fence  string
+	// Meta is the metadata stored with the key, if it belongs to Value
+	// (see Metadata); "" for none.
+	Meta string
 }
 
 // State reads n's admission state.
@@ -42,7 +45,7 @@ func (n *Node) State(ctx context.Context) (State, error) {
 // QueueState queues on pipe the reading of a node's admission state and
 // of key, and returns the function that reads the answer once pipe ran.
 func QueueState(ctx context.Context, pipe redis.Pipeliner, key string) func() (State, error) {
-	cmd := stateScript.Eval(ctx, pipe, []string{MarkerKey, PendingKey, key, FenceKey(key)})
+	cmd := stateScript.Eval(ctx, pipe, []string{MarkerKey, PendingKey, key, FenceKey(key), MetaKey(key)})
 	return func() (State, error) {
 		res, err := cmd.Slice()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -66,6 +69,9 @@ func parseState(res []any) (State, error) {
 		s.Value = text(res[5])
 		s.PTTL, _ = res[6].(int64)
 		s.Fence = text(res[7])
+	}
+	if len(res) >= 9 {
+		s.Meta, _ = Metadata(text(res[8]), s.Value)
 	}
 	return s, nil
 }

@@ -1,0 +1,179 @@
+package script
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The holder metadata's part of the contract: it is written only where
+// the lock key holds its owner, follows the key's expiry, goes with the
+// key, and changes no verdict.
+
+var (
+	ctMetaKey     = MetaKey(ctKey)
+	ctAcqMetaKeys = append(append([]string(nil), ctAcqKeys...), ctMetaKey)
+	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), ctMetaKey)
+)
+
+// withMeta is the acquire arguments of placed, plus metadata md.
+func withMeta(md string, args ...any) func(*testing.T, contractNode) []any {
+	return func(t *testing.T, n contractNode) []any {
+		return append(append(append([]any(nil), args...), n.nowUs(t)), md)
+	}
+}
+
+func init() {
+	contractCases = append(contractCases, metadataCases...)
+}
+
+var metadataCases = []contractCase{
+	{name: "acquire/a grant stores the metadata with the key's expiry", setup: admitted, script: acquireScript, keys: ctAcqMetaKeys,
+		args: withMeta("host=a pid=1", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a pid=1")
+			requireTTLNear(t, n, ctMetaKey, 5*time.Second)
+		}},
+	{name: "acquire/a held key keeps its holder's metadata", script: acquireScript, keys: ctAcqMetaKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctKey, "theirs", 3*time.Second)
+			n.put(t, ctMetaKey, "theirs\nhost=b", 3*time.Second)
+		},
+		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, int64(0), slice(t, res, err)[0])
+			requireKey(t, n, ctKey, "theirs")
+			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
+		}},
+	{name: "acquire/a leftover of another owner's metadata does not refuse a grant", script: acquireScript, keys: ctAcqMetaKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, ctMetaKey, "gone\nhost=b", 3*time.Second)
+		},
+		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a")
+		}},
+	{name: "acquire/a refused node writes no metadata", script: acquireScript, keys: ctAcqMetaKeys,
+		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-1), int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctMetaKey)
+		}},
+
+	{name: "extend/our metadata follows our key's expiry, another's is left alone", script: extendScript,
+		keys: []string{"a", "b", MetaKey("a"), MetaKey("b")},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, "a", "va", time.Second)
+			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
+			n.put(t, "b", "vb", time.Second)
+			n.put(t, MetaKey("b"), "old\nhost=x", time.Second) // a leftover
+		},
+		args: fixed("va", 6000, "vb", 6000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(1)}, slice(t, res, err))
+			requireTTLNear(t, n, MetaKey("a"), 6*time.Second)
+			requireKey(t, n, MetaKey("a"), "va\nhost=a")
+			requireTTLNear(t, n, MetaKey("b"), time.Second)
+		}},
+	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", time.Second)
+			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctMetaKey, time.Second)
+		}},
+
+	{name: "release/deletes the metadata with our key", script: releaseScript, keys: ctRelMetaKeys,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
+		},
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 30, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, ctMetaKey)
+		}},
+	{name: "release/another's key keeps its metadata", script: releaseScript, keys: ctRelMetaKeys,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 5*time.Second)
+			n.put(t, ctMetaKey, "theirs\nhost=b", 5*time.Second)
+		},
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 30, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
+		}},
+
+	{name: "meta/stores where the key holds the value, with its expiry", script: metaScript, keys: []string{ctKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "c1.w~1+4000", 4*time.Second) },
+		args:  fixed("c1.w~1+4000", "host=w"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c1.w~1+4000")
+			requireKey(t, n, ctMetaKey, "c1.w~1+4000\nhost=w")
+			requireTTLNear(t, n, ctMetaKey, 4*time.Second)
+		}},
+	{name: "meta/writes nothing where the key holds another value", script: metaScript, keys: []string{ctKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 4*time.Second)
+			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
+		},
+		args: fixed("c1.w~1+4000", "host=w"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireKey(t, n, ctKey, "theirs")
+			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
+		}},
+	{name: "meta/writes nothing where the key is gone", script: metaScript, keys: []string{ctKey, ctMetaKey},
+		args: fixed("c1.w~1+4000", "host=w"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, ctMetaKey)
+		}},
+
+	{name: "state/returns the metadata key's value", script: stateScript,
+		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 4*time.Second)
+			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
+		},
+		args: fixed(),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 9)
+			require.Equal(t, "theirs\nhost=b", s[8])
+			st, perr := parseState(s)
+			require.NoError(t, perr)
+			require.Equal(t, "host=b", st.Meta)
+		}},
+	{name: "state/a leftover of another owner's metadata reads as none", script: stateScript,
+		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, "theirs", 4*time.Second)
+			n.put(t, ctMetaKey, "gone\nhost=b", 4*time.Second)
+		},
+		args: fixed(),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			st, perr := parseState(slice(t, res, err))
+			require.NoError(t, perr)
+			require.Empty(t, st.Meta)
+		}},
+}
