@@ -23,7 +23,6 @@ type waiter struct {
 	c     *Client
 	key   string
 	ttl   time.Duration
-	start time.Time // when Lock began, for the wait-time metric
 	place int64
 	id    string
 
@@ -51,7 +50,7 @@ type waiter struct {
 // stays on the call's stack, and an uncontended Lock allocates nothing for
 // it.
 func (c *Client) newWaiter(key string, ttl time.Duration) waiter {
-	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro()}
+	w := waiter{c: c, key: key, ttl: ttl, place: time.Now().UnixMicro()}
 	if n := len(c.nodes); n > len(w.handedFew) {
 		w.handedMany = make([]bool, n)
 	}
@@ -146,7 +145,6 @@ func (w *waiter) won(l *Lease) (*Lease, error) {
 	}
 	l.holdGate(w.pass)
 	w.pass = nil
-	c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(w.start).Seconds())
 	return l, nil
 }
 
