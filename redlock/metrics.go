@@ -119,56 +119,85 @@ var (
 	kindKey    = attribute.Key("kind")
 )
 
-var noAttrs = metric.WithAttributeSet(*attribute.EmptySet())
+// attrs is one measurement's attributes, as the options Add and Record
+// take, built once per outcome (see outcomeOpts).
+type attrs struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
 
-// outcomeOpts caches one measurement option per outcome: building it per
-// call allocates, on every attempt, even when no provider is installed.
-var outcomeOpts sync.Map // string -> metric.MeasurementOption
+func attrsOf(kvs ...attribute.KeyValue) attrs {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return attrs{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+}
 
-func outcomeOpt(outcome string) metric.MeasurementOption {
-	if o, ok := outcomeOpts.Load(outcome); ok {
-		return o.(metric.MeasurementOption)
+var noAttrs = attrsOf()
+
+// outcomeOpts caches the measurement options per outcome: building them
+// per call allocates, on every attempt, even when no provider is
+// installed, and so does a variadic call that builds its slice.
+// The known outcomes are in a map read without locking (a sync.Map would
+// box the string key on every lookup); others are added as they come.
+var (
+	knownOutcomes = func() map[string]attrs {
+		m := map[string]attrs{}
+		for _, o := range []string{"obtained", "config", "closed", "invalid", "ok", "lost", "error", "released",
+			string(ReasonHeld), string(ReasonNoQuorum), string(ReasonQuarantine), string(ReasonValidity),
+			string(ReasonFenceCommit), string(ReasonCancelled), string(ReasonLocal)} {
+			m[o] = attrsOf(outcomeKey.String(o))
+		}
+		return m
+	}()
+	outcomeOpts sync.Map // string -> attrs, for the others
+)
+
+func outcomeOpt(outcome string) attrs {
+	if o, ok := knownOutcomes[outcome]; ok {
+		return o
 	}
-	o, _ := outcomeOpts.LoadOrStore(outcome, metric.WithAttributeSet(attribute.NewSet(outcomeKey.String(outcome))))
-	return o.(metric.MeasurementOption)
+	if o, ok := outcomeOpts.Load(outcome); ok {
+		return o.(attrs)
+	}
+	o, _ := outcomeOpts.LoadOrStore(outcome, attrsOf(outcomeKey.String(outcome)))
+	return o.(attrs)
 }
 
 // opts is the attributes of a measurement on key with outcome ("": none):
 // the key only with WithKeyAttribute, since keys can be many (one per
 // entity) or sensitive.
-func (in *instruments) opts(outcome, key string) metric.MeasurementOption {
+func (in *instruments) opts(outcome, key string) attrs {
 	switch {
 	case !in.keyAttr && outcome == "":
 		return noAttrs
 	case !in.keyAttr:
 		return outcomeOpt(outcome)
 	case outcome == "":
-		return metric.WithAttributes(keyKey.String(key))
+		return attrsOf(keyKey.String(key))
 	}
-	return metric.WithAttributes(outcomeKey.String(outcome), keyKey.String(key))
+	return attrsOf(outcomeKey.String(outcome), keyKey.String(key))
 }
 
 func (in *instruments) attempt(outcome, key string, took time.Duration) {
 	ctx := context.Background()
 	set := in.opts(outcome, key)
-	in.acquisitions.Add(ctx, 1, set)
-	in.acquireTime.Record(ctx, took.Seconds(), set)
+	in.acquisitions.Add(ctx, 1, set.add...)
+	in.acquireTime.Record(ctx, took.Seconds(), set.rec...)
 }
 
 func (in *instruments) wait(outcome, key string, took time.Duration) {
-	in.waitTime.Record(context.Background(), took.Seconds(), in.opts(outcome, key))
+	in.waitTime.Record(context.Background(), took.Seconds(), in.opts(outcome, key).rec...)
 }
 
 func (in *instruments) extend(outcome, key string) {
-	in.extends.Add(context.Background(), 1, in.opts(outcome, key))
+	in.extends.Add(context.Background(), 1, in.opts(outcome, key).add...)
 }
 
 func (in *instruments) leaseLost(key string) {
-	in.lost.Add(context.Background(), 1, in.opts("", key))
+	in.lost.Add(context.Background(), 1, in.opts("", key).add...)
 }
 
 func (in *instruments) held(outcome, key string, took time.Duration) {
-	in.heldTime.Record(context.Background(), took.Seconds(), in.opts(outcome, key))
+	in.heldTime.Record(context.Background(), took.Seconds(), in.opts(outcome, key).rec...)
 }
 
 func (in *instruments) configError(kind string) {

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel"
+	"log/slog"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -16,12 +17,16 @@ import (
 // Traces and acquisition logs. The metrics are in metrics.go; both are
 // documented for users in docs/operations.md ("What to monitor").
 //
-// Like OpenTelemetry's own instrumentation libraries (otelhttp, go-redis's
-// redisotel, otelpgx), the client uses the global TracerProvider unless
-// WithTracerProvider names one, so an application that installs a provider
-// gets spans without wiring each library; until it does, the global
-// provider is a no-op. Attributes are built only for recording spans: a
-// span that nobody records costs no allocation per attempt.
+// Spans are off unless WithTracerProvider names a provider. OpenTelemetry's
+// instrumentation libraries (otelhttp, go-redis's redisotel, otelpgx) use
+// the global provider by default instead, but a span costs allocations
+// even when that provider is the no-op one (a context and a boxed span per
+// span: about 6 more per Lock+Release, measured with BenchmarkLockRelease),
+// and the hot path is measured against redsync's allocations. An
+// application that wants the global provider passes
+// WithTracerProvider(otel.GetTracerProvider()). Attributes are built only
+// for recording spans, and the Debug logs' arguments only when Debug is
+// enabled, so neither costs anything per attempt otherwise.
 
 const tracerName = "github.com/quorumlock/quorumlock/redlock"
 
@@ -43,11 +48,19 @@ var (
 	attrConfigErr = attribute.Key("quorumlock.config_error")
 )
 
+// noSpan is the span of calls without a tracer: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		return nil
 	}
 	return tp.Tracer(tracerName)
+}
+
+// debug reports whether the logger takes Debug records.
+func (c *Client) debug(ctx context.Context) bool {
+	return c.cfg.logger.Enabled(ctx, slog.LevelDebug)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -55,6 +68,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // startSpan starts the span of a public call on key. The key is an
 // attribute only with WithKeyAttribute.
 func (c *Client) startSpan(ctx context.Context, name, key string, ttl time.Duration) (context.Context, trace.Span) {
+	if c.tracer == nil {
+		return ctx, noSpan
+	}
 	ctx, span := c.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		if c.cfg.keyAttr {
@@ -76,40 +92,49 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// acquisition follows one Lock or TryLock call: its span, its attempts
-// and its wait. It travels in the call's ctx, so that each attempt (try)
-// can count itself and add its event to the span; a call's attempts run
-// one after another, never at once.
+// acquisition follows one Lock or TryLock call: its span, its wait and,
+// when a span records or Debug logs are on, its attempts.
 type acquisition struct {
-	c        *Client
-	span     trace.Span
-	key      string
-	start    time.Time
-	attempts int
+	c     *Client
+	span  trace.Span
+	key   string
+	start time.Time
+	tries *tries // nil: nobody reads the attempts
 }
 
-type acquisitionKey struct{}
+// tries travels in the ctx of a Lock or TryLock call, so that each attempt
+// (try) can count itself and add its event to the span. A call's attempts
+// run one after another, never at once.
+type tries struct {
+	span trace.Span // nil unless recording
+	n    int
+}
+
+type triesKey struct{}
 
 // startAcquisition starts following a Lock ("quorumlock.Lock") or TryLock
 // ("quorumlock.TryLock") call.
-func (c *Client) startAcquisition(ctx context.Context, name, key string, ttl time.Duration) (context.Context, *acquisition) {
+func (c *Client) startAcquisition(ctx context.Context, name, key string, ttl time.Duration) (context.Context, acquisition) {
 	ctx, span := c.startSpan(ctx, name, key, ttl)
-	acq := &acquisition{c: c, span: span, key: key, start: c.cfg.clock.Now()}
-	return context.WithValue(ctx, acquisitionKey{}, acq), acq
-}
-
-func acquisitionOf(ctx context.Context) *acquisition {
-	acq, _ := ctx.Value(acquisitionKey{}).(*acquisition)
-	return acq
+	acq := acquisition{c: c, span: span, key: key, start: c.cfg.clock.Now()}
+	if rec := span.IsRecording(); rec || c.debug(ctx) {
+		acq.tries = &tries{}
+		if rec {
+			acq.tries.span = span
+		}
+		ctx = context.WithValue(ctx, triesKey{}, acq.tries)
+	}
+	return ctx, acq
 }
 
 // outcomeOf names how an acquisition ended, as the outcome attribute of
 // the metrics and spans: obtained, a Reason, config, closed or invalid.
 func outcomeOf(err error) string {
+	if err == nil {
+		return "obtained" // before the errors.As target below, which is on the heap
+	}
 	var ne *NotObtainedError
 	switch {
-	case err == nil:
-		return "obtained"
 	case errors.As(err, &ne):
 		return string(ne.Reason)
 	case errors.Is(err, ErrClosed):
@@ -120,44 +145,50 @@ func outcomeOf(err error) string {
 	return "invalid"
 }
 
-// end records how the call ended: the wait (except for calls refused
-// before touching a node), the span's attributes, a configuration error,
-// and a Debug log line.
+// end records how the call ended: the wait (except for input errors,
+// which touch no node), the span's attributes, a configuration error, and
+// a Debug log line.
 func (a *acquisition) end(l *Lease, err error) {
 	c := a.c
 	wait := c.cfg.clock.Now().Sub(a.start)
 	outcome := outcomeOf(err)
-	if a.attempts > 0 || l != nil {
+	if outcome != "invalid" {
 		c.inst.wait(outcome, a.key, wait)
 	}
 	c.countConfigError(err)
+	if a.tries == nil {
+		endSpan(a.span, err)
+		return
+	}
+	n := a.tries.n
 	if a.span.IsRecording() {
-		a.span.SetAttributes(attrOutcome.String(outcome), attrAttempts.Int(a.attempts), attrWait.Float64(ms(wait)))
+		a.span.SetAttributes(attrOutcome.String(outcome), attrAttempts.Int(n), attrWait.Float64(ms(wait)))
 		if l != nil && l.token != 0 {
 			a.span.SetAttributes(attrToken.Int64(int64(l.token)))
 		}
 	}
 	if l != nil {
-		c.cfg.logger.Debug("redlock: lock obtained", "key", a.key, "wait", wait, "attempts", a.attempts, "token", l.token)
+		c.cfg.logger.Debug("redlock: lock obtained", "key", a.key, "wait", wait, "attempts", n, "token", l.token)
 	} else {
-		c.cfg.logger.Debug("redlock: lock not obtained", "key", a.key, "wait", wait, "attempts", a.attempts, "outcome", outcome)
+		c.cfg.logger.Debug("redlock: lock not obtained", "key", a.key, "wait", wait, "attempts", n, "outcome", outcome)
 	}
 	endSpan(a.span, err)
 }
 
-// tried counts attempt a of the call followed in ctx, if any, and adds its
-// event to the call's span: its outcome, how many nodes granted, how long
-// it took, and each node's answer (by index, as in NodeError.Node).
+// tried counts attempt a of the call followed in ctx, if anyone reads the
+// count, and adds its event to the call's span: its outcome, how many
+// nodes granted, how long it took, and each node's answer (by index, as in
+// NodeError.Node).
 func (c *Client) tried(ctx context.Context, a *attempt, outcome string) {
-	acq := acquisitionOf(ctx)
-	if acq == nil {
+	t, _ := ctx.Value(triesKey{}).(*tries)
+	if t == nil {
 		return
 	}
-	acq.attempts++
-	if !acq.span.IsRecording() {
+	t.n++
+	if t.span == nil {
 		return
 	}
-	acq.span.AddEvent("attempt", trace.WithAttributes(
+	t.span.AddEvent("attempt", trace.WithAttributes(
 		attrOutcome.String(outcome),
 		attrGranted.Int(a.granted),
 		attrElapsed.Float64(ms(a.elapsed)),
@@ -207,10 +238,11 @@ func (a *attempt) nodeAnswers() []string {
 // the quorumlock.config.errors counter and the spans, or "" when it is
 // none. A new kind of configuration error is one case here.
 func configErrorKind(err error) string {
+	if err == nil {
+		return ""
+	}
 	var ce *ConfigError
 	switch {
-	case err == nil:
-		return ""
 	case errors.As(err, &ce):
 		return "settings"
 	}
@@ -231,7 +263,10 @@ func (c *Client) countConfigError(err error) {
 // records what it found for the quarantine gauge.
 func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
 	c := a.c
-	ctx, span := c.tracer.Start(ctx, "quorumlock.admit")
+	span := noSpan
+	if c.tracer != nil {
+		ctx, span = c.tracer.Start(ctx, "quorumlock.admit")
+	}
 	ok, left, err := a.check(ctx, i)
 	switch {
 	case ok:
@@ -278,9 +313,11 @@ func (l *Lease) released(span trace.Span, err error) {
 			span.SetAttributes(attrToken.Int64(int64(l.token)))
 		}
 	}
-	if err != nil {
+	switch {
+	case !l.c.debug(context.Background()):
+	case err != nil:
 		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token, "err", err)
-	} else {
+	default:
 		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token)
 	}
 	endSpan(span, err)

@@ -255,9 +255,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithTracerProvider sets where the client's OpenTelemetry spans go: one
 // per Lock, TryLock, Do, Extend and Release call, with the attempts, their
 // per-node answers, the outcome, the wait and the fencing token, and one
-// per admission check of a node. Default: the global provider, as in
-// OpenTelemetry's instrumentation libraries, a no-op unless the
-// application installed one.
+// per admission check of a node. Default: no spans, not even through the
+// global provider, since a span costs allocations on every call even when
+// the provider is a no-op; pass otel.GetTracerProvider() to use the
+// global one.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) error {
 		if tp == nil {
