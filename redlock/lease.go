@@ -118,8 +118,8 @@ func (l *Lease) endLocked(s leaseState) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	l.ended(s) // before Done closes, so that whoever waits on Done sees it counted
 	close(l.done)
-	l.ended(s)
 	if s != released {
 		l.passGateLocked() // Release passes it once its deletes landed
 	}
