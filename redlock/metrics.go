@@ -70,7 +70,7 @@ func newInstruments(mp metric.MeterProvider, keyAttr bool, held *atomic.Int64, q
 		return nil, err
 	}
 	if in.configErrors, err = m.Int64Counter("quorumlock.config.errors",
-		metric.WithDescription("Calls refused because the client is configured wrongly, by kind (settings: they disagree with the deployment's)."),
+		metric.WithDescription("Calls refused because the client is configured wrongly, by kind: settings (they disagree with the deployment's), duplicate_node (two entries reach one server)."),
 		metric.WithUnit("{error}")); err != nil {
 		return nil, err
 	}

@@ -242,9 +242,12 @@ func configErrorKind(err error) string {
 		return ""
 	}
 	var ce *ConfigError
+	var dup *DuplicateNodeError
 	switch {
 	case errors.As(err, &ce):
 		return "settings"
+	case errors.As(err, &dup):
+		return "duplicate_node"
 	}
 	return ""
 }
