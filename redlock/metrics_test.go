@@ -2,9 +2,11 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -231,4 +233,54 @@ func TestMetrics_ConfigErrorsCountedByKind(t *testing.T) {
 		counts[v.AsString()] += dp.Value
 	}
 	require.Equal(t, map[string]int64{"settings": 3}, counts, "one per call that returned the error")
+}
+
+func TestMetrics_ConfigErrorsCountADuplicateNode(t *testing.T) {
+	reader, mp := meters(t)
+	ctx := context.Background()
+	cl, sock := aliasedCluster(t)
+	good := cl.client(t)
+	require.NoError(t, good.Bootstrap(ctx))
+	// Node 0 by its socket and by TCP, built while node 0 cannot answer
+	// the startup probe (which would refuse the list at once).
+	require.NoError(t, cl.nodes[0].Pause())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
+	for i := range 4 {
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	bad, err := New(list, WithMeterProvider(mp), WithProbeTimeout(300*time.Millisecond))
+	require.NoError(t, cl.nodes[0].Resume())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bad.Close() })
+
+	// Another owner holds the key on nodes 1-3, so an attempt waits for
+	// node 0's two entries, which makes the client check them; from then
+	// on it is refused for good.
+	key := testenv.Key(t)
+	cl.hold(t, key, time.Minute, 1, 2, 3)
+	var dups int64
+	for range 20 {
+		_, err := bad.TryLock(ctx, key, time.Second)
+		require.Error(t, err)
+		var dup *DuplicateNodeError
+		if errors.As(err, &dup) {
+			dups++
+		}
+		if dups == 2 {
+			break
+		}
+	}
+	require.Equal(t, int64(2), dups, "the duplicate was never found")
+
+	s, ok := collect(t, reader)["quorumlock.config.errors"].Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	counts := map[string]int64{}
+	for _, dp := range s.DataPoints {
+		v, _ := dp.Attributes.Value(kindKey)
+		counts[v.AsString()] += dp.Value
+	}
+	require.Equal(t, map[string]int64{"duplicate_node": dups}, counts)
 }
