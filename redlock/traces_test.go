@@ -186,3 +186,22 @@ func TestTraces_AdmissionSpansSayQuarantinedThenAdmitted(t *testing.T) {
 	require.Equal(t, 1, outcomes["admitted"], "outcomes: %v", outcomes)
 	require.Greater(t, left, 0.0)
 }
+
+func TestTraces_DoSpanSaysLostWhenTheLeaseIsTaken(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithTracerProvider(tp))
+	key := testenv.Key(t)
+	err := c.Do(context.Background(), key, 300*time.Millisecond, func(ctx context.Context, _ *Lease) error {
+		cl.set(t, key, "thief", time.Minute, cl.all()...)
+		<-ctx.Done() // the next renewal finds the key taken
+		return context.Cause(ctx)
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+
+	do := spansNamed(sr, "quorumlock.Do")
+	require.Len(t, do, 1)
+	outcome, _ := attrOf(do[0].Attributes(), attrOutcome)
+	require.Equal(t, "lost", outcome.AsString())
+	require.Equal(t, "Error", do[0].Status().Code.String())
+}
