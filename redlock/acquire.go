@@ -269,7 +269,8 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 			return outcome{err: ErrClosed, cleaned: a.cleaned}
 		}
 		a.leave()
-		c.inst.attempt("obtained", a.elapsed)
+		c.inst.attempt("obtained", key, a.elapsed)
+		c.tried(ctx, a, "obtained")
 		for _, i := range a.unadmitted {
 			c.admit.kick(i) // start its admission; the lock did not need it
 		}
@@ -277,10 +278,12 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	}
 	a.abandon()
 	if a.mismatch != nil {
-		c.inst.attempt("config", a.elapsed)
+		c.inst.attempt("config", key, a.elapsed)
+		c.tried(ctx, a, "config")
 		return outcome{err: a.mismatch}
 	}
 	e := a.failure(ctx)
-	c.inst.attempt(string(e.Reason), a.elapsed)
+	c.inst.attempt(string(e.Reason), key, a.elapsed)
+	c.tried(ctx, a, string(e.Reason))
 	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
 }

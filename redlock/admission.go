@@ -60,6 +60,9 @@ type admission struct {
 	running []bool   // a background admission loop is active for node i
 	logged  []string // pending id last logged per node (to log a quarantine once)
 	seen    []atomic.Bool
+	// quarantine: node i was last seen not admitted (for the
+	// quorumlock.nodes.quarantined gauge only; no decision reads it).
+	quarantine []atomic.Bool
 	// conflict is the first node found admitted under other settings than
 	// this client's. From then on the client starts no quarantine: its
 	// settings are evidently not the deployment's (a deployment that
@@ -73,7 +76,8 @@ type admission struct {
 func newAdmission(c *Client) *admission {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := len(c.nodes)
-	return &admission{c: c, running: make([]bool, n), logged: make([]string, n), seen: make([]atomic.Bool, n), ctx: ctx, cancel: cancel}
+	return &admission{c: c, running: make([]bool, n), logged: make([]string, n), seen: make([]atomic.Bool, n),
+		quarantine: make([]atomic.Bool, n), ctx: ctx, cancel: cancel}
 }
 
 func (a *admission) stop() { a.cancel() }
@@ -89,13 +93,30 @@ func (a *admission) saw(i int) {
 	if !a.seen[i].Load() {
 		a.seen[i].Store(true)
 	}
+	if a.quarantine[i].Load() {
+		a.quarantine[i].Store(false)
+	}
 	if a.conflict.Load() != nil {
 		a.conflict.Store(nil)
 	}
 }
 
 // lost records that node i answered as a node that is not admitted.
-func (a *admission) lost(i int) { a.seen[i].Store(false) }
+func (a *admission) lost(i int) {
+	a.seen[i].Store(false)
+	a.quarantine[i].Store(true)
+}
+
+// quarantined counts the nodes last seen not admitted.
+func (a *admission) quarantined() int64 {
+	var n int64
+	for i := range a.quarantine {
+		if a.quarantine[i].Load() {
+			n++
+		}
+	}
+	return n
+}
 
 // seenPeer reports whether this client has seen a node other than i
 // admitted with its settings: evidence that they are the deployment's.
@@ -202,10 +223,11 @@ func (a *admission) kick(i int) {
 	})
 }
 
-// step runs one admission check of node i. It returns admitted, or how much
-// of the quarantine is left, or an error when the node or its peers did not
-// answer well enough to decide, or the settings conflict (ErrConfigMismatch).
-func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
+// check runs one admission check of node i (step: with its span). It
+// returns admitted, or how much of the quarantine is left, or an error when
+// the node or its peers did not answer well enough to decide, or the
+// settings conflict (ErrConfigMismatch).
+func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, error) {
 	c := a.c
 	nd := c.nodes[i]
 	set := c.set

@@ -80,7 +80,8 @@ func (e *NotNewError) Is(target error) bool { return target == ErrNotNew }
 // Bootstrap then admits it at once, which is safe only if no lease from
 // before the loss is still trusted (docs/fencing.md, "Bootstrap" and "The
 // residual case"). Safe for concurrent use.
-func (c *Client) Bootstrap(ctx context.Context) error {
+func (c *Client) Bootstrap(ctx context.Context) (err error) {
+	defer func() { c.countConfigError(err) }()
 	if c.isClosed() {
 		return ErrClosed
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
@@ -42,6 +43,9 @@ type Client struct {
 	renew *renewer
 	inst  *instruments
 	gates gates
+
+	tracer trace.Tracer
+	held   atomic.Int64 // live leases, for the quorumlock.leases.held gauge
 
 	roundNs atomic.Int64 // a moving average of acquire rounds, for handoffWindow
 
@@ -151,18 +155,19 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	for _, nd := range ns {
 		nd.sn = script.NewNode(nd.uc, cfg.cleanup)
 	}
-	inst, err := newInstruments(cfg.meters)
-	if err != nil {
-		return nil, fmt.Errorf("redlock: New: metrics: %w", err)
-	}
 	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
-		inst: inst, closing: make(chan struct{}), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
+		tracer: newTracer(cfg.tracers), closing: make(chan struct{}), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
 	c.line = max(2*cfg.maxTTL, 10*time.Second)
 	if cfg.quarantine {
 		c.acqSettings = c.settings
 	}
 	c.admit = newAdmission(c)
+	inst, err := newInstruments(cfg.meters, cfg.keyAttr, &c.held, c.admit.quarantined)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: New: metrics: %w", err)
+	}
+	c.inst = inst
 	c.ident = newIdentity(len(ns))
 	c.wake = newWaker(c)
 	// A release hands the key itself to a Lock call only when the call
@@ -195,6 +200,7 @@ func (c *Client) Close() error {
 	c.wake.close()
 	c.bg.Wait()
 	c.pool.Close()
+	c.inst.close()
 	return nil
 }
 

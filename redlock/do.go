@@ -22,12 +22,17 @@ import (
 // call: WaitAtMost bounds the wait for the lock, and only that wait, so a
 // fn that runs past the bound goes on with its ctx, derived from ctx. Safe
 // for concurrent use.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) (err error) {
 	if fn == nil {
 		return errors.New("redlock: Do: nil fn")
 	}
+	// The span is the parent of Lock's and of fn's own spans.
+	ctx, span := c.startSpan(ctx, "quorumlock.Do", key, ttl)
+	outcome := "ok"
+	defer func() { doEnded(span, outcome, err) }()
 	l, err := c.Lock(ctx, key, ttl, opts...)
 	if err != nil {
+		outcome = outcomeOf(err)
 		return err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -56,11 +61,16 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	ferr := fn(fctx, l)
 	finished = true
 	lostErr, rerr := finish()
+	if ferr != nil {
+		outcome = "error"
+	}
 	if lostErr != nil {
+		outcome = "lost"
 		return errors.Join(ferr, lostErr)
 	}
 	if rerr != nil && errors.Is(rerr, ErrNotHeld) {
 		// The validity ran out while fn was finishing.
+		outcome = "lost"
 		return errors.Join(ferr, rerr)
 	}
 	return ferr

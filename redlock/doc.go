@@ -52,4 +52,10 @@
 // still cannot delay a round (the client returns at quorum or at the
 // per-node timeout), but the call to it runs on in the background until
 // the client's ReadTimeout; Client.Close waits for such calls.
+//
+// A Client is silent unless asked: WithLogger for slog records (each
+// acquisition and release at Debug), WithMeterProvider for OpenTelemetry
+// metrics (the global provider by default), WithTracerProvider for spans.
+// docs/operations.md lists the metric and span names, their units and
+// attributes.
 package redlock

@@ -23,8 +23,10 @@ import (
 // error (nodes unreachable) leaves the lease valid until its old deadline.
 // The ttl rules of Lock apply; an invalid ttl touches no node. Safe for
 // concurrent use.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	c := l.c
+	ctx, span := c.startSpan(ctx, "quorumlock.Extend", l.key, ttl)
+	defer func() { endSpan(span, err) }()
 	if err := c.checkTTL(ttl); err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
 	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl})
-	err := l.applyExtend(r.t0, r.elapsed, ttl, r.leases[0])
+	err = l.applyExtend(r.t0, r.elapsed, ttl, r.leases[0])
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		err = errors.Join(err, ctx.Err())
 	}
@@ -123,7 +125,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended) error {
 	c := l.c
 	if e.yes >= c.quorum {
-		c.inst.extend("ok")
+		c.inst.extend("ok", l.key)
 		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
 			return fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl)
 		}
@@ -140,13 +142,11 @@ func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended
 		return nil
 	}
 	if len(c.nodes)-e.gone < c.quorum {
-		c.inst.extend("lost")
+		c.inst.extend("lost", l.key)
 		err := fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, e.gone, len(c.nodes))
-		if l.markLostBy(err) {
-			c.inst.lost.Add(context.Background(), 1)
-		}
+		l.markLostBy(err)
 		return err
 	}
-	c.inst.extend("error")
+	c.inst.extend("error", l.key)
 	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, e.yes, len(c.nodes), c.quorum)}, e.errs...)...)
 }

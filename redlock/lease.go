@@ -35,6 +35,9 @@ type Lease struct {
 	// attempt's cleanup (see leaveAfter).
 	waiter  string
 	cleanup <-chan struct{}
+	// obtained is when the lease was handed out, for the held-duration
+	// metric and the release log.
+	obtained time.Time
 }
 
 // leaveAfter records the Lock call's waiter id and its last failed
@@ -83,7 +86,8 @@ func (c *Client) newLease(a *attempt) *Lease {
 	// The holder leaves the key's line on every node when it releases
 	// (granting nodes already dropped it): no place to go back to.
 	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.release(false), ttl: a.ttl,
-		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{})}
+		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
+	c.held.Add(1)
 	l.mu.Lock()
 	l.armLocked()
 	l.mu.Unlock()
@@ -103,7 +107,6 @@ func (l *Lease) armLocked() {
 		// An Extend may have moved the deadline after this timer fired.
 		if l.state == live && !l.c.cfg.clock.Now().Before(l.deadline) && l.deadline.Equal(deadline) {
 			l.endLocked(lost)
-			l.c.inst.lost.Add(context.Background(), 1)
 		}
 	})
 }
@@ -116,6 +119,7 @@ func (l *Lease) endLocked(s leaseState) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	l.ended(s) // before Done closes, so that whoever waits on Done sees it counted
 	close(l.done)
 	if s != released {
 		l.passGateLocked() // Release passes it once its deletes landed
@@ -198,8 +202,10 @@ func (l *Lease) lostCause() error {
 // per-node errors when too few nodes answered in time. It works after
 // Client.Close too (then it waits for every node, up to the cleanup
 // timeout). Safe for concurrent use.
-func (l *Lease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) (err error) {
 	c := l.c
+	ctx, span := c.startSpan(ctx, "quorumlock.Release", l.key, 0)
+	defer func() { l.released(span, err) }()
 	l.mu.Lock()
 	prev := l.state
 	expired := !c.cfg.clock.Now().Before(l.deadline)

@@ -27,7 +27,9 @@ import (
 // meanwhile. A caller that polls with TryLock therefore yields
 // to Lock callers and, under steady contention from them, can keep
 // losing; use Lock to wait in line. Safe for concurrent use.
-func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (l *Lease, err error) {
+	ctx, acq := c.startAcquisition(ctx, "quorumlock.TryLock", key, ttl)
+	defer func() { acq.end(l, err) }()
 	cc, err := c.callConfig(opts)
 	if err != nil {
 		return nil, err
@@ -155,7 +157,9 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // id, with the call's ttl, and tells its Client; the call holds the lock
 // once a majority of nodes did so, without a round of its own, and its
 // lease counts from before its first attempt. Safe for concurrent use.
-func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...CallOption) (l *Lease, err error) {
+	ctx, acq := c.startAcquisition(ctx, "quorumlock.Lock", key, ttl)
+	defer func() { acq.end(l, err) }()
 	cc, err := c.callConfig(opts)
 	if err != nil {
 		return nil, err

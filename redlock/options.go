@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quorumlock/quorumlock/drift"
 )
@@ -38,6 +39,8 @@ type config struct {
 	handOff       bool
 	probe         time.Duration
 	meters        metric.MeterProvider
+	tracers       trace.TracerProvider
+	keyAttr       bool
 }
 
 // Defaults, in one place.
@@ -186,7 +189,8 @@ func WithMaxHold(d time.Duration) Option {
 }
 
 // WithLogger sets where the client logs node failures, quarantines and
-// lost leases. Default: nowhere.
+// lost leases, and at Debug level each Lock or TryLock (its wait, attempts
+// and fencing token) and each Release. Default: nowhere.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
@@ -235,9 +239,10 @@ func WithProbeTimeout(d time.Duration) Option {
 }
 
 // WithMeterProvider sets where the client's OpenTelemetry metrics go
-// (acquisitions by outcome, acquire and wait durations, extends, lost
-// leases, per-node errors). Default: the global provider, a no-op unless the
-// application installed one.
+// (acquisitions by outcome, acquire, wait and held durations, extends, lost
+// leases, per-node and configuration errors, and gauges of the leases held
+// and the nodes in quarantine; docs/operations.md lists them). Default: the
+// global provider, a no-op unless the application installed one.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
 		if mp == nil {
@@ -246,4 +251,30 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		c.meters = mp
 		return nil
 	})
+}
+
+// WithTracerProvider sets where the client's OpenTelemetry spans go: one
+// per Lock, TryLock, Do, Extend and Release call, with the attempts, their
+// per-node answers, the outcome, the wait and the fencing token, and one
+// per admission check of a node. Default: no spans, not even through the
+// global provider, since a span costs allocations on every call even when
+// the provider is a no-op; pass otel.GetTracerProvider() to use the
+// global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) error {
+		if tp == nil {
+			return errors.New("redlock: WithTracerProvider: nil provider")
+		}
+		c.tracers = tp
+		return nil
+	})
+}
+
+// WithKeyAttribute adds the lock key to the client's metrics (attribute
+// key) and spans (quorumlock.key). Keys can be many (one per entity makes
+// one time series per entity) or sensitive, so they are left out by
+// default; turn it on for a few well-known keys such as cron jobs'.
+// Default: off.
+func WithKeyAttribute() Option {
+	return optionFunc(func(c *config) error { c.keyAttr = true; return nil })
 }

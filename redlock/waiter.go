@@ -23,7 +23,6 @@ type waiter struct {
 	c     *Client
 	key   string
 	ttl   time.Duration
-	start time.Time // when Lock began, for the wait-time metric
 	place int64
 	id    string
 	retry func(attempt int) time.Duration // the call's retry policy
@@ -56,7 +55,7 @@ type waiter struct {
 // stays on the call's stack, and an uncontended Lock allocates nothing for
 // it.
 func (c *Client) newWaiter(key string, ttl time.Duration, cc *callConfig) waiter {
-	w := waiter{c: c, key: key, ttl: ttl, start: c.cfg.clock.Now(), place: time.Now().UnixMicro(), retry: cc.retry, args: c.callArgs(cc)}
+	w := waiter{c: c, key: key, ttl: ttl, place: time.Now().UnixMicro(), retry: cc.retry, args: c.callArgs(cc)}
 	w.handoffs = c.handoffs && !w.args.fenced
 	if n := len(c.nodes); n > len(w.handedFew) {
 		w.handedMany = make([]bool, n)
@@ -145,14 +144,12 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 // won hands the lease to the caller: it holds the call's gate until it
 // ends and, with hand-offs, leaves the line after the call's cleanups.
 func (w *waiter) won(l *Lease) (*Lease, error) {
-	c := w.c
 	w.last = outcome{lease: l}
 	if w.handoffs {
 		l.leaveAfter(w.id, w.pending)
 	}
 	l.holdGate(w.pass)
 	w.pass = nil
-	c.inst.waitTime.Record(context.Background(), c.cfg.clock.Now().Sub(w.start).Seconds())
 	return l, nil
 }
 

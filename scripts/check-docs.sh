@@ -2,8 +2,9 @@
 # Checks the user docs: every relative link in README.md, CONTRIBUTING.md and
 # docs/*.md points at a file that exists (and, with #anchor, at a heading of
 # that file), and every README code block marked
-# `<!-- example: PATH -->` is identical to PATH from its import block on, so
-# the README's example is the one `go vet` and `go test` compile.
+# `<!-- example: PATH -->` is identical to PATH from its import block on (from
+# its package clause on when the block starts with one), so the README's
+# example is the one `go vet` compiles and `go test` runs.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -54,9 +55,12 @@ grep -oE '^<!-- example: [^ ]+ -->$' README.md | sed -E 's/^<!-- example: //; s/
 			want && /^```/ { if (inside) exit; inside = 1; next }
 			inside { print }
 		' README.md)
-		file=$(sed -n '/^import (/,$p' "$src")
+		case $block in
+		'package '*) file=$(sed -n '/^package /,$p' "$src") ;;
+		*) file=$(sed -n '/^import (/,$p' "$src") ;;
+		esac
 		if [ "$block" != "$file" ]; then
-			echo "README.md: the example marked $src differs from $src (from its import block on):"
+			echo "README.md: the example marked $src differs from $src:"
 			printf '%s\n' "$file" >/tmp/check-docs-file.$$
 			printf '%s\n' "$block" | diff -u /tmp/check-docs-file.$$ - || true
 			rm -f /tmp/check-docs-file.$$

@@ -1,0 +1,336 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
+)
+
+// Traces and acquisition logs. The metrics are in metrics.go; both are
+// documented for users in docs/operations.md ("What to monitor").
+//
+// Spans are off unless WithTracerProvider names a provider. OpenTelemetry's
+// instrumentation libraries (otelhttp, go-redis's redisotel, otelpgx) use
+// the global provider by default instead, but a span costs allocations
+// even when that provider is the no-op one (a context and a boxed span per
+// span: about 6 more per Lock+Release, measured with BenchmarkLockRelease),
+// and the hot path is measured against redsync's allocations. An
+// application that wants the global provider passes
+// WithTracerProvider(otel.GetTracerProvider()). Attributes are built only
+// for recording spans, and the Debug logs' arguments only when Debug is
+// enabled, so neither costs anything per attempt otherwise.
+
+const tracerName = "github.com/quorumlock/quorumlock/redlock"
+
+// Span and event attribute keys.
+var (
+	attrKey       = attribute.Key("quorumlock.key")
+	attrTTL       = attribute.Key("quorumlock.ttl_ms")
+	attrOutcome   = attribute.Key("quorumlock.outcome")
+	attrAttempts  = attribute.Key("quorumlock.attempts")
+	attrWait      = attribute.Key("quorumlock.wait_ms")
+	attrToken     = attribute.Key("quorumlock.fencing_token")
+	attrGranted   = attribute.Key("quorumlock.granted")
+	attrElapsed   = attribute.Key("quorumlock.elapsed_ms")
+	attrNodes     = attribute.Key("quorumlock.nodes")
+	attrNode      = attribute.Key("quorumlock.node")
+	attrAddr      = attribute.Key("quorumlock.node.addr")
+	attrLeft      = attribute.Key("quorumlock.quarantine_left_ms")
+	attrHeld      = attribute.Key("quorumlock.held_ms")
+	attrConfigErr = attribute.Key("quorumlock.config_error")
+)
+
+// noSpan is the span of calls without a tracer: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(tracerName)
+}
+
+// debug reports whether the logger takes Debug records.
+func (c *Client) debug(ctx context.Context) bool {
+	return c.cfg.logger.Enabled(ctx, slog.LevelDebug)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startSpan starts the span of a public call on key. The key is an
+// attribute only with WithKeyAttribute.
+func (c *Client) startSpan(ctx context.Context, name, key string, ttl time.Duration) (context.Context, trace.Span) {
+	if c.tracer == nil {
+		return ctx, noSpan
+	}
+	ctx, span := c.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		if c.cfg.keyAttr {
+			span.SetAttributes(attrKey.String(key))
+		}
+		if ttl > 0 {
+			span.SetAttributes(attrTTL.Int64(ttl.Milliseconds()))
+		}
+	}
+	return ctx, span
+}
+
+// endSpan ends span with err's status.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// acquisition follows one Lock or TryLock call: its span, its wait and,
+// when a span records or Debug logs are on, its attempts.
+type acquisition struct {
+	c     *Client
+	span  trace.Span
+	key   string
+	start time.Time
+	tries *tries // nil: nobody reads the attempts
+}
+
+// tries travels in the ctx of a Lock or TryLock call, so that each attempt
+// (try) can count itself and add its event to the span. A call's attempts
+// run one after another, never at once.
+type tries struct {
+	span trace.Span // nil unless recording
+	n    int
+}
+
+type triesKey struct{}
+
+// startAcquisition starts following a Lock ("quorumlock.Lock") or TryLock
+// ("quorumlock.TryLock") call.
+func (c *Client) startAcquisition(ctx context.Context, name, key string, ttl time.Duration) (context.Context, acquisition) {
+	ctx, span := c.startSpan(ctx, name, key, ttl)
+	acq := acquisition{c: c, span: span, key: key, start: c.cfg.clock.Now()}
+	if rec := span.IsRecording(); rec || c.debug(ctx) {
+		acq.tries = &tries{}
+		if rec {
+			acq.tries.span = span
+		}
+		ctx = context.WithValue(ctx, triesKey{}, acq.tries)
+	}
+	return ctx, acq
+}
+
+// outcomeOf names how an acquisition ended, as the outcome attribute of
+// the metrics and spans: obtained, a Reason, config, closed or invalid.
+func outcomeOf(err error) string {
+	if err == nil {
+		return "obtained" // before the errors.As target below, which is on the heap
+	}
+	var ne *NotObtainedError
+	switch {
+	case errors.As(err, &ne):
+		return string(ne.Reason)
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case configErrorKind(err) != "":
+		return "config"
+	}
+	return "invalid"
+}
+
+// end records how the call ended: the wait (except for input errors,
+// which touch no node), the span's attributes, a configuration error, and
+// a Debug log line.
+func (a *acquisition) end(l *Lease, err error) {
+	c := a.c
+	wait := c.cfg.clock.Now().Sub(a.start)
+	outcome := outcomeOf(err)
+	if outcome != "invalid" {
+		c.inst.wait(outcome, a.key, wait)
+	}
+	c.countConfigError(err)
+	if a.tries == nil {
+		endSpan(a.span, err)
+		return
+	}
+	n := a.tries.n
+	if a.span.IsRecording() {
+		a.span.SetAttributes(attrOutcome.String(outcome), attrAttempts.Int(n), attrWait.Float64(ms(wait)))
+		if l != nil && l.token != 0 {
+			a.span.SetAttributes(attrToken.Int64(int64(l.token)))
+		}
+	}
+	if l != nil {
+		c.cfg.logger.Debug("redlock: lock obtained", "key", a.key, "wait", wait, "attempts", n, "token", l.token)
+	} else {
+		c.cfg.logger.Debug("redlock: lock not obtained", "key", a.key, "wait", wait, "attempts", n, "outcome", outcome)
+	}
+	endSpan(a.span, err)
+}
+
+// tried counts attempt a of the call followed in ctx, if anyone reads the
+// count, and adds its event to the call's span: its outcome, how many
+// nodes granted, how long it took, and each node's answer (by index, as in
+// NodeError.Node).
+func (c *Client) tried(ctx context.Context, a *attempt, outcome string) {
+	t, _ := ctx.Value(triesKey{}).(*tries)
+	if t == nil {
+		return
+	}
+	t.n++
+	if t.span == nil {
+		return
+	}
+	t.span.AddEvent("attempt", trace.WithAttributes(
+		attrOutcome.String(outcome),
+		attrGranted.Int(a.granted),
+		attrElapsed.Float64(ms(a.elapsed)),
+		attrNodes.StringSlice(a.nodeAnswers()),
+	))
+}
+
+// nodeAnswers names each node's answer to the attempt: granted, held,
+// queued, handed, quarantined, mismatch, unverified, error, or none (not
+// heard from before the decision).
+func (a *attempt) nodeAnswers() []string {
+	out := make([]string, len(a.c.nodes))
+	for i := range out {
+		out[i] = "none"
+	}
+	for _, r := range a.replies {
+		var s string
+		switch {
+		case r.Err != nil:
+			s = "error"
+		case !a.c.verified(r.Node):
+			s = "unverified"
+		default:
+			switch r.Val.Status {
+			case script.Granted:
+				s = "granted"
+			case script.Held, script.Ahead:
+				s = "held"
+			case script.Queued:
+				s = "queued"
+			case script.HandedHere:
+				s = "handed"
+			case script.Unadmitted:
+				s = "quarantined"
+			case script.Mismatch:
+				s = "mismatch"
+			default:
+				s = "error"
+			}
+		}
+		out[r.Node] = s
+	}
+	return out
+}
+
+// configErrorKind names the kind of configuration error err carries, for
+// the quorumlock.config.errors counter and the spans, or "" when it is
+// none. A new kind of configuration error is one case here.
+func configErrorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ce *ConfigError
+	var dup *DuplicateNodeError
+	switch {
+	case errors.As(err, &ce):
+		return "settings"
+	case errors.As(err, &dup):
+		return "duplicate_node"
+	}
+	return ""
+}
+
+// countConfigError counts err in quorumlock.config.errors if it is a
+// configuration error. Every call that returns one to a caller passes its
+// error here once.
+func (c *Client) countConfigError(err error) {
+	if kind := configErrorKind(err); kind != "" {
+		c.inst.configError(kind)
+	}
+}
+
+// step runs one admission check of node i (see check) in a span
+// "quorumlock.admit", a child of the call that started it if any, and
+// records what it found for the quarantine gauge.
+func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
+	c := a.c
+	span := noSpan
+	if c.tracer != nil {
+		ctx, span = c.tracer.Start(ctx, "quorumlock.admit")
+	}
+	ok, left, err := a.check(ctx, i)
+	switch {
+	case ok:
+		a.quarantine[i].Store(false)
+	case err == nil:
+		a.quarantine[i].Store(true)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrNode.Int(i), attrAddr.String(c.nodes[i].name))
+		switch {
+		case ok:
+			span.SetAttributes(attrOutcome.String("admitted"))
+		case err == nil:
+			span.SetAttributes(attrOutcome.String("quarantined"), attrLeft.Float64(ms(left)))
+		case configErrorKind(err) != "":
+			span.SetAttributes(attrOutcome.String("config"), attrConfigErr.String(configErrorKind(err)))
+		default:
+			span.SetAttributes(attrOutcome.String("error"))
+		}
+	}
+	endSpan(span, err)
+	return ok, left, err
+}
+
+// ended records the end of a live lease (under l.mu): the leases-held
+// gauge, the held duration, and a lost lease.
+func (l *Lease) ended(s leaseState) {
+	c := l.c
+	c.held.Add(-1)
+	outcome := "released"
+	if s == lost {
+		outcome = "lost"
+		c.inst.leaseLost(l.key)
+	}
+	c.inst.held(outcome, l.key, c.cfg.clock.Now().Sub(l.obtained))
+}
+
+// released ends Release's span and logs the release at Debug level.
+func (l *Lease) released(span trace.Span, err error) {
+	held := l.c.cfg.clock.Now().Sub(l.obtained)
+	if span.IsRecording() {
+		span.SetAttributes(attrHeld.Float64(ms(held)))
+		if l.token != 0 {
+			span.SetAttributes(attrToken.Int64(int64(l.token)))
+		}
+	}
+	switch {
+	case !l.c.debug(context.Background()):
+	case err != nil:
+		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token, "err", err)
+	default:
+		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token)
+	}
+	endSpan(span, err)
+}
+
+// doEnded ends Do's span. outcome is ok, error (fn failed), lost (the
+// lease ended before fn returned) or the outcome of a Lock that failed.
+func doEnded(span trace.Span, outcome string, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(outcome))
+	}
+	endSpan(span, err)
+}

@@ -1,0 +1,207 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// recorder is an in-memory span exporter for one test.
+func recorder(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return sr, tp
+}
+
+// spansNamed returns the ended spans called name, in the order they ended.
+func spansNamed(sr *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attrOf(attrs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range attrs {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func TestTraces_LockSpanHasAttemptsNodesWaitAndToken(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithFencing(), WithTracerProvider(tp))
+	key := testenv.Key(t)
+	// Another owner holds the key on every node for a while: the first
+	// attempt finds it held everywhere, a later one obtains it.
+	cl.hold(t, key, 300*time.Millisecond, cl.all()...)
+
+	l, err := c.Lock(context.Background(), key, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(context.Background()))
+
+	spans := spansNamed(sr, "quorumlock.Lock")
+	require.Len(t, spans, 1)
+	s := spans[0]
+	attrs := s.Attributes()
+	outcome, _ := attrOf(attrs, attrOutcome)
+	require.Equal(t, "obtained", outcome.AsString())
+	attempts, _ := attrOf(attrs, attrAttempts)
+	require.GreaterOrEqual(t, attempts.AsInt64(), int64(2), "the first attempt found the key held")
+	wait, _ := attrOf(attrs, attrWait)
+	require.Greater(t, wait.AsFloat64(), 0.0)
+	token, ok := attrOf(attrs, attrToken)
+	require.True(t, ok, "a fenced lease's span carries its token")
+	require.Equal(t, int64(l.FencingToken()), token.AsInt64())
+	ttl, _ := attrOf(attrs, attrTTL)
+	require.Equal(t, int64(1000), ttl.AsInt64())
+	_, ok = attrOf(attrs, attrKey)
+	require.False(t, ok, "the key is an attribute only with WithKeyAttribute")
+
+	// One event per attempt, with each node's answer.
+	events := s.Events()
+	require.Len(t, events, int(attempts.AsInt64()))
+	first, _ := attrOf(events[0].Attributes, attrOutcome)
+	require.Equal(t, "held", first.AsString())
+	nodes, _ := attrOf(events[0].Attributes, attrNodes)
+	require.Len(t, nodes.AsStringSlice(), 5)
+	require.Contains(t, nodes.AsStringSlice(), "held")
+	require.NotContains(t, nodes.AsStringSlice(), "granted")
+	last := events[len(events)-1]
+	lastOutcome, _ := attrOf(last.Attributes, attrOutcome)
+	require.Equal(t, "obtained", lastOutcome.AsString())
+	granted, _ := attrOf(last.Attributes, attrGranted)
+	require.GreaterOrEqual(t, granted.AsInt64(), int64(3))
+
+	rel := spansNamed(sr, "quorumlock.Release")
+	require.Len(t, rel, 1)
+	held, ok := attrOf(rel[0].Attributes(), attrHeld)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, held.AsFloat64(), 0.0)
+	require.Equal(t, "Unset", rel[0].Status().Code.String())
+}
+
+func TestTraces_FailedTryLockAndExtendAreErrors(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithTracerProvider(tp), WithKeyAttribute())
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	_, err = c.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	cl.set(t, key, "thief", time.Minute, cl.all()...)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), ErrNotHeld)
+
+	tries := spansNamed(sr, "quorumlock.TryLock")
+	require.Len(t, tries, 2)
+	require.Equal(t, "Unset", tries[0].Status().Code.String())
+	require.Equal(t, "Error", tries[1].Status().Code.String())
+	outcome, _ := attrOf(tries[1].Attributes(), attrOutcome)
+	require.Equal(t, "held", outcome.AsString())
+	attempts, _ := attrOf(tries[1].Attributes(), attrAttempts)
+	require.Equal(t, int64(1), attempts.AsInt64())
+	k, ok := attrOf(tries[1].Attributes(), attrKey)
+	require.True(t, ok, "WithKeyAttribute puts the key on the span")
+	require.Equal(t, key, k.AsString())
+
+	ext := spansNamed(sr, "quorumlock.Extend")
+	require.Len(t, ext, 1)
+	require.Equal(t, "Error", ext[0].Status().Code.String())
+	require.Contains(t, ext[0].Status().Description, "lease not held")
+}
+
+func TestTraces_DoIsTheParentOfLockAndOfFn(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithTracerProvider(tp))
+	key := testenv.Key(t)
+	err := c.Do(context.Background(), key, time.Second, func(ctx context.Context, _ *Lease) error {
+		_, span := tp.Tracer("app").Start(ctx, "app.work")
+		span.End()
+		return nil
+	})
+	require.NoError(t, err)
+
+	do := spansNamed(sr, "quorumlock.Do")
+	require.Len(t, do, 1)
+	outcome, _ := attrOf(do[0].Attributes(), attrOutcome)
+	require.Equal(t, "ok", outcome.AsString())
+	for _, name := range []string{"quorumlock.Lock", "quorumlock.Release", "app.work"} {
+		s := spansNamed(sr, name)
+		require.Len(t, s, 1, name)
+		require.Equal(t, do[0].SpanContext().SpanID(), s[0].Parent().SpanID(), "%s is a child of Do's span", name)
+	}
+}
+
+func TestTraces_AdmissionSpansSayQuarantinedThenAdmitted(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithTracerProvider(tp), WithMaxTTL(300*time.Millisecond), WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	cl.wipe(t, 2)
+	// The wiped node refuses to vote, and the attempt starts its
+	// quarantine; the lock does not need it.
+	l, err := c.TryLock(ctx, testenv.Key(t), 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	for deadline := time.Now().Add(5 * time.Second); !cl.admittedOn(t, 2); time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "node 2 was not admitted again")
+	}
+
+	outcomes := map[string]int{}
+	nodes := map[int64]bool{}
+	var left float64
+	require.Eventually(t, func() bool {
+		clear(outcomes)
+		for _, s := range spansNamed(sr, "quorumlock.admit") {
+			node, _ := attrOf(s.Attributes(), attrNode)
+			nodes[node.AsInt64()] = true
+			o, _ := attrOf(s.Attributes(), attrOutcome)
+			outcomes[o.AsString()]++
+			if l, ok := attrOf(s.Attributes(), attrLeft); ok {
+				left = max(left, l.AsFloat64())
+			}
+		}
+		return outcomes["admitted"] > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, map[int64]bool{2: true}, nodes, "only the wiped node is checked")
+	require.Positive(t, outcomes["quarantined"], "outcomes: %v", outcomes)
+	require.Equal(t, 1, outcomes["admitted"], "outcomes: %v", outcomes)
+	require.Greater(t, left, 0.0)
+}
+
+func TestTraces_DoSpanSaysLostWhenTheLeaseIsTaken(t *testing.T) {
+	sr, tp := recorder(t)
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithTracerProvider(tp))
+	key := testenv.Key(t)
+	err := c.Do(context.Background(), key, 300*time.Millisecond, func(ctx context.Context, _ *Lease) error {
+		cl.set(t, key, "thief", time.Minute, cl.all()...)
+		<-ctx.Done() // the next renewal finds the key taken
+		return context.Cause(ctx)
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+
+	do := spansNamed(sr, "quorumlock.Do")
+	require.Len(t, do, 1)
+	outcome, _ := attrOf(do[0].Attributes(), attrOutcome)
+	require.Equal(t, "lost", outcome.AsString())
+	require.Equal(t, "Error", do[0].Status().Code.String())
+}
