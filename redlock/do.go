@@ -54,6 +54,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	finished = true
 	lostErr, rerr := finish()
 	if lostErr != nil {
+		if errors.Is(ferr, lostErr) {
+			// fn returned the cause of its ctx (or wrapped it), as it
+			// should: it already says why the lease ended.
+			return ferr
+		}
 		return errors.Join(ferr, lostErr)
 	}
 	if rerr != nil && errors.Is(rerr, ErrNotHeld) {
@@ -71,7 +76,7 @@ func (c *Client) watch(l *Lease, stop <-chan struct{}, cancel context.CancelCaus
 	case <-stop:
 		return nil
 	case <-l.Done():
-		err := fmt.Errorf("%w: lease on %q ended while fn was running: %w", ErrNotHeld, l.key, c.renew.why(l))
+		err := fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), c.renew.why(l))
 		cancel(err)
 		return err
 	}

@@ -181,18 +181,27 @@ func (l *Lease) lostCause() error {
 // or the key expired or was taken over on a majority), and the joined
 // per-node errors when too few nodes answered in time. It works after
 // Client.Close too (then it waits for every node, up to the cleanup
-// timeout). Safe for concurrent use.
+// timeout). A ctx that has already ended sends nothing: Release then
+// returns an error wrapping ctx's error, and the lease is unchanged (still
+// held until its deadline, Done open), to be released with a live ctx.
+// Safe for concurrent use.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
 	l.mu.Lock()
 	prev := l.state
+	if err := ctx.Err(); err != nil && prev != released {
+		// Nothing is sent and the lease stays as it was, so that a
+		// Release with a live ctx can still give the lock back.
+		l.mu.Unlock()
+		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
+	}
 	expired := !c.cfg.clock.Now().Before(l.deadline)
 	l.endLocked(released)
 	ttl := l.ttl
 	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
-		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s already released", ErrNotHeld, keyText(l.key))
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
@@ -229,16 +238,16 @@ func (l *Lease) Release(ctx context.Context) error {
 	yes, gone, errs := c.tally(replies)
 	switch {
 	case prev == lost || expired:
-		return fmt.Errorf("%w: %q had expired or was lost before Release", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s had expired or was lost before Release", ErrNotHeld, keyText(l.key))
 	case yes >= c.quorum:
 		return nil
 	case len(c.nodes)-gone < c.quorum:
-		return fmt.Errorf("%w: %q no longer held our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
+		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
 	}
 	if ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
-	return errors.Join(append([]error{fmt.Errorf("redlock: release of %q confirmed by %d of %d nodes; the rest expire with the ttl", l.key, yes, len(c.nodes))}, errs...)...)
+	return errors.Join(append([]error{fmt.Errorf("redlock: release of %s confirmed by %d of %d nodes; the rest expire with the ttl", keyText(l.key), yes, len(c.nodes))}, errs...)...)
 }
 
 // tally counts a compare-and-act round's replies: yes where the node held

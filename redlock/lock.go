@@ -16,9 +16,12 @@ import (
 // releases whatever it took on every node. When nodes are in quarantine
 // because they are new, it starts their admission and tries once more if
 // that admitted them. A node admitted under other deployment settings
-// gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
-// quorumlock's namespace (the prefix quorumlock:), a ttl not above its drift or
-// above the max ttl, or a closed Client is an error that touches no node.
+// gives a *ConfigError (ErrConfigMismatch) instead. An empty key or a key
+// in quorumlock's namespace (the prefix quorumlock:) is an *InputError
+// matching ErrInvalidKey, a ttl not positive, not above its drift or above
+// the max ttl one matching ErrInvalidTTL; those, a closed Client
+// (ErrClosed), and a ctx that has already ended (a *NotObtainedError with
+// ReasonCancelled that wraps ctx's error) return at once and touch no node.
 // TryLock never joins the key's line on the nodes: a release keeps the
 // key for the first Lock call in line for a short while (or hands it to
 // that call, see WithKeyHandOff), and TryLock is refused with ReasonHeld
@@ -28,6 +31,9 @@ import (
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, c.endedBefore(ctx, key)
 	}
 	at := c.tryAdmitting(ctx, key, ttl, "", 0)
 	return at.lease, at.err
@@ -72,10 +78,17 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	}
 	if !admitted {
 		var e *NotObtainedError
-		if left > 0 && errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
-			e.Wait = left
-			e.Detail += fmt.Sprintf("; the next quarantine ends in %v", left.Round(time.Millisecond))
-			at.wait = left
+		if errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
+			if left > 0 {
+				e.Wait = left
+				e.Detail += fmt.Sprintf("; the first quarantine ends in %v", left.Round(time.Millisecond))
+				at.wait = left
+			}
+			// Bootstrap is no remedy here: the attempt itself started
+			// the quarantines it found missing, and Bootstrap never ends
+			// one (docs/fencing.md, "Bootstrap").
+			e.Detail += "; the nodes admit themselves when it ends (Bootstrap admits only a deployment nobody has used yet)"
+			c.noticeQuarantine(e)
 		}
 		return at
 	}
@@ -140,6 +153,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
+	if ctx.Err() != nil {
+		return nil, c.endedBefore(ctx, key)
+	}
 	w := c.newWaiter(key, ttl)
 	defer w.close()
 	limited := c.cfg.maxAttempts > 0
@@ -189,6 +205,15 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration) (*Leas
 			return w.won(l)
 		}
 	}
+}
+
+// endedBefore is the error of a Lock, TryLock or Do whose ctx had ended
+// before the call: it sends nothing (an attempt's calls are detached from
+// ctx, so that a lock that is won reaches every node, and would otherwise
+// go out, fail, and be cleaned up, for nothing).
+func (c *Client) endedBefore(ctx context.Context, key string) error {
+	return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
+		Detail: "ctx ended before the first attempt; no node was contacted", Errs: []error{ctx.Err()}}
 }
 
 // stopped is Lock's error when it stops waiting because of why (ctx's
