@@ -153,5 +153,11 @@ func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended
 		return err
 	}
 	c.inst.extend("error")
-	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %s reached %d of %d nodes, %d needed", keyText(l.key), e.yes, len(c.nodes), c.quorum)}, e.errs...)...)
+	n := len(c.nodes)
+	heard := ""
+	if replied := e.yes + e.gone + len(e.errs); replied < n {
+		// The round was decided before the other nodes answered.
+		heard = fmt.Sprintf(" (decided when %d had answered)", replied)
+	}
+	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %s reached %d of %d nodes%s, %d needed", keyText(l.key), e.yes, n, heard, c.quorum)}, e.errs...)...)
 }

@@ -41,3 +41,21 @@ func (l *logs) at(level slog.Level, text string) []slog.Record {
 	}
 	return out
 }
+
+// attrs returns r's attributes by key, with the attributes of a group
+// without a key inlined, as handlers show them.
+func attrs(r slog.Record) map[string]slog.Value {
+	out := map[string]slog.Value{}
+	var add func(a slog.Attr)
+	add = func(a slog.Attr) {
+		if a.Key == "" && a.Value.Kind() == slog.KindGroup {
+			for _, g := range a.Value.Group() {
+				add(g)
+			}
+			return
+		}
+		out[a.Key] = a.Value
+	}
+	r.Attrs(func(a slog.Attr) bool { add(a); return true })
+	return out
+}
