@@ -197,7 +197,7 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 			atLeast, len(a.busy), n, a.granted, c.quorum)
 		e.Wait = freeIn(a.busy, c.quorum, n)
 	case len(a.unadmitted) > 0 && a.granted+len(a.unadmitted) >= c.quorum:
-		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%s%d of %d nodes are in restart quarantine: they are new or lost their data, and vote once it ends",
+		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%s%d of %d nodes are in restart quarantine (they are new, or lost their data)",
 			atLeast, len(a.unadmitted), n)
 	default:
 		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)

@@ -79,15 +79,16 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	if !admitted {
 		var e *NotObtainedError
 		if errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
-			if left > 0 {
-				e.Wait = left
-				e.Detail += fmt.Sprintf("; the first quarantine ends in %v", left.Round(time.Millisecond))
-				at.wait = left
-			}
 			// Bootstrap is no remedy here: the attempt itself started
 			// the quarantines it found missing, and Bootstrap never ends
 			// one (docs/fencing.md, "Bootstrap").
-			e.Detail += "; the nodes admit themselves when it ends (Bootstrap admits only a deployment nobody has used yet)"
+			when := "when their quarantine ends"
+			if left > 0 {
+				e.Wait = left
+				when = fmt.Sprintf("when the first quarantine ends, in %v", left.Round(time.Millisecond))
+				at.wait = left
+			}
+			e.Detail += "; the nodes admit themselves " + when + " (Bootstrap admits only a deployment nobody has used yet)"
 			c.noticeQuarantine(e)
 		}
 		return at
