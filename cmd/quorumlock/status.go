@@ -123,7 +123,7 @@ means "if K is free"):
   1  the report could not be made or written
   2  usage error: bad flags or arguments (no node was contacted)
   3  held: one value is on a majority of the nodes
-  4  unknown: too few nodes answered to tell (or no quorum of them votes)
+  4  unknown: too few nodes answered to tell
 The report is printed for 0, 3 and 4.
 `)
 }
