@@ -182,20 +182,24 @@ func (l *Lease) lostCause() error {
 // per-node errors when too few nodes answered in time. It works after
 // Client.Close too (then it waits for every node, up to the cleanup
 // timeout). A ctx that has already ended sends nothing: Release then
-// returns an error wrapping ctx's error, and the lease is unchanged (still
-// held until its deadline, Done open), to be released with a live ctx.
+// returns an error wrapping ctx's error (and ErrNotHeld if the lease had
+// already ended), and the lease is unchanged (a live one is still held
+// until its deadline, Done open), to be released with a live ctx.
 // Safe for concurrent use.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
 	l.mu.Lock()
 	prev := l.state
+	expired := !c.cfg.clock.Now().Before(l.deadline)
 	if err := ctx.Err(); err != nil && prev != released {
 		// Nothing is sent and the lease stays as it was, so that a
 		// Release with a live ctx can still give the lock back.
 		l.mu.Unlock()
+		if prev == lost || expired {
+			return fmt.Errorf("%w: %s had expired or was lost before Release (nothing sent: %w)", ErrNotHeld, keyText(l.key), err)
+		}
 		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
 	}
-	expired := !c.cfg.clock.Now().Before(l.deadline)
 	l.endLocked(released)
 	ttl := l.ttl
 	waiter, cleanup := l.waiter, l.cleanup
