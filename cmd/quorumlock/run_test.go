@@ -404,8 +404,8 @@ func TestRunSaysAtOnceThatTheNodesAreInQuarantine(t *testing.T) {
 		t.Fatalf("the notice came only after the command ran")
 	}
 	// The quarantine is about 4s (the first run started it): the notice
-	// must come at the start of the wait, not at its end.
-	if seen > 2*time.Second {
+	// must come at the start of the wait, within a second, not at its end.
+	if seen > time.Second {
 		t.Errorf("the notice came %v after the start", seen)
 	}
 	t.Logf("notice on stderr %v after the start", seen)
