@@ -140,6 +140,10 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // finds another Lock of this Client ahead in line counts as a failed
 // attempt (ReasonLocal), as a lost race with another process would. Input
 // errors and *ConfigError are those of TryLock and end the wait at once.
+// Nodes that serve their restart quarantine (a new deployment, or nodes
+// that lost their data) make Lock wait until it ends; the first refused
+// attempt of the episode logs one Warn line with the time left and calls
+// the WithQuarantineNotice function, so the wait is not silent.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
 // began; a call keeps its place for as long as it goes on trying, however
