@@ -126,6 +126,7 @@ func TestGuardEdges(t *testing.T) {
 	t.Run("equal token is stale", func(t *testing.T) {
 		require.NoError(t, g.Claim(ctx, db, counterKey, holder(10)))
 		requireStale(t, g.Claim(ctx, db, counterKey, holder(10)), 10, 10)
+		require.ErrorIs(t, g.Claim(ctx, db, counterKey, holder(10)), fencing.ErrAlreadyWritten)
 		requireStale(t, g.Write(ctx, db, counterKey, holder(10), fencing.Values{"n": 5}), 10, 10)
 		// The holder of the stamp may write as often as it likes.
 		require.NoError(t, g.WriteClaimed(ctx, db, counterKey, holder(10), fencing.Values{"n": 5}))
@@ -151,6 +152,51 @@ func TestGuardEdges(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, `SELECT n FROM counters WHERE name = 'u'`).Scan(&n))
 		require.Zero(t, n)
 	})
+}
+
+// From a review: a second Guard.Write by one lease (status "processing",
+// then "done") was refused with ErrStaleToken, whose doc says a newer
+// holder owns the row, though nobody newer existed. It is refused with
+// ErrAlreadyWritten, which still matches ErrStaleToken; a refusal by a
+// newer token does not match ErrAlreadyWritten.
+func TestGuard_ASecondWriteOfOneLeaseIsAlreadyWritten(t *testing.T) {
+	ctx := context.Background()
+	db := newPool(t)
+	setupCounter(t, db)
+	g := guardCounter(t, db)
+
+	require.NoError(t, g.Write(ctx, db, counterKey, holder(20), fencing.Values{"n": 1}))
+	err := g.Write(ctx, db, counterKey, holder(20), fencing.Values{"n": 2})
+	requireStale(t, err, 20, 20)
+	require.ErrorIs(t, err, fencing.ErrAlreadyWritten)
+	require.Contains(t, err.Error(), "already wrote")
+	require.NotContains(t, err.Error(), "stale", "the message says a newer holder owns the row")
+	n, _ := readCounter(t, db)
+	require.Equal(t, int64(1), n, "the refused write was applied")
+
+	// A newer holder writes: the older token is now stale, not "already written".
+	require.NoError(t, g.Write(ctx, db, counterKey, holder(21), fencing.Values{"n": 3}))
+	err = g.Write(ctx, db, counterKey, holder(20), fencing.Values{"n": 4})
+	requireStale(t, err, 20, 21)
+	require.NotErrorIs(t, err, fencing.ErrAlreadyWritten)
+
+	// Several writes per lease: claim once, then WriteClaimed.
+	require.NoError(t, g.Claim(ctx, db, counterKey, holder(22)))
+	require.NoError(t, g.WriteClaimed(ctx, db, counterKey, holder(22), fencing.Values{"n": 5}))
+	require.NoError(t, g.WriteClaimed(ctx, db, counterKey, holder(22), fencing.Values{"n": 6}))
+	require.ErrorIs(t, g.Claim(ctx, db, counterKey, holder(22)), fencing.ErrAlreadyWritten)
+
+	// The fence table: a second InTx with one token.
+	f := setupFenceTable(t, db)
+	noop := func(context.Context, pgx.Tx) error { return nil }
+	require.NoError(t, f.InTx(ctx, db, "r", holder(30), noop))
+	err = f.InTx(ctx, db, "r", holder(30), noop)
+	require.ErrorIs(t, err, fencing.ErrAlreadyWritten)
+	require.ErrorIs(t, err, fencing.ErrStaleToken)
+	require.NoError(t, f.InTx(ctx, db, "r", holder(31), noop))
+	err = f.InTx(ctx, db, "r", holder(30), noop)
+	require.ErrorIs(t, err, fencing.ErrStaleToken)
+	require.NotErrorIs(t, err, fencing.ErrAlreadyWritten)
 }
 
 func TestFenceTableEdges(t *testing.T) {

@@ -31,6 +31,19 @@
 // A newer holder that claims after the read replaces the stamp, so the older
 // write is refused. No update is lost, one extra statement per section.
 //
+// # Several writes per lease
+//
+// Write-only lets a token write a row once: the fence then equals the
+// token, and a second Write with it is refused with ErrAlreadyWritten (a
+// *StaleTokenError that also matches ErrStaleToken: the lease is not lost,
+// but the write was not made). A holder that writes a row more than once
+// per lease (status "processing", then "done") uses claim-first: Claim
+// once, then WriteClaimed as often as it needs, each refused only once a
+// newer holder claimed the row. Or it puts every statement in one
+// FenceTable.InTx. Allowing the equal token in Write was rejected: its
+// strict check is what lets a retry after ErrOutcomeUnknown tell that the
+// first attempt landed, and what makes a token minted twice show up.
+//
 // Fence table in one transaction (FenceTable.InTx). A separate table holds
 // one (resource, token) row per protected resource. The row is claimed with a
 // strict "<" at the start of a transaction and the caller's work runs in that
@@ -72,8 +85,14 @@
 // no row, or the server refused the statement or the COMMIT (an ERROR
 // aborts its transaction). What the holder may do next:
 //
-//   - ErrStaleToken: a newer holder owns the resource. Never retry with
-//     this lease; a fresh lease re-reads what the newer holder wrote.
+//   - ErrAlreadyWritten (check it before ErrStaleToken, which it also
+//     matches): this lease's token already wrote or claimed the resource
+//     and nobody newer has. The lease still holds; the call did nothing.
+//     In write-only mode a token writes once: use Claim and WriteClaimed
+//     for more. After ErrOutcomeUnknown it means the earlier attempt landed.
+//   - ErrStaleToken otherwise: a newer holder owns the resource. Never
+//     retry with this lease; a fresh lease re-reads what the newer holder
+//     wrote.
 //   - ErrNoToken, ErrTokenRange, ErrEmptyResource, ErrInvalidIdentifier,
 //     ErrNoRow, ErrNotClaimed, ErrSchemaMismatch: the input is wrong; the
 //     same call fails the same way until it is fixed.

@@ -112,8 +112,45 @@ func ExampleGuard_Write() {
 		log.Fatal(err)
 	}
 	err = g.Write(ctx, pool, 42, lease, fencing.Values{"status": "done", "finished_at": time.Now()})
-	if errors.Is(err, fencing.ErrStaleToken) {
+	switch {
+	case errors.Is(err, fencing.ErrAlreadyWritten): // before ErrStaleToken, which it also matches
+		fmt.Println("this lease already wrote job 42: a token writes once in write-only mode")
+	case errors.Is(err, fencing.ErrStaleToken):
 		fmt.Println("a newer worker owns job 42")
+	}
+}
+
+// Several writes with one lease (a status, then the result): claim the
+// row once, then WriteClaimed as often as needed. Write would refuse the
+// second write with ErrAlreadyWritten.
+func ExampleGuard_WriteClaimed() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	g, err := fencing.NewGuard(fencing.GuardConfig{Table: "jobs", KeyColumn: "id", FenceColumn: "fence"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	lease, err := locker.Lock(ctx, "job:42", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := g.Claim(ctx, pool, 42, lease); err != nil {
+		log.Fatal(err)
+	}
+	for _, status := range []string{"processing", "done"} {
+		err := g.WriteClaimed(ctx, pool, 42, lease, fencing.Values{"status": status})
+		if errors.Is(err, fencing.ErrStaleToken) {
+			fmt.Println("a newer worker claimed job 42; stop")
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 

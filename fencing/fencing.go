@@ -29,10 +29,23 @@ type DB interface {
 
 var (
 	// ErrStaleToken means a newer (or equal) token has already claimed the
-	// resource: the holder lost its lock, and nothing it asked for was
-	// committed. Retry only with a fresh lease. The error returned is a
-	// *StaleTokenError; match it with errors.Is.
+	// resource, and nothing the call asked for was committed. With a newer
+	// token the holder lost its lock: retry only with a fresh lease. With an
+	// equal token the error also matches ErrAlreadyWritten: test for that
+	// first. The error returned is a *StaleTokenError; match it with
+	// errors.Is.
 	ErrStaleToken = errors.New("fencing: stale token: a newer or equal token already claimed the resource")
+
+	// ErrAlreadyWritten means the holder's own token already raised the
+	// fence, and nobody newer has: a second Write by the same lease (a token
+	// writes a row once in write-only mode), a second Claim, or a second
+	// FenceTable.InTx. The lease has not lost the resource; the call was
+	// refused all the same, and nothing it asked for was committed. For
+	// several writes per lease use claim-first (Claim once, then WriteClaimed
+	// as often as needed) or one FenceTable.InTx. It is a *StaleTokenError
+	// with Current equal to Token, so it also matches ErrStaleToken, as
+	// every refusal of an equal token always has.
+	ErrAlreadyWritten = errors.New("fencing: this token already wrote or claimed the resource")
 
 	// ErrNoToken means the holder is nil or its token is 0, which is what a
 	// lease from a client built without fencing carries. Nothing was sent to
@@ -77,11 +90,20 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
+	if e.Current == e.Token {
+		return fmt.Sprintf("fencing: token %d already wrote or claimed %s (the fence equals it; nobody newer has): a token writes once in write-only mode; for several writes per lease use Claim and WriteClaimed", e.Token, e.Resource)
+	}
 	return fmt.Sprintf("fencing: stale token %d for %s: fence is already %d", e.Token, e.Resource, e.Current)
 }
 
-// Is reports whether target is ErrStaleToken.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// Is reports whether target is ErrStaleToken, or ErrAlreadyWritten when
+// the fence equals the token. Current is read after the refusal and fences
+// never go down, so Current equal to Token means the fence was exactly
+// Token when the call was refused: the holder's own earlier write or
+// claim, not a newer holder's.
+func (e *StaleTokenError) Is(target error) bool {
+	return target == ErrStaleToken || (target == ErrAlreadyWritten && e.Current == e.Token)
+}
 
 // Unwrap returns ErrStaleToken.
 func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }

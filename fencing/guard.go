@@ -152,12 +152,15 @@ func (g *Guard) Setup(ctx context.Context, db DB) (err error) {
 // FenceTable when the written value depends on a read.
 //
 // Each token can write a row once: a second Write with the same token is
-// refused, because the fence already equals it.
+// refused, because the fence already equals it, with ErrAlreadyWritten
+// (which also matches ErrStaleToken). A holder that writes a row several
+// times per lease uses Claim once and then WriteClaimed.
 //
 // Errors: ErrNoToken, ErrTokenRange, ErrEmptyResource (nil or "" key) and
 // ErrInvalidIdentifier (bad or reserved column in vals) before any I/O;
 // *StaleTokenError (errors.Is ErrStaleToken) when a newer or equal token got
-// there first; ErrNoRow when no row has that key; *OutcomeUnknownError
+// there first, which also matches ErrAlreadyWritten when the token was this
+// one (an earlier Write or Claim of the same lease); ErrNoRow when no row has that key; *OutcomeUnknownError
 // (errors.Is ErrOutcomeUnknown) when the statement was perhaps sent and its
 // reply was lost (a broken connection, a terminated session, ctx ending
 // mid-request): it may have been committed, and OutcomeUnknownError says

@@ -125,6 +125,10 @@ func TestStaleTokenError(t *testing.T) {
 	require.ErrorIs(t, err, fencing.ErrStaleToken)
 	require.NotErrorIs(t, err, fencing.ErrNoToken)
 	require.Equal(t, "fencing: stale token 33 for r: fence is already 34", err.Error())
+	require.NotErrorIs(t, err, fencing.ErrAlreadyWritten)
+	err = &fencing.StaleTokenError{Resource: "r", Token: 34, Current: 34}
+	require.ErrorIs(t, err, fencing.ErrStaleToken)
+	require.ErrorIs(t, err, fencing.ErrAlreadyWritten)
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -28,8 +28,8 @@ var ErrOutcomeUnknown = errors.New("fencing: outcome unknown: the write may have
 //
 //   - Op "Write": retry Write with the same token and values. The strict
 //     "fence < token" lets at most one of the attempts through. A refusal
-//     whose StaleTokenError.Current equals Token means the earlier attempt
-//     landed; a larger Current means a newer holder wrote since, and only
+//     that matches ErrAlreadyWritten (StaleTokenError.Current equals Token)
+//     means the earlier attempt landed; a larger Current means a newer holder wrote since, and only
 //     the data can tell whether this holder's write landed before it.
 //   - Op "Claim": read Guard.Fence. Equal to Token: the claim landed, go on
 //     reading and call WriteClaimed. Below Token: call Claim again (a

@@ -178,20 +178,29 @@ func (a *attempt) won(ctx context.Context) bool {
 func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 	c := a.c
 	n := len(c.nodes)
-	e := &NotObtainedError{Key: a.key, Granted: a.granted, Needed: c.quorum, Nodes: n}
+	e := &NotObtainedError{Key: a.key, Granted: a.granted, Needed: c.quorum, Nodes: n, Replied: len(a.replies)}
+	// The round stops as soon as its outcome is decided, so the nodes
+	// counted below are those heard from by then: more may be in the
+	// same state.
+	atLeast := ""
+	if e.Replied < n {
+		atLeast = "at least "
+	}
 	switch {
 	case ctx.Err() != nil:
-		e.Reason, e.Detail = ReasonCancelled, fmt.Sprintf("cancelled after %d of %d nodes granted", a.granted, n)
+		e.Reason, e.Detail = ReasonCancelled, fmt.Sprintf("ctx ended during the attempt, after %d of %d nodes granted", a.granted, n)
 		e.Errs = append(e.Errs, ctx.Err())
 	case a.fenceErr:
 		e.Reason, e.Detail = ReasonFenceCommit, "fencing commit failed"
 	case a.granted >= c.quorum:
 		e.Reason, e.Detail = ReasonValidity, fmt.Sprintf("validity used up: the round took %v of a %v ttl", a.elapsed, a.ttl)
 	case len(a.busy) > 0:
-		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
+		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
+			atLeast, len(a.busy), n, a.granted, c.quorum)
 		e.Wait = freeIn(a.busy, c.quorum, n)
 	case len(a.unadmitted) > 0 && a.granted+len(a.unadmitted) >= c.quorum:
-		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%d of %d nodes are in quarantine (restarted without data, or a new deployment: see Client.Bootstrap)", len(a.unadmitted), n)
+		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%s%d of %d nodes are in restart quarantine (they are new, or lost their data)",
+			atLeast, len(a.unadmitted), n)
 	default:
 		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
 	}

@@ -164,7 +164,7 @@ func (a *admission) admitNow(ctx context.Context, nodes []int) (bool, time.Durat
 		case errors.Is(rep.Err, ErrConfigMismatch):
 			mismatch = rep.Err
 		case rep.Err != nil:
-			a.c.cfg.logger.Warn("redlock: node admission failed", "node", nodes[rep.Node], "err", rep.Err)
+			a.c.cfg.logger.Warn("redlock: node admission failed", "node", nodes[rep.Node], errAttr(rep.Err))
 		case rep.Val < 0:
 			admitted = true
 		case rep.Val > 0 && (soonest == 0 || rep.Val < soonest):
@@ -203,10 +203,10 @@ func (a *admission) kick(i int) {
 			case ok:
 				return
 			case errors.Is(err, ErrConfigMismatch):
-				a.c.cfg.logger.Error("redlock: node admission refused", "node", i, "err", err)
+				a.c.cfg.logger.Error("redlock: node admission refused", "node", i, errAttr(err))
 				return
 			case err != nil:
-				a.c.cfg.logger.Warn("redlock: node admission failed; retrying", "node", i, "err", err, "in", backoff)
+				a.c.cfg.logger.Warn("redlock: node admission failed; retrying", "node", i, errAttr(err), "in", backoff)
 				left = backoff
 				backoff = min(2*backoff, time.Second)
 			case left <= 0:
@@ -255,7 +255,10 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 	a.mu.Lock()
 	if a.logged[i] != p.ID {
 		a.logged[i] = p.ID
-		c.cfg.logger.Warn("redlock: node is in quarantine (it lost its data, or the deployment is new)", "node", i, "addr", nd.name, "left", left)
+		// Info, once per node and quarantine: a refused lock is the
+		// event that needs attention, logged at Warn once per episode
+		// (noticeQuarantine).
+		c.cfg.logger.Info("redlock: node is in quarantine (it lost its data, or the deployment is new)", "node", i, "addr", nd.name, "left", left)
 	}
 	a.mu.Unlock()
 	if left > 0 {

@@ -24,7 +24,7 @@ func (c *Client) releaseOne(key string, i int, p *script.Release) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
 	if _, err := c.releaseOn(ctx, i, p); err != nil {
-		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", key, "node", i, "err", err)
+		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", keyText(key), "node", i, errAttr(err))
 	}
 }
 

@@ -43,6 +43,8 @@ type Client struct {
 	renew *renewer
 	inst  *instruments
 	gates gates
+	// notices keeps the quarantine notice to one per episode.
+	notices notices
 
 	tracer trace.Tracer
 	held   atomic.Int64 // live leases, for the quorumlock.leases.held gauge
@@ -141,16 +143,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 func newClient(ns []*node, opts []Option) (*Client, error) {
 	cfg := defaults()
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("redlock: New: nil option")
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
-		return nil, fmt.Errorf("redlock: New: WithMaxTTL: %w", err)
+	if err := applyOptions(&cfg, opts); err != nil {
+		return nil, fmt.Errorf("redlock: New: %w", err)
 	}
 	for _, nd := range ns {
 		nd.sn = script.NewNode(nd.uc, cfg.cleanup)
@@ -245,30 +239,53 @@ func (c *Client) check(key string, ttl time.Duration) error {
 	if e := c.ident.dup.Load(); e != nil {
 		return e
 	}
-	switch {
-	case key == "":
-		return errors.New("redlock: empty key")
-	case script.Reserved(key):
-		return fmt.Errorf("redlock: key %q is in quorumlock's own namespace (%q...)", key, script.Prefix)
+	if err := checkKey(key); err != nil {
+		return err
 	}
 	return c.checkTTL(ttl)
+}
+
+// checkKey refuses a key no call accepts (an *InputError, ErrInvalidKey).
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return &InputError{Arg: "key", Reason: "empty key"}
+	case script.Reserved(key):
+		return &InputError{Arg: "key", Key: key,
+			Reason: fmt.Sprintf("key %s is in quorumlock's own namespace (%q...)", keyText(key), script.Prefix)}
+	}
+	return nil
 }
 
 // CheckTTL reports whether Lock, TryLock, Do and Extend of this client
 // accept ttl: a whole number of milliseconds, above its drift and at most
 // the client's max ttl. It contacts no node; tools use it to refuse a bad
-// ttl before they start anything.
+// ttl before they start anything. A refusal is an *InputError
+// (ErrInvalidTTL).
 func (c *Client) CheckTTL(ttl time.Duration) error { return c.checkTTL(ttl) }
 
+// minTTL is the smallest ttl this client accepts: the first whole
+// millisecond above its drift.
+func (c *Client) minTTL() time.Duration {
+	m := drift.MinTTL(c.cfg.factor)
+	return (m + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
 func (c *Client) checkTTL(ttl time.Duration) error {
-	if ttl > 0 && ttl%time.Millisecond != 0 {
-		return fmt.Errorf("redlock: ttl %v is not a whole number of milliseconds (Redis PX resolution)", ttl)
+	bad := func(format string, args ...any) error {
+		return &InputError{Arg: "ttl", TTL: ttl, Reason: fmt.Sprintf(format, args...)}
 	}
-	if d := drift.Drift(ttl, c.cfg.factor); ttl <= d {
-		return fmt.Errorf("redlock: ttl %v must exceed its drift %v (ttl*%v + %v)", ttl, d, c.cfg.factor, drift.Resolution)
-	}
-	if ttl > c.cfg.maxTTL {
-		return fmt.Errorf("redlock: ttl %v exceeds the client's max ttl %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
+	switch d := drift.Drift(ttl, c.cfg.factor); {
+	case ttl <= 0:
+		return bad("ttl %v must be positive: the smallest this client accepts is %v (a ttl must exceed its drift, ttl*%v + %v)",
+			ttl, c.minTTL(), c.cfg.factor, drift.Resolution)
+	case ttl%time.Millisecond != 0:
+		return bad("ttl %v is not a whole number of milliseconds (Redis PX resolution)", ttl)
+	case ttl <= d:
+		return bad("ttl %v must exceed its drift %v (ttl*%v + %v): the smallest this client accepts is %v",
+			ttl, d, c.cfg.factor, drift.Resolution, c.minTTL())
+	case ttl > c.cfg.maxTTL:
+		return bad("ttl %v exceeds the client's max ttl %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
 	}
 	return nil
 }
@@ -291,19 +308,30 @@ func newValue() string {
 // CheckTTL reports whether a Client built with opts would accept ttl for
 // Lock, TryLock, Do and Extend, without building one or contacting any
 // node: tools use it to refuse bad input before they start anything. It
-// also returns the options' own errors.
+// also returns the options' own errors. A refused ttl is an *InputError
+// (ErrInvalidTTL).
 func CheckTTL(ttl time.Duration, opts ...Option) error {
 	cfg := defaults()
+	if err := applyOptions(&cfg, opts); err != nil {
+		return fmt.Errorf("redlock: %w", err)
+	}
+	return (&Client{cfg: cfg}).checkTTL(ttl)
+}
+
+// applyOptions applies opts to cfg and checks the result. Its errors name
+// the option and carry no package prefix: New and CheckTTL add theirs
+// once.
+func applyOptions(cfg *config, opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
-			return errors.New("redlock: nil option")
+			return errors.New("nil option")
 		}
-		if err := o.apply(&cfg); err != nil {
+		if err := o.apply(cfg); err != nil {
 			return err
 		}
 	}
 	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
-		return fmt.Errorf("redlock: WithMaxTTL: %w", err)
+		return fmt.Errorf("WithMaxTTL: %w", err)
 	}
-	return (&Client{cfg: cfg}).checkTTL(ttl)
+	return nil
 }

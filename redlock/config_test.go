@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -61,6 +63,41 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 			require.Nil(t, c)
 		})
 	}
+}
+
+// From a review: option errors read "redlock: New: WithMaxTTL: redlock:
+// max ttl ..." (the prefix twice) or "drift: factor ..." (no prefix at
+// all). Each error of New and CheckTTL carries its package prefix once.
+func TestNew_ErrorsCarryOnePrefix(t *testing.T) {
+	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { a.Close() })
+	tests := []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"max ttl above a day", []Option{WithMaxTTL(48 * time.Hour)}, "WithMaxTTL: max ttl 48h0m0s exceeds 24h0m0s"},
+		{"zero max ttl", []Option{WithMaxTTL(0)}, "WithMaxTTL: 0s is not positive"},
+		{"drift factor above 1", []Option{WithDriftFactor(1.5)}, "WithDriftFactor: drift: factor must be in [0, 1): got 1.5"},
+		{"nil option", []Option{nil}, "nil option"},
+		{"zero node timeout", []Option{WithNodeTimeout(0)}, "WithNodeTimeout: 0s is not positive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New([]redis.UniversalClient{a}, tc.opts...)
+			require.Error(t, err)
+			require.True(t, strings.HasPrefix(err.Error(), "redlock: New: "+tc.want), err.Error())
+			require.Equal(t, 1, strings.Count(err.Error(), "redlock:"), err.Error())
+			err = CheckTTL(time.Second, tc.opts...)
+			require.True(t, strings.HasPrefix(err.Error(), "redlock: "+tc.want), err.Error())
+			require.Equal(t, 1, strings.Count(err.Error(), "redlock:"), err.Error())
+		})
+	}
+	_, err := New([]redis.UniversalClient{a}, WithDriftFactor(2))
+	require.ErrorIs(t, err, drift.ErrFactor)
+	_, err = Quarantine(time.Minute, 2)
+	require.ErrorIs(t, err, drift.ErrFactor)
+	require.Equal(t, 1, strings.Count(err.Error(), "redlock:"), err.Error())
 }
 
 // From a review: a max ttl meant as "no limit" must be refused, not turned into a

@@ -86,13 +86,13 @@ func (s settings) pendingTTL() time.Duration {
 func checkMaxTTL(d time.Duration, factor float64) error {
 	switch {
 	case d <= 0:
-		return fmt.Errorf("redlock: max ttl %v <= 0", d)
+		return fmt.Errorf("max ttl %v must be positive", d)
 	case d > MaxMaxTTL:
-		return fmt.Errorf("redlock: max ttl %v exceeds %v: a node that lost its data would stay out of every quorum that long (use Do to renew a shorter lease)", d, MaxMaxTTL)
+		return fmt.Errorf("max ttl %v exceeds %v: a node that lost its data would stay out of every quorum that long (use Do to renew a shorter lease)", d, MaxMaxTTL)
 	case d%time.Millisecond != 0:
-		return fmt.Errorf("redlock: max ttl %v is not a whole number of milliseconds", d)
+		return fmt.Errorf("max ttl %v is not a whole number of milliseconds", d)
 	case d <= drift.Drift(d, factor):
-		return fmt.Errorf("redlock: max ttl %v leaves no validity with drift factor %v", d, factor)
+		return fmt.Errorf("max ttl %v leaves no validity with drift factor %v", d, factor)
 	}
 	return nil
 }
@@ -104,10 +104,10 @@ func checkMaxTTL(d time.Duration, factor float64) error {
 // recomputing the rule. It returns an error for settings New would refuse.
 func Quarantine(maxTTL time.Duration, factor float64) (time.Duration, error) {
 	if err := drift.CheckFactor(factor); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("redlock: Quarantine: %w", err)
 	}
 	if err := checkMaxTTL(maxTTL, factor); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("redlock: Quarantine: %w", err)
 	}
 	return settings{maxTTL: maxTTL, factor: factor}.quarantine(), nil
 }

@@ -66,6 +66,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	if lostErr != nil {
 		outcome = "lost"
+		if errors.Is(ferr, lostErr) {
+			// fn returned the cause of its ctx (or wrapped it), as it
+			// should: it already says why the lease ended.
+			return ferr
+		}
 		return errors.Join(ferr, lostErr)
 	}
 	if rerr != nil && errors.Is(rerr, ErrNotHeld) {
@@ -100,7 +105,7 @@ func (c *Client) watch(l *Lease, stop <-chan struct{}, cancel context.CancelCaus
 	case <-stop:
 		return nil
 	case <-l.Done():
-		err := fmt.Errorf("%w: lease on %q ended while fn was running: %w", ErrNotHeld, l.key, c.renew.why(l))
+		err := fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), c.renew.why(l))
 		cancel(err)
 		return err
 	}

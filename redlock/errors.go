@@ -3,7 +3,11 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 var (
@@ -52,7 +56,56 @@ var (
 
 	// ErrClosed is returned by calls on a Client after Close.
 	ErrClosed = errors.New("redlock: client closed")
+
+	// ErrInvalidKey reports a key that no call accepts: empty, or in
+	// quorumlock's own namespace (the prefix quorumlock:). The error
+	// returned is an *InputError; no node was contacted.
+	ErrInvalidKey = errors.New("redlock: invalid key")
+
+	// ErrInvalidTTL reports a ttl that Lock, TryLock, Do and Extend do not
+	// accept: not positive, not a whole number of milliseconds, not above
+	// its drift, or above the client's max ttl. The error returned is an
+	// *InputError; no node was contacted.
+	ErrInvalidTTL = errors.New("redlock: invalid ttl")
 )
+
+// InputError reports a bad argument to a call: a key or a ttl that the
+// call refused before contacting any node, so nothing was taken or lost.
+// It is a bug in the caller, not a transient failure: retrying the same
+// call fails the same way. One type for both, matched by what was wrong:
+// errors.Is(err, ErrInvalidKey) or errors.Is(err, ErrInvalidTTL).
+type InputError struct {
+	Arg    string        // "key" or "ttl"
+	Key    string        // the key given
+	TTL    time.Duration // the ttl given (with Arg "ttl")
+	Reason string        // what is wrong with it, for people
+}
+
+func (e *InputError) Error() string { return "redlock: " + e.Reason }
+
+// Is reports whether target is ErrInvalidKey (for a bad key) or
+// ErrInvalidTTL (for a bad ttl).
+func (e *InputError) Is(target error) bool {
+	return (target == ErrInvalidKey && e.Arg == "key") || (target == ErrInvalidTTL && e.Arg == "ttl")
+}
+
+// maxKeyText is how much of a key an error message or a log line shows.
+const maxKeyText = 64
+
+// keyText is key as every message of the package shows it: quoted, and
+// cut after maxKeyText bytes with its length, so that a huge key (a
+// caller's bug, or a payload used as a key) does not flood logs. Errors
+// keep the whole key in their fields (NotObtainedError.Key, InputError.Key).
+func keyText(key string) string {
+	if len(key) <= maxKeyText {
+		return strconv.Quote(key)
+	}
+	cut := maxKeyText
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut-- // do not split a UTF-8 sequence
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(key[:cut]), len(key))
+}
 
 // Reason says why an acquisition failed.
 type Reason string
@@ -79,6 +132,11 @@ type NotObtainedError struct {
 	Granted int // nodes that granted in the last attempt
 	Needed  int // the majority
 	Nodes   int // nodes in the deployment
+	// Replied is how many nodes the last attempt heard from before it was
+	// decided: an attempt stops as soon as it has won or cannot win, so
+	// when Replied < Nodes the counts in Detail (and the per-node errors)
+	// are lower bounds ("at least 3 of 5").
+	Replied int
 	// Wait estimates how long until enough nodes could be free (the other
 	// holder's keys expire or quarantines end); 0 when unknown.
 	Wait   time.Duration
@@ -87,7 +145,7 @@ type NotObtainedError struct {
 }
 
 func (e *NotObtainedError) Error() string {
-	msg := fmt.Sprintf("redlock: lock %q not obtained: %s", e.Key, e.Detail)
+	msg := fmt.Sprintf("redlock: lock %s not obtained: %s", keyText(e.Key), e.Detail)
 	for _, err := range e.Errs {
 		msg += "; " + err.Error()
 	}
@@ -151,3 +209,35 @@ func (e *NodeError) Error() string {
 }
 
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// errAttr is err as a log attribute. A round's error joins a summary with
+// one *NodeError per node, and logged as one attribute its lines would run
+// together; it is logged as "err" (the summary: the joined errors that are
+// not a *NodeError) and a group "nodes" with one attribute per node, keyed
+// by the node's index (an attribute group with no key of its own, which
+// handlers inline).
+func errAttr(err error) slog.Attr {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return slog.Any("err", err)
+	}
+	var summary []string
+	var nodes []any
+	for _, e := range joined.Unwrap() {
+		var ne *NodeError
+		if errors.As(e, &ne) {
+			v := ne.Err.Error()
+			if ne.Addr != "" {
+				v = ne.Addr + ": " + v
+			}
+			nodes = append(nodes, slog.String(strconv.Itoa(ne.Node), v))
+			continue
+		}
+		summary = append(summary, e.Error())
+	}
+	attrs := []any{slog.String("err", strings.Join(summary, "; "))}
+	if len(nodes) > 0 {
+		attrs = append(attrs, slog.Group("nodes", nodes...))
+	}
+	return slog.Group("", attrs...)
+}

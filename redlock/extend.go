@@ -21,7 +21,9 @@ import (
 // promising more than the nodes hold. It returns ErrNotHeld (and closes
 // Done) when the lease is over or a majority no longer holds it; any other
 // error (nodes unreachable) leaves the lease valid until its old deadline.
-// The ttl rules of Lock apply; an invalid ttl touches no node. Safe for
+// The ttl rules of Lock apply; an invalid ttl (an *InputError) touches no
+// node, and so does a ctx that has already ended: Extend then returns an
+// error wrapping ctx's error and leaves the lease as it was. Safe for
 // concurrent use.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	c := l.c
@@ -32,7 +34,10 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}
 	if l.over() {
 		l.markLost()
-		return fmt.Errorf("%w: %q expired or was released before Extend", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s expired or was released before Extend", ErrNotHeld, keyText(l.key))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redlock: extend of %s not sent, the lease is unchanged: %w", keyText(l.key), err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
@@ -127,12 +132,12 @@ func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended
 	if e.yes >= c.quorum {
 		c.inst.extend("ok", l.key)
 		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
-			return fmt.Errorf("redlock: extend of %q took %v of a %v ttl", l.key, elapsed, ttl)
+			return fmt.Errorf("redlock: extend of %s took %v of a %v ttl", keyText(l.key), elapsed, ttl)
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.state != live {
-			return fmt.Errorf("%w: %q was released during Extend", ErrNotHeld, l.key)
+			return fmt.Errorf("%w: %s was released during Extend", ErrNotHeld, keyText(l.key))
 		}
 		l.ttl = max(l.ttl, ttl)
 		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {
@@ -143,10 +148,16 @@ func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended
 	}
 	if len(c.nodes)-e.gone < c.quorum {
 		c.inst.extend("lost", l.key)
-		err := fmt.Errorf("%w: %q no longer holds our value on %d of %d nodes", ErrNotHeld, l.key, e.gone, len(c.nodes))
+		err := fmt.Errorf("%w: %s no longer holds our value on %d of %d nodes", ErrNotHeld, keyText(l.key), e.gone, len(c.nodes))
 		l.markLostBy(err)
 		return err
 	}
 	c.inst.extend("error", l.key)
-	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %q reached %d of %d nodes, %d needed", l.key, e.yes, len(c.nodes), c.quorum)}, e.errs...)...)
+	n := len(c.nodes)
+	heard := ""
+	if replied := e.yes + e.gone + len(e.errs); replied < n {
+		// The round was decided before the other nodes answered.
+		heard = fmt.Sprintf(" (decided when %d had answered)", replied)
+	}
+	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %s reached %d of %d nodes%s, %d needed", keyText(l.key), e.yes, n, heard, c.quorum)}, e.errs...)...)
 }

@@ -31,7 +31,7 @@ func fenceToken(key string, replies []quorum.Reply[script.AcquireReply]) (uint64
 		}
 	}
 	if maxFence >= maxToken || floor > maxToken {
-		return 0, fmt.Errorf("redlock: fence for %q would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", key, maxFence, floor)
+		return 0, fmt.Errorf("redlock: fence for %s would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", keyText(key), maxFence, floor)
 	}
 	return max(maxFence+1, floor), nil
 }

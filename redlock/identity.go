@@ -116,7 +116,7 @@ func (c *Client) proveLocked(ids []string) (bool, error) {
 		if j, ok := byID[v]; ok {
 			e := &DuplicateNodeError{Node: j, Addr: c.nodes[j].name, Other: i, OtherAddr: c.nodes[i].name}
 			id.dup.CompareAndSwap(nil, e)
-			c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", "err", e)
+			c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", errAttr(e))
 			return false, id.dup.Load()
 		}
 		byID[v] = i

@@ -90,14 +90,18 @@ type KeyState struct {
 // server's version, role and uptime;
 // then judges whether the key is held by a majority. Nodes that do not
 // answer before ctx ends are reported (NodeState.Err), not an error. It
-// fails only for a bad key (empty, or in quorumlock's namespace) or a
-// closed Client. Safe for concurrent use.
+// fails for a bad key (an *InputError, ErrInvalidKey), a closed Client, and
+// a ctx that had already ended when it was called (the error wraps ctx's
+// error; nothing is sent). Safe for concurrent use.
 func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	if key == "" || script.Reserved(key) {
-		return nil, fmt.Errorf("redlock: Inspect: key %q is empty or in quorumlock's namespace", key)
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: Inspect of %s not sent: %w", keyText(key), err)
 	}
 	n := len(c.nodes)
 	ks := &KeyState{Key: key, Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeState, n)}

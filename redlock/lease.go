@@ -201,7 +201,11 @@ func (l *Lease) lostCause() error {
 // or the key expired or was taken over on a majority), and the joined
 // per-node errors when too few nodes answered in time. It works after
 // Client.Close too (then it waits for every node, up to the cleanup
-// timeout). Safe for concurrent use.
+// timeout). A ctx that has already ended sends nothing: Release then
+// returns an error wrapping ctx's error (and ErrNotHeld if the lease had
+// already ended), and the lease is unchanged (a live one is still held
+// until its deadline, Done open), to be released with a live ctx.
+// Safe for concurrent use.
 func (l *Lease) Release(ctx context.Context) (err error) {
 	c := l.c
 	ctx, span := c.startSpan(ctx, "quorumlock.Release", l.key, 0)
@@ -209,12 +213,21 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	prev := l.state
 	expired := !c.cfg.clock.Now().Before(l.deadline)
+	if err := ctx.Err(); err != nil && prev != released {
+		// Nothing is sent and the lease stays as it was, so that a
+		// Release with a live ctx can still give the lock back.
+		l.mu.Unlock()
+		if prev == lost || expired {
+			return fmt.Errorf("%w: %s had expired or was lost before Release (nothing sent: %w)", ErrNotHeld, keyText(l.key), err)
+		}
+		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
+	}
 	l.endLocked(released)
 	ttl := l.ttl
 	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
-		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s already released", ErrNotHeld, keyText(l.key))
 	}
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
@@ -251,16 +264,16 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	yes, gone, errs := c.tally(replies)
 	switch {
 	case prev == lost || expired:
-		return fmt.Errorf("%w: %q had expired or was lost before Release", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: %s had expired or was lost before Release", ErrNotHeld, keyText(l.key))
 	case yes >= c.quorum:
 		return nil
 	case len(c.nodes)-gone < c.quorum:
-		return fmt.Errorf("%w: %q no longer held our value on %d of %d nodes", ErrNotHeld, l.key, gone, len(c.nodes))
+		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
 	}
 	if ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
-	return errors.Join(append([]error{fmt.Errorf("redlock: release of %q confirmed by %d of %d nodes; the rest expire with the ttl", l.key, yes, len(c.nodes))}, errs...)...)
+	return errors.Join(append([]error{fmt.Errorf("redlock: release of %s confirmed by %d of %d nodes; the rest expire with the ttl", keyText(l.key), yes, len(c.nodes))}, errs...)...)
 }
 
 // tally counts a compare-and-act round's replies: yes where the node held

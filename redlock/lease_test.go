@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -680,5 +681,41 @@ func TestDo_RenewsAHandedLeaseBeforeItsValidityRunsOut(t *testing.T) {
 		require.NoError(t, err, "Do lost a healthy handed lease")
 	case <-time.After(5 * time.Second):
 		t.Fatal("Do did not return")
+	}
+}
+
+// From a review: a failed extend was logged with the round's joined error
+// as one attribute, its lines run together. The summary is "err" and each
+// node's error an attribute of the group "nodes".
+func TestDo_LogsAFailedExtendWithOneAttributePerNode(t *testing.T) {
+	cl := newCluster(t, 5)
+	var log logs
+	c, f := cl.ready(t, WithLogger(log.logger()), WithNodeTimeout(100*time.Millisecond))
+	err := c.Do(context.Background(), testenv.Key(t), time.Second, func(ctx context.Context, l *Lease) error {
+		f.fail(errors.New("injected extend failure"), "extend", 0, 1, 2)
+		defer f.heal()
+		for len(log.at(slog.LevelWarn, "extend failed")) == 0 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	recs := log.at(slog.LevelWarn, "extend failed")
+	require.NotEmpty(t, recs)
+	a := recordAttrs(recs[0])
+	require.Contains(t, a, "err")
+	require.NotContains(t, a["err"].String(), "\n", "per-node errors joined into the summary")
+	require.Contains(t, a["err"].String(), "3 needed")
+	require.Contains(t, a, "nodes")
+	nodes := map[string]string{}
+	for _, n := range a["nodes"].Group() {
+		nodes[n.Key] = n.Value.String()
+	}
+	for _, i := range []string{"0", "1", "2"} {
+		require.Contains(t, nodes[i], "injected extend failure", "node %s: %v", i, nodes)
 	}
 }

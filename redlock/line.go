@@ -150,7 +150,7 @@ func (c *Client) everyNode(key string, after <-chan struct{}, p *script.Release)
 		for i := range c.nodes {
 			wg.Go(func() {
 				if _, err := c.releaseOn(ctx, i, p); err != nil {
-					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", key, "node", i, "err", err)
+					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", i, errAttr(err))
 				}
 			})
 		}

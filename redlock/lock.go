@@ -16,11 +16,14 @@ import (
 // releases whatever it took on every node. When nodes are in quarantine
 // because they are new, it starts their admission and tries once more if
 // that admitted them. A node admitted under other deployment settings
-// gives a *ConfigError (ErrConfigMismatch) instead. An empty key, a key in
-// quorumlock's namespace (the prefix quorumlock:), a ttl not above its drift or
-// above the max ttl, an invalid CallOption (and WaitAtMost above 0 or
-// WithCallRetry, which only a waiting call uses), or a closed Client is an
-// error that touches no node.
+// gives a *ConfigError (ErrConfigMismatch) instead. An empty key or a key
+// in quorumlock's namespace (the prefix quorumlock:) is an *InputError
+// matching ErrInvalidKey, a ttl not positive, not above its drift or above
+// the max ttl one matching ErrInvalidTTL; those, an invalid CallOption (and
+// WaitAtMost above 0 or WithCallRetry, which only a waiting call uses), a
+// closed Client (ErrClosed), and a ctx that has already ended (a
+// *NotObtainedError with ReasonCancelled that wraps ctx's error) return at
+// once and touch no node.
 // TryLock never joins the key's line on the nodes: a release keeps the
 // key for the first Lock call in line for a short while (or hands it to
 // that call, see WithKeyHandOff), and TryLock is refused with ReasonHeld
@@ -39,6 +42,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, c.endedBefore(ctx, key)
 	}
 	return c.tryLock(ctx, key, ttl, &cc)
 }
@@ -88,10 +94,18 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 	}
 	if !admitted {
 		var e *NotObtainedError
-		if left > 0 && errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
-			e.Wait = left
-			e.Detail += fmt.Sprintf("; the next quarantine ends in %v", left.Round(time.Millisecond))
-			at.wait = left
+		if errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
+			// Bootstrap is no remedy here: the attempt itself started
+			// the quarantines it found missing, and Bootstrap never ends
+			// one (docs/fencing.md, "Bootstrap").
+			when := "when their quarantine ends"
+			if left > 0 {
+				e.Wait = left
+				when = fmt.Sprintf("when the first quarantine ends, in %v", left.Round(time.Millisecond))
+				at.wait = left
+			}
+			e.Detail += "; the nodes admit themselves " + when + " (Bootstrap admits only a deployment nobody has used yet)"
+			c.noticeQuarantine(e)
 		}
 		return at
 	}
@@ -146,6 +160,10 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // finds another Lock of this Client ahead in line counts as a failed
 // attempt (ReasonLocal), as a lost race with another process would. Input
 // errors and *ConfigError are those of TryLock and end the wait at once.
+// Nodes that serve their restart quarantine (a new deployment, or nodes
+// that lost their data) make Lock wait until it ends; the first refused
+// attempt of the episode logs one Warn line with the time left and calls
+// the WithQuarantineNotice function, so the wait is not silent.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
 // began; a call keeps its place for as long as it goes on trying, however
@@ -166,6 +184,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, c.endedBefore(ctx, key)
 	}
 	switch {
 	case cc.tryOnce():
@@ -245,6 +266,15 @@ func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, 
 			return w.won(l)
 		}
 	}
+}
+
+// endedBefore is the error of a Lock, TryLock or Do whose ctx had ended
+// before the call: it sends nothing (an attempt's calls are detached from
+// ctx, so that a lock that is won reaches every node, and would otherwise
+// go out, fail, and be cleaned up, for nothing).
+func (c *Client) endedBefore(ctx context.Context, key string) error {
+	return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
+		Detail: "ctx ended before the first attempt; no node was contacted", Errs: []error{ctx.Err()}}
 }
 
 // stopped is Lock's error when it stops waiting because of why (ctx's

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -26,28 +27,84 @@ func TestLock_BadInputTouchesNoNode(t *testing.T) {
 		name string
 		key  string
 		ttl  time.Duration
+		is   error
 		want string
 	}{
-		{"empty key", "", time.Second, "empty key"},
-		{"key in quorumlock's namespace", keyFence("k"), time.Second, "own namespace"},
-		{"the admission marker as a key", keyMarker, time.Second, "own namespace"},
-		{"zero ttl", "k", 0, "must exceed its drift"},
-		{"negative ttl", "k", -time.Second, "must exceed its drift"},
-		{"ttl equal to drift", "k", 2 * time.Millisecond, "must exceed its drift"},
-		{"ttl above max", "k", 2 * time.Minute, "exceeds the client's max ttl"},
-		{"sub-millisecond ttl", "k", time.Second + time.Microsecond, "whole number of milliseconds"},
+		{"empty key", "", time.Second, ErrInvalidKey, "empty key"},
+		{"key in quorumlock's namespace", keyFence("k"), time.Second, ErrInvalidKey, "own namespace"},
+		{"the admission marker as a key", keyMarker, time.Second, ErrInvalidKey, "own namespace"},
+		{"zero ttl", "k", 0, ErrInvalidTTL, "ttl 0s must be positive: the smallest this client accepts is 3ms"},
+		{"negative ttl", "k", -time.Second, ErrInvalidTTL, "ttl -1s must be positive: the smallest this client accepts is 3ms"},
+		{"ttl equal to drift", "k", 2 * time.Millisecond, ErrInvalidTTL, "must exceed its drift 2.02ms (ttl*0.01 + 2ms): the smallest this client accepts is 3ms"},
+		{"ttl above max", "k", 2 * time.Minute, ErrInvalidTTL, "exceeds the client's max ttl"},
+		{"sub-millisecond ttl", "k", time.Second + time.Microsecond, ErrInvalidTTL, "whole number of milliseconds"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.TryLock(ctx, tc.key, tc.ttl)
-			require.ErrorContains(t, err, tc.want)
+			requireInputError(t, err, tc.is, tc.want)
 			_, err = c.Lock(ctx, tc.key, tc.ttl)
-			require.ErrorContains(t, err, tc.want)
+			requireInputError(t, err, tc.is, tc.want)
 			err = c.Do(ctx, tc.key, tc.ttl, func(context.Context, *Lease) error { return nil })
-			require.ErrorContains(t, err, tc.want)
+			requireInputError(t, err, tc.is, tc.want)
+			require.NoError(t, CheckTTL(time.Second, WithMaxTTL(time.Minute)))
 			require.Zero(t, f.total(), "bad input reached a node")
 		})
 	}
+	// The smallest ttl the message names is accepted.
+	l, err := c.TryLock(ctx, testenv.Key(t), 3*time.Millisecond)
+	if err == nil {
+		_ = l.Release(ctx)
+	}
+	require.NotErrorIs(t, err, ErrInvalidTTL)
+	// Inspect refuses the same keys, and Extend the same ttls.
+	_, err = c.Inspect(ctx, keyMarker)
+	requireInputError(t, err, ErrInvalidKey, "own namespace")
+	l, err = c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.NoError(t, err)
+	f.requireIdle(t)
+	f.reset()
+	requireInputError(t, l.Extend(ctx, 0), ErrInvalidTTL, "must be positive")
+	require.Zero(t, f.total(), "a bad ttl for Extend reached a node")
+	require.NoError(t, l.Release(ctx))
+}
+
+// From a review: a 1 MiB key was printed whole, twice, in one error.
+// Messages show a key's first 64 bytes and its length.
+func TestLock_AHugeKeyIsCutInMessages(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t) + strings.Repeat("x", 1<<20)
+	f.fail(errors.New("injected failure"), "", 0, 1, 2)
+	_, err := c.TryLock(context.Background(), key, time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, key, e.Key, "the error's field keeps the whole key")
+	msg := err.Error()
+	require.Less(t, len(msg), 2048, "the message carries the key: %.300s", msg)
+	require.Contains(t, msg, fmt.Sprintf("... (%d bytes)", len(key)))
+	require.NotEmpty(t, e.NodeErrors(), "the per-node causes are gone")
+	require.Contains(t, msg, "redlock: node ", "the per-node causes are not in the message")
+}
+
+// requireInputError checks that err is an *InputError matching is (and
+// not the other input sentinel, nor ErrNotObtained), with want in its text
+// and one package prefix.
+func requireInputError(t *testing.T, err, is error, want string) {
+	t.Helper()
+	require.ErrorIs(t, err, is)
+	var ie *InputError
+	require.ErrorAs(t, err, &ie)
+	other := ErrInvalidTTL
+	if is == ErrInvalidTTL {
+		other = ErrInvalidKey
+	}
+	require.NotErrorIs(t, err, other)
+	require.NotErrorIs(t, err, ErrNotObtained, "a bug in the call must not look like contention")
+	require.ErrorContains(t, err, want)
+	require.True(t, strings.HasPrefix(err.Error(), "redlock: "), err.Error())
+	require.Equal(t, 1, strings.Count(err.Error(), "redlock:"), err.Error())
 }
 
 func TestTryLock_ASecondHolderIsRefused(t *testing.T) {
@@ -431,4 +488,20 @@ func TestTryLock_AFailedAttemptCleansUpANodeThatAnsweredWithAnError(t *testing.T
 		t.Fatal("the late acquire never reached node 4")
 	}
 	require.Empty(t, cl.value(t, 4, key), "a node that answered with an error kept the key after the attempt was given up")
+}
+
+// A round stops as soon as it cannot win, so the nodes it counts are a
+// lower bound: the error says "at least", not a count that looks exact.
+func TestTryLock_CountsOfAnEarlyDecisionSayAtLeast(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t)
+	cl.hold(t, key, time.Minute, 0, 1, 2, 3)
+	f.delay(500*time.Millisecond, "", 4) // decided before node 4 answers
+	_, err := c.TryLock(context.Background(), key, 10*time.Second)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonHeld, e.Reason)
+	require.Less(t, e.Replied, 5)
+	require.Contains(t, e.Detail, fmt.Sprintf("by another owner on at least %d of 5 nodes", e.Replied))
 }

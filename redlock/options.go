@@ -41,6 +41,7 @@ type config struct {
 	meters        metric.MeterProvider
 	tracers       trace.TracerProvider
 	keyAttr       bool
+	onQuarantine  func(QuarantineNotice)
 }
 
 // Defaults, in one place.
@@ -89,25 +90,29 @@ func WithFencing() Option {
 func WithDriftFactor(f float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := drift.CheckFactor(f); err != nil {
-			return err
+			return fmt.Errorf("WithDriftFactor: %w", err)
 		}
 		c.factor = f
 		return nil
 	})
 }
 
-// WithRetry sets Lock's retry policy: delay(attempt) is the longest wait
-// after failed attempt number attempt (0-based) before the next one, and
-// maxAttempts > 0 bounds the number of attempts (0: until ctx ends).
+// WithRetry sets Lock's retry policy, where delay(attempt) is a cap, not a
+// fixed pause: the longest Lock waits after failed attempt number attempt
+// (0-based) before the next one. Lock tries sooner when the holder's
+// release wakes it or when the nodes reported that the holder's key
+// expires sooner, so a policy of a constant 50ms can give up after three
+// attempts in far less than 150ms. maxAttempts > 0 bounds the number of
+// attempts (0: until ctx ends; 1: one attempt).
 // delay must not be nil and should be random. Default: DefaultRetry,
 // unlimited attempts.
 func WithRetry(delay func(attempt int) time.Duration, maxAttempts int) Option {
 	return optionFunc(func(c *config) error {
 		if delay == nil {
-			return errors.New("redlock: WithRetry: nil delay function")
+			return errors.New("WithRetry: nil delay function")
 		}
 		if maxAttempts < 0 {
-			return fmt.Errorf("redlock: WithRetry: maxAttempts %d < 0", maxAttempts)
+			return fmt.Errorf("WithRetry: maxAttempts %d < 0", maxAttempts)
 		}
 		c.retry, c.maxAttempts = delay, maxAttempts
 		return nil
@@ -119,7 +124,7 @@ func WithRetry(delay func(attempt int) time.Duration, maxAttempts int) Option {
 func WithClock(clk drift.Clock) Option {
 	return optionFunc(func(c *config) error {
 		if clk == nil {
-			return errors.New("redlock: WithClock: nil clock")
+			return errors.New("WithClock: nil clock")
 		}
 		c.clock = clk
 		return nil
@@ -131,7 +136,7 @@ func WithClock(clk drift.Clock) Option {
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: WithNodeTimeout: %v <= 0", d)
+			return fmt.Errorf("WithNodeTimeout: %v is not positive", d)
 		}
 		c.nodeTimeout = d
 		return nil
@@ -144,7 +149,7 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: WithCleanupTimeout: %v <= 0", d)
+			return fmt.Errorf("WithCleanupTimeout: %v is not positive", d)
 		}
 		c.cleanup = d
 		return nil
@@ -161,7 +166,7 @@ func WithCleanupTimeout(d time.Duration) Option {
 func WithMaxTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: WithMaxTTL: %v <= 0", d)
+			return fmt.Errorf("WithMaxTTL: %v is not positive", d)
 		}
 		c.maxTTL = d
 		return nil
@@ -181,7 +186,7 @@ func WithoutRestartQuarantine() Option {
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: WithMaxHold: %v <= 0", d)
+			return fmt.Errorf("WithMaxHold: %v is not positive", d)
 		}
 		c.maxHold = d
 		return nil
@@ -194,9 +199,27 @@ func WithMaxHold(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return errors.New("redlock: WithLogger: nil logger")
+			return errors.New("WithLogger: nil logger")
 		}
 		c.logger = l
+		return nil
+	})
+}
+
+// WithQuarantineNotice sets a function the Client calls once per
+// quarantine episode (see QuarantineNotice), as soon as an attempt of
+// Lock, TryLock or Do is refused because too few nodes may vote yet: a
+// new deployment, or nodes that lost their data. A program can then tell
+// its user why it waits, and for about how long, instead of blocking in
+// silence. f runs on the attempt's goroutine and must return quickly; it
+// must not call the Client. The same event is logged at Warn level
+// (WithLogger). Default: none.
+func WithQuarantineNotice(f func(QuarantineNotice)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("WithQuarantineNotice: nil function")
+		}
+		c.onQuarantine = f
 		return nil
 	})
 }
@@ -231,7 +254,7 @@ func WithoutReleaseNotify() Option {
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: WithProbeTimeout: %v <= 0", d)
+			return fmt.Errorf("WithProbeTimeout: %v is not positive", d)
 		}
 		c.probe = d
 		return nil
@@ -246,7 +269,7 @@ func WithProbeTimeout(d time.Duration) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
 		if mp == nil {
-			return errors.New("redlock: WithMeterProvider: nil provider")
+			return errors.New("WithMeterProvider: nil provider")
 		}
 		c.meters = mp
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"testing"
@@ -674,4 +675,61 @@ func TestQuarantine_AFailedAttemptStartsItOnANodeThatAnswersLate(t *testing.T) {
 		n, err := cl.raw[4].Exists(ctx, keyPending).Result()
 		return err == nil && n == 1 || cl.admittedOn(t, 4)
 	}, time.Second, 10*time.Millisecond, "the waiter's attempts reached the wiped node and never started its quarantine")
+}
+
+// From a review: a new deployment made the first Lock wait one quarantine
+// in silence. The first refused attempt says so at once, once for the
+// whole episode (not per node or attempt), with the time left, through
+// WithQuarantineNotice and one Warn line; the error carries the time left
+// and the remedy that works (waiting, not Bootstrap).
+func TestQuarantine_ANewDeploymentSaysSoOnce(t *testing.T) {
+	const maxTTL = 300 * time.Millisecond
+	cl := newCluster(t, 5)
+	var mu sync.Mutex
+	var got []QuarantineNotice
+	var log logs
+	c := cl.client(t, WithMaxTTL(maxTTL), WithLogger(log.logger()), WithQuarantineNotice(func(n QuarantineNotice) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, n)
+	}))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	_, err := c.TryLock(ctx, key, maxTTL)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonQuarantine, e.Reason)
+	require.Positive(t, e.Wait)
+	t.Logf("TryLock on new nodes: %v", err)
+	require.Contains(t, err.Error(), "the nodes admit themselves when the first quarantine ends, in "+e.Wait.Round(time.Millisecond).String())
+	require.Contains(t, err.Error(), "Bootstrap admits only a deployment nobody has used yet")
+	if e.Replied < e.Nodes {
+		require.Contains(t, e.Detail, "at least ")
+	}
+
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, key, maxTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 1, "one notice per episode: %+v", got)
+	n := got[0]
+	require.Equal(t, key, n.Key)
+	require.Equal(t, 5, n.Nodes)
+	require.GreaterOrEqual(t, n.Quarantined, 3)
+	require.Positive(t, n.Left)
+	require.LessOrEqual(t, n.Left, quarantineOf(c))
+	warns := log.at(slog.LevelWarn, "quarantine")
+	require.Len(t, warns, 1, "one Warn line per episode")
+	var left time.Duration
+	warns[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "left" {
+			left = a.Value.Duration()
+		}
+		return true
+	})
+	require.Equal(t, n.Left, left, "the Warn line does not carry the time left")
 }

@@ -180,7 +180,7 @@ func (r *renewer) run() {
 				if err != nil {
 					k.why = err
 					k.next = nextRenewal(now, deadline, now.Add(max(k.ttl/10, time.Millisecond)))
-					c.cfg.logger.Warn("redlock: extend failed", "key", l.key, "err", err)
+					c.cfg.logger.Warn("redlock: extend failed", "key", keyText(l.key), errAttr(err))
 				} else {
 					k.next = nextRenewal(now, deadline, res.t0.Add(k.every))
 				}

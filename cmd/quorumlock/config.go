@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/flagdoc"
 )
 
 // nodeConfig is how to reach the Redis nodes: flags, each backed by a
@@ -360,25 +362,4 @@ func (f *durationFlag) Set(s string) error {
 
 // printFlags writes fs's flags in --name form, with the environment
 // variable each one falls back to.
-func printFlags(w io.Writer, fs *flag.FlagSet, env flagEnv) {
-	fs.VisitAll(func(f *flag.Flag) {
-		kind, text := flag.UnquoteUsage(f)
-		dashes := "--"
-		if len(f.Name) == 1 {
-			dashes = "-"
-		}
-		line := "  " + dashes + f.Name
-		if kind != "" {
-			line += " " + kind
-		}
-		fmt.Fprintln(w, line)
-		extra := ""
-		if e, ok := env[f.Name]; ok {
-			extra = " [$" + e + "]"
-		}
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" {
-			extra = " (default " + d + ")" + extra
-		}
-		fmt.Fprintf(w, "      %s%s\n", text, extra)
-	})
-}
+func printFlags(w io.Writer, fs *flag.FlagSet, env flagEnv) { flagdoc.Print(w, fs, env) }

@@ -269,6 +269,13 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	if rc.maxHold.set {
 		ropts = append(ropts, redlock.WithMaxHold(rc.maxHold.d))
 	}
+	if !rc.wait.set || rc.wait.d > 0 {
+		// Say at once why the wait may be long; with --wait 0 the
+		// final error says it.
+		ropts = append(ropts, redlock.WithQuarantineNotice(func(n redlock.QuarantineNotice) {
+			fmt.Fprintln(stderr, rc.quarantineNotice(n))
+		}))
+	}
 	client, err := redlock.New(ucs, ropts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "quorumlock run: %s\n", rc.nodes.scrub(err.Error()))
@@ -289,6 +296,25 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		logger.Debug("Do returned", "err", rc.nodes.scrub(derr.Error()))
 	}
 	return s.outcome(derr)
+}
+
+// quarantineNotice is the line run prints when the nodes are in their
+// restart quarantine: once, as soon as the first attempt finds it.
+func (rc *runConfig) quarantineNotice(n redlock.QuarantineNotice) string {
+	left := "about " + n.Left.Round(time.Second).String()
+	if n.Left <= 0 {
+		left = "up to one quarantine"
+		if q, err := redlock.Quarantine(rc.maxTTL.d, redlock.DefaultDriftFactor); err == nil {
+			left = "up to " + q.Round(time.Second).String()
+		}
+	} else if n.Left < time.Second {
+		left = "about " + n.Left.Round(time.Millisecond).String()
+	}
+	msg := fmt.Sprintf("quorumlock run: the nodes are new or lost their data: locks are refused for %s while they serve their restart quarantine; waiting", left)
+	if rc.wait.set && n.Left > rc.wait.d {
+		msg += fmt.Sprintf(" (longer than --wait %v, which will end first)", rc.wait.d)
+	}
+	return msg + " (the nodes admit themselves when it ends; quorumlock bootstrap admits only a deployment nobody has used yet)"
 }
 
 // holderMetadata is what run stores with the lock: --metadata, or by
@@ -478,6 +504,12 @@ func describeNotObtained(err error) string {
 		}
 		return fmt.Sprint(err)
 	}
+	// An attempt stops once it is decided: the nodes not heard from by
+	// then may be in the same state as those counted.
+	atLeast := ""
+	if ne.Replied < ne.Nodes {
+		atLeast = "at least "
+	}
 	var held, quarantined, silent, failed int
 	var firstFailure string
 	for _, n := range ne.NodeErrors() {
@@ -499,10 +531,10 @@ func describeNotObtained(err error) string {
 	}
 	var parts []string
 	if held > 0 {
-		parts = append(parts, fmt.Sprintf("held by another owner on %d node(s)", held))
+		parts = append(parts, fmt.Sprintf("held by another owner on %s%d of %d nodes", atLeast, held, ne.Nodes))
 	}
 	if quarantined > 0 {
-		parts = append(parts, fmt.Sprintf("%d node(s) in restart quarantine", quarantined))
+		parts = append(parts, fmt.Sprintf("%s%d of %d nodes in restart quarantine", atLeast, quarantined, ne.Nodes))
 	}
 	if silent > 0 {
 		parts = append(parts, fmt.Sprintf("%d node(s) not heard from before the attempt was decided", silent))
@@ -510,8 +542,14 @@ func describeNotObtained(err error) string {
 	if failed > 0 {
 		parts = append(parts, fmt.Sprintf("%d node(s) failed or did not answer (first: %s)", failed, firstFailure))
 	}
-	if ne.Wait > 0 && quarantined > 0 {
-		parts = append(parts, fmt.Sprintf("the next quarantine ends in about %v (quorumlock status shows them; quorumlock bootstrap admits a new deployment)", ne.Wait.Round(time.Millisecond)))
+	if quarantined > 0 {
+		// Not "run quorumlock bootstrap": the attempt itself started the
+		// quarantines, and bootstrap never ends one.
+		when := "when their quarantine ends"
+		if ne.Wait > 0 {
+			when = fmt.Sprintf("when the first quarantine ends, in about %v", ne.Wait.Round(time.Millisecond))
+		}
+		parts = append(parts, fmt.Sprintf("the nodes admit themselves %s (quorumlock status shows them; quorumlock bootstrap admits only a deployment nobody has used yet)", when))
 	}
 	if len(parts) == 0 {
 		if ne.Reason == redlock.ReasonCancelled {

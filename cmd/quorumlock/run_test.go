@@ -364,3 +364,58 @@ func TestRunWithPassword(t *testing.T) {
 		t.Errorf("password printed: %s", r.stderr)
 	}
 }
+
+// From a review: on a new deployment run printed nothing for a whole
+// quarantine, then ran the command. It says why at once, once, with the
+// time left; and --wait 0 points to waiting, not to a bootstrap that the
+// first attempt has already made useless.
+func TestRunSaysAtOnceThatTheNodesAreInQuarantine(t *testing.T) {
+	nodes := emptyRedisNodes(t, 5)
+	dir := t.TempDir()
+	key := testenv.Key(t)
+	const notice = "locks are refused for about"
+
+	r := runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--max-ttl", "4s", "--key", key, "--ttl", "1s", "--wait", "0", "--", "touch", "ran-0")
+	if r.code != exitTempFail {
+		t.Fatalf("--wait 0 on new nodes: exit %d, want %d\nstderr: %s", r.code, exitTempFail, r.stderr)
+	}
+	for _, want := range []string{"in restart quarantine", "the nodes admit themselves when the first quarantine ends, in about", "bootstrap admits only a deployment nobody has used yet"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("--wait 0 on new nodes: stderr does not say %q: %s", want, r.stderr)
+		}
+	}
+	t.Logf("--wait 0 on new nodes: %s", r.stderr)
+	if strings.Contains(r.stderr, notice) {
+		t.Errorf("--wait 0 printed the waiting notice as well as its error: %s", r.stderr)
+	}
+
+	p := startCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--max-ttl", "4s", "--key", key, "--ttl", "1s", "--", "touch", "ran-1")
+	var seen time.Duration
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(p.stderr.String(), notice) {
+			seen = time.Since(p.start)
+			break
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("no notice on stderr while waiting out the quarantine: %s", p.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran-1")); err == nil {
+		t.Fatalf("the notice came only after the command ran")
+	}
+	// The quarantine is about 4s (the first run started it): the notice
+	// must come at the start of the wait, within a second, not at its end.
+	if seen > time.Second {
+		t.Errorf("the notice came %v after the start", seen)
+	}
+	t.Logf("notice on stderr %v after the start", seen)
+	r = p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d after the quarantine, stderr: %s", r.code, r.stderr)
+	}
+	waitFile(t, filepath.Join(dir, "ran-1"), time.Second)
+	t.Logf("waiting run: %s", r.stderr)
+	if n := strings.Count(r.stderr, notice); n != 1 {
+		t.Errorf("the notice was printed %d times, want once: %s", n, r.stderr)
+	}
+}

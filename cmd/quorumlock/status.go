@@ -27,6 +27,24 @@ func init() {
 
 const defaultStatusTimeout = 2 * time.Second
 
+// Exit statuses of status by verdict, so that a shell script need not
+// parse the report. 0 is free ("is it free?" is what a script asks).
+const (
+	exitHeld    = 3
+	exitUnknown = 4
+)
+
+// verdictExit is the exit status for a verdict.
+func verdictExit(verdict string) int {
+	switch verdict {
+	case verdictFree:
+		return exitOK
+	case verdictHeld:
+		return exitHeld
+	}
+	return exitUnknown
+}
+
 // Verdicts of status: redlock.Inspect's.
 const (
 	verdictHeld    = string(redlock.VerdictHeld)
@@ -106,10 +124,14 @@ Flags:
 	fmt.Fprint(w, `
 Environment: QUORUMLOCK_PASSWORD, and the variables in [brackets] above.
 
-Exit codes:
-  0  the report was printed, whatever the verdict (see "verdict" with --json)
-  1  the report could not be written
+Exit codes (the verdict, for scripts: "if quorumlock status ...; then"
+means "if K is free"):
+  0  free: no value can be on a majority of the nodes
+  1  the report could not be made or written
   2  usage error: bad flags or arguments (no node was contacted)
+  3  held: one value is on a majority of the nodes
+  4  unknown: too few nodes answered to tell
+The report is printed for 0, 3 and 4.
 `)
 }
 
@@ -165,13 +187,13 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "quorumlock status: %v\n", err)
 			return exitFailure
 		}
-		return exitOK
+		return verdictExit(rep.Verdict)
 	}
 	if err := printStatus(stdout, rep); err != nil {
 		fmt.Fprintf(stderr, "quorumlock status: %v\n", err)
 		return exitFailure
 	}
-	return exitOK
+	return verdictExit(rep.Verdict)
 }
 
 // collectStatus reads every node once, in parallel, within the timeout,

@@ -14,12 +14,16 @@ import (
 func statusJSON(t *testing.T, env []string, args ...string) (*statusReport, result) {
 	t.Helper()
 	r := runCLI(t, "", env, append([]string{"status", "--json"}, args...)...)
-	if r.code != 0 {
+	if r.code != 0 && r.code != 3 && r.code != 4 {
 		t.Fatalf("status: exit %d, stderr: %s", r.code, r.stderr)
 	}
 	var rep statusReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	// The exit status is the verdict, for scripts: 0 free, 3 held, 4 unknown.
+	if want := map[string]int{verdictFree: 0, verdictHeld: 3, verdictUnknown: 4}[rep.Verdict]; r.code != want {
+		t.Errorf("status with verdict %q: exit %d, want %d", rep.Verdict, r.code, want)
 	}
 	return &rep, r
 }
@@ -102,7 +106,7 @@ func TestStatus(t *testing.T) {
 
 	// The text form says the same in words.
 	r = runCLI(t, "", nil, "status", "--nodes", arg, "--key", key)
-	if r.code != 0 || !strings.Contains(r.stdout, "verdict: HELD") || !strings.Contains(r.stdout, "down") {
+	if r.code != 3 || !strings.Contains(r.stdout, "verdict: HELD") || !strings.Contains(r.stdout, "down") {
 		t.Errorf("text status: exit %d\n%s", r.code, r.stdout)
 	}
 
@@ -150,6 +154,9 @@ func TestStatus(t *testing.T) {
 	rep, _ = statusJSON(t, nil, "--nodes", arg, "--key", key)
 	if rep.Verdict != verdictUnknown {
 		t.Errorf("3 of 5 down: verdict %q, want unknown", rep.Verdict)
+	}
+	if r := runCLI(t, "", nil, "status", "--nodes", arg, "--key", key); r.code != 4 || !strings.Contains(r.stdout, "UNKNOWN") {
+		t.Errorf("text status, 3 of 5 down: exit %d, want 4\n%s", r.code, r.stdout)
 	}
 }
 

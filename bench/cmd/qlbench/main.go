@@ -27,6 +27,7 @@ import (
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
 	"github.com/quorumlock/quorumlock/bench/internal/report"
 	"github.com/quorumlock/quorumlock/bench/internal/suite"
+	"github.com/quorumlock/quorumlock/internal/flagdoc"
 	"github.com/quorumlock/quorumlock/internal/servers"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -37,19 +38,19 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quorumlock-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	quick := fs.Bool("quick", false, "smaller samples and shorter windows: about one minute instead of four to five")
 	jsonPath := fs.String("json", "", "write the results as JSON (docs/performance.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
-	scen := fs.String("scenarios", "", "comma-separated subset of: "+strings.Join(suite.All, ","))
-	ttl := fs.Duration("ttl", 8*time.Second, "lock ttl for every implementation (redsync's default expiry)")
-	redisBin := fs.String("redis-server", "redis-server", "redis-server binary to start the five nodes with")
+	scen := fs.String("scenarios", "", "run only these `scenarios`, comma-separated: "+strings.Join(suite.All, ", ")+" (default: all)")
+	ttl := fs.Duration("ttl", 8*time.Second, "the lock's ttl (`duration`) for every implementation (redsync's default expiry)")
+	redisBin := fs.String("redis-server", "redis-server", "the redis-server `binary` to start the five nodes with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE`")
 	countCalls := fs.Bool("count-calls", false, "count the Redis commands each implementation sends per operation (adds a client hook)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: quorumlock-bench [flags]
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, `Usage: quorumlock-bench [--quick] [--scenarios S,...] [--json FILE] [flags]
 
 Starts five redis-server nodes on free loopback ports (no persistence),
 runs the scenarios with quorumlock, redsync, a single-node lock and the
@@ -62,12 +63,14 @@ Exit status: 0 done (targets may have been missed: read the table),
 
 Flags:
 `)
-		fs.PrintDefaults()
+		flagdoc.Print(w, fs, nil)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		fmt.Fprintf(stderr, "quorumlock-bench: %v\nRun \"quorumlock-bench --help\" for usage.\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/bench/internal/suite"
 )
 
 func TestParseLoadAvg(t *testing.T) {
@@ -17,5 +21,34 @@ func TestParseLoadAvg(t *testing.T) {
 		if l, err := parseLoadAvg(bad); err == nil {
 			t.Errorf("parseLoadAvg(%q) = %v, want an error", bad, l)
 		}
+	}
+}
+
+// --help prints the flags in the style of quorumlock run's (--ttl
+// duration) on stdout, and lists the scenarios from the suite's registry.
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--help: exit %d, stderr %q", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"Usage: quorumlock-bench [--quick] [--scenarios S,...] [--json FILE]", "\n  --ttl duration\n", "\n  --scenarios scenarios\n", "\n  --quick\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\n  -quick") {
+		t.Errorf("--help uses single-dash flags:\n%s", out)
+	}
+	_, doc, _ := strings.Cut(out, "\n  --scenarios ")
+	doc, _, _ = strings.Cut(doc, "\n  --")
+	for _, s := range suite.All {
+		if !strings.Contains(doc, s) {
+			t.Errorf("--help of --scenarios does not list %q:\n%s", s, doc)
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"--no-such-flag"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--help") {
+		t.Errorf("bad flag: exit %d, stderr %q; want 2 and a pointer to --help", code, stderr.String())
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/chaos"
 )
 
 func TestChaosCLIBadInput(t *testing.T) {
@@ -51,9 +53,26 @@ func TestChaosCLIHelp(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d, stderr %q; want %d", r.code, r.stderr, exitOK)
 	}
-	for _, want := range []string{"Usage: quorumlock-chaos [--profile", "-profile name", "-seed N", "130  interrupted"} {
+	for _, want := range []string{"Usage: quorumlock-chaos [--profile", "\n  --profile name\n", "\n  --seed N\n", "\n  --topology topologies\n", "130  interrupted"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// Flags in the same style as quorumlock run's (--ttl duration), and
+	// the accepted values of each filter listed, from the registries.
+	if strings.Contains(r.stdout, "\n  -profile") {
+		t.Errorf("--help uses single-dash flags:\n%s", r.stdout)
+	}
+	for flag, values := range map[string][]string{
+		"--topology": chaos.TopologyNames(), "--fault": chaos.FaultNames(),
+		"--fencing": chaos.FencingModes(), "--profile": chaos.Profiles,
+	} {
+		_, doc, _ := strings.Cut(r.stdout, "\n  "+flag+" ")
+		doc, _, _ = strings.Cut(doc, "\n  --")
+		for _, v := range values {
+			if !strings.Contains(doc, v) {
+				t.Errorf("--help of %s does not list %q:\n%s", flag, v, doc)
+			}
 		}
 	}
 	if strings.Contains(r.stdout, "quorumlock-chaos "+workerArg) {

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/chaos"
+	"github.com/quorumlock/quorumlock/internal/flagdoc"
 )
 
 // Exit statuses.
@@ -94,8 +95,7 @@ make soak).
 
 Flags:
 `)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	flagdoc.Print(w, fs, nil)
 	fmt.Fprint(w, `
 Exit codes:
   0    every run showed what it must
@@ -118,9 +118,9 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
 	seed := fs.String("seed", "", "the suite's seed, `N` (default: random, printed)")
-	fs.StringVar(&cc.topo, "topology", "", "only runs on these `topologies` (comma-separated)")
-	fs.StringVar(&cc.faults, "fault", "", "only runs with these `faults` (comma-separated)")
-	fs.StringVar(&cc.fencing, "fencing", "", "only runs with these fencing `modes` (comma-separated)")
+	fs.StringVar(&cc.topo, "topology", "", "only runs on these `topologies`, comma-separated: "+strings.Join(chaos.TopologyNames(), ", "))
+	fs.StringVar(&cc.faults, "fault", "", "only runs with these `faults`, comma-separated: "+strings.Join(chaos.FaultNames(), ", "))
+	fs.StringVar(&cc.fencing, "fencing", "", "only runs with these fencing `modes`, comma-separated: "+strings.Join(chaos.FencingModes(), ", "))
 	fs.IntVar(&cc.pgPort, "postgres-port", 0, "PostgreSQL's `port` (default: a free one)")
 	fs.IntVar(&cc.redis, "redis-port", 0, "first Redis `port`; a run's nodes take the next ones (default: free ones)")
 	if err := fs.Parse(args); err != nil {

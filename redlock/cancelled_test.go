@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// A ctx that has already ended when a call begins: the call returns at
+// once, says so, and sends nothing to any node.
+
+// From a review: a TryLock whose ctx was already cancelled still sent its
+// acquire (and then a cleanup) to the nodes, and printed a per-node error
+// for each node it had stopped waiting for.
+func TestCancelled_LockTryLockAndDoSendNothing(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	calls := map[string]func() error{
+		"TryLock": func() error { _, err := c.TryLock(ctx, key, time.Second); return err },
+		"Lock":    func() error { _, err := c.Lock(ctx, key, time.Second); return err },
+		"Do": func() error {
+			return c.Do(ctx, key, time.Second, func(context.Context, *Lease) error { ran = true; return nil })
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		require.ErrorIs(t, err, ErrNotObtained, name)
+		require.ErrorIs(t, err, context.Canceled, name)
+		var e *NotObtainedError
+		require.ErrorAs(t, err, &e, name)
+		require.Equal(t, ReasonCancelled, e.Reason, name)
+		require.Empty(t, e.NodeErrors(), "%s: per-node errors for an attempt that was never made: %v", name, err)
+	}
+	require.False(t, ran, "Do ran fn without the lock")
+	f.requireIdle(t)
+	require.Zero(t, f.total(), "a call with a cancelled ctx reached the nodes")
+	require.Empty(t, cl.values(t, cl.all(), key)[0])
+}
+
+func TestCancelled_ExtendAndReleaseSendNothingAndKeepTheLease(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t)
+	l, err := c.TryLock(context.Background(), key, 10*time.Second)
+	require.NoError(t, err)
+	f.requireIdle(t)
+	f.reset()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	err = l.Extend(ctx, 10*time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrNotHeld, "the lease is not lost, the extend was never sent")
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrNotHeld)
+	f.requireIdle(t)
+	require.Zero(t, f.total(), "Extend or Release with a cancelled ctx reached the nodes")
+
+	// Nothing was lost: the lease still holds the key, and a Release with
+	// a live ctx gives it back.
+	select {
+	case <-l.Done():
+		t.Fatal("a Release that sent nothing ended the lease")
+	default:
+	}
+	for _, v := range cl.values(t, cl.all(), key) {
+		require.NotEmpty(t, v, "the key is gone from a node")
+	}
+	require.NoError(t, l.Release(context.Background()))
+	cl.requireGone(t, key, "after the second Release")
+}
+
+// From a review: Inspect with a cancelled ctx returned a nil error and
+// the verdict unknown, as if the nodes had not answered.
+func TestCancelled_InspectReturnsTheCtxError(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t)
+	// Inspect's reads are counted like any script call: with a live ctx
+	// they reach every node (or this test would prove nothing).
+	_, err := c.Inspect(context.Background(), key)
+	require.NoError(t, err)
+	f.requireIdle(t)
+	require.Positive(t, f.total())
+	f.reset()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ks, err := c.Inspect(ctx, key)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Nil(t, ks)
+	f.requireIdle(t)
+	require.Zero(t, f.total())
+}
+
+// Do returns fn's error alone when fn returned its ctx's cause, as its
+// doc suggests: the same text must not be printed twice.
+func TestDo_FnReturningItsCauseIsNotRepeated(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	key := testenv.Key(t)
+	var cause error
+	err := c.Do(context.Background(), key, 300*time.Millisecond, func(ctx context.Context, l *Lease) error {
+		cl.set(t, key, "thief", time.Minute, cl.all()...)
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+			return cause
+		case <-time.After(3 * time.Second):
+			return errors.New("fn's ctx outlived the lease")
+		}
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Equal(t, cause, err, "Do joined fn's error to itself")
+}

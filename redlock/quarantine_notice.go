@@ -1,0 +1,66 @@
+package redlock
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// QuarantineNotice says that locks are refused because too few nodes may
+// vote yet: they are new (a deployment nobody has used) or lost their data,
+// and each serves its restart quarantine before it votes. Waiting is the
+// remedy: the nodes are admitted when it ends, without any call. Bootstrap
+// admits only a deployment that shows no sign of use, so it cannot end a
+// quarantine that an attempt has already started (docs/fencing.md,
+// "Bootstrap").
+type QuarantineNotice struct {
+	Key         string        // the key of the refused attempt
+	Quarantined int           // nodes the attempt found in quarantine: at least this many
+	Nodes       int           // nodes in the deployment
+	Left        time.Duration // until the first of those quarantines ends; 0 when unknown
+}
+
+// notices keeps quarantine notices to one per episode, not one per
+// attempt, node or Lock call: a waiting Lock tries again every few
+// milliseconds, and a new deployment's every node is in quarantine.
+type notices struct {
+	mu    sync.Mutex
+	until time.Time // the current episode's expected end
+}
+
+// noticeQuarantine reports the attempt refused with e (ReasonQuarantine)
+// to the log and to WithQuarantineNotice's function, unless this episode
+// was reported already. An episode lasts until the quarantine that was
+// reported should have ended (one full quarantine when its end is
+// unknown); a refusal after that is a new one.
+func (c *Client) noticeQuarantine(e *NotObtainedError) {
+	now := c.cfg.clock.Now()
+	span := e.Wait
+	if span <= 0 {
+		span = c.set.quarantine()
+	}
+	c.notices.mu.Lock()
+	if now.Before(c.notices.until) {
+		c.notices.mu.Unlock()
+		return
+	}
+	c.notices.until = now.Add(span)
+	c.notices.mu.Unlock()
+	n := QuarantineNotice{Key: e.Key, Quarantined: quarantined(e), Nodes: e.Nodes, Left: e.Wait}
+	c.cfg.logger.Warn("redlock: locks are refused until the nodes' restart quarantine ends (they are new or lost their data); they admit themselves then",
+		"key", keyText(n.Key), "quarantined_at_least", n.Quarantined, "nodes", n.Nodes, "left", n.Left)
+	if c.cfg.onQuarantine != nil {
+		c.cfg.onQuarantine(n)
+	}
+}
+
+// quarantined counts the nodes e found in quarantine.
+func quarantined(e *NotObtainedError) int {
+	k := 0
+	for _, ne := range e.NodeErrors() {
+		if errors.Is(ne.Err, ErrNodeQuarantined) {
+			k++
+		}
+	}
+	return k
+}
