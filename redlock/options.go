@@ -286,7 +286,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) error {
 		if tp == nil {
-			return errors.New("redlock: WithTracerProvider: nil provider")
+			return errors.New("WithTracerProvider: nil provider")
 		}
 		c.tracers = tp
 		return nil
