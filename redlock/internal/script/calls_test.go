@@ -121,3 +121,36 @@ func TestCalls_OnRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, id, again)
 }
+
+// A reconfiguration's typed calls and replies on redis-server: an old
+// node refuses the old settings, gets its hold-off, is not admitted while
+// it lasts and is once it is over; a node of another deployment is named.
+func TestCalls_ReconfigureOnRedis(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.Redis(t).Client(t)
+	n := NewNode(rc, time.Second)
+	require.NoError(t, rc.Set(ctx, MarkerKey, ctSettings, 0).Err())
+	step := func(s ReconfigureStep) ReconfigureReply {
+		t.Helper()
+		r, err := n.Reconfigure(ctx, ReconfigureArgs{Step: s, From: ctSettings, To: ctOther,
+			HoldOff: 300 * time.Millisecond, TTL: time.Minute, ID: "h1"})
+		require.NoError(t, err)
+		return r
+	}
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone}, step(StepRefuse))
+	require.Equal(t, ReconfigureReply{Status: ReconfigureWaiting, Left: -time.Microsecond}, step(StepFinish))
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone, Left: 300 * time.Millisecond}, step(StepHold))
+	w := step(StepFinish)
+	require.Equal(t, ReconfigureWaiting, w.Status)
+	require.Greater(t, w.Left, 200*time.Millisecond)
+	to, ok := MovingTo(rc.Get(ctx, MarkerKey).Val())
+	require.True(t, ok)
+	require.Equal(t, ctOther, to)
+	time.Sleep(w.Left + 10*time.Millisecond)
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone}, step(StepFinish))
+	require.Equal(t, ctOther, rc.Get(ctx, MarkerKey).Val())
+	require.Equal(t, ReconfigureReply{Status: ReconfigureAlready}, step(StepHold))
+
+	require.NoError(t, rc.Set(ctx, MarkerKey, ctThird, 0).Err())
+	require.Equal(t, ReconfigureReply{Status: ReconfigureOther, Marker: ctThird}, step(StepRefuse))
+}

@@ -119,6 +119,7 @@ type contractCase struct {
 var (
 	ctSettings = "v1 nodes=5 maxttl=1000ms drift=0.01"
 	ctOther    = "v1 nodes=5 maxttl=200ms drift=0.01"
+	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
 	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
@@ -145,6 +146,17 @@ func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNo
 		stamp := n.nowUs(t) - age.Microseconds()
 		n.putHash(t, PendingKey, map[string]string{"id": id, "stamp": strconv.FormatInt(stamp, 10),
 			"settings": sett, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, time.Minute)
+	}
+}
+
+// holdingOff is a node reconfiguring from ctSettings to ctOther whose
+// hold-off of ctQuarUs was stamped age ago.
+func holdingOff(age time.Duration) func(*testing.T, contractNode) {
+	return func(t *testing.T, n contractNode) {
+		stamp := n.nowUs(t) - age.Microseconds()
+		n.putHash(t, PendingKey, map[string]string{"id": "hold1", "stamp": strconv.FormatInt(stamp, 10),
+			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, time.Minute)
+		n.put(t, MarkerKey, Moving(ctOther), 0)
 	}
 }
 
@@ -1103,6 +1115,154 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), res)
+		}},
+
+	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctAdmKeys,
+		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctAdmKeys,
+		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/refuse: a node admitted with the new settings says so", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) }, args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(2)}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+		}},
+	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctThird}, res)
+			requireKey(t, n, MarkerKey, ctThird)
+		}},
+	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("retire", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Retired(ctOther))
+		}},
+	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), ctQuarUs}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			p := n.readHash(t, PendingKey)
+			require.Equal(t, map[string]string{"id": "hold1", "stamp": p["stamp"], "settings": ctOther,
+				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, p)
+			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
+			requireTTLNear(t, n, PendingKey, time.Minute)
+		}},
+	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctAdmKeys,
+		args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), ctQuarUs}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctAdmKeys,
+		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold2"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			got := res.([]any)
+			require.Equal(t, int64(1), got[0])
+			require.InDelta(t, ctQuarUs-200_000, got[1], 100_000)
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctThird}, res)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/finish: a young hold-off is not over", script: reconfigureScript, keys: ctAdmKeys,
+		setup: holdingOff(0), args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			got := res.([]any)
+			require.Equal(t, int64(0), got[0])
+			require.InDelta(t, ctQuarUs, got[1], 100_000)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings", script: reconfigureScript, keys: ctAdmKeys,
+		setup: holdingOff(time.Second), args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) }, args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(0), int64(-1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off", script: reconfigureScript, keys: ctAdmKeys,
+		setup: func(t *testing.T, n contractNode) {
+			pendingAged("id1", ctOther, time.Second)(t, n)
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+		}, args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(0), int64(-1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)", script: reconfigureScript, keys: ctAdmKeys,
+		args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ""}, res)
+			requireNoKey(t, n, MarkerKey)
+		}},
+	{name: "reconfigure/finish: a node still on the old settings is not admitted", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+		args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctSettings}, res)
+			requireKey(t, n, MarkerKey, ctSettings)
+		}},
+	{name: "reconfigure/the other scripts: a reconfiguring node grants no lock and is admitted by no quarantine", script: acquireScript, keys: ctAcqKeys,
+		setup: holdingOff(time.Second), args: fixed(ctValue, 5000, ctOther, "0", "", ctLineMs, 0),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), int64(0), Moving(ctOther)}, res)
+			requireNoKey(t, n, ctKey)
+			r, err := pendingScript.Run(context.Background(), n.sc(), ctAdmKeys, "id9", ctSettings, ctQuarUs, 60000, "1").Result()
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), Moving(ctOther)}, r)
+			r, err = admitScript.Run(context.Background(), n.sc(), ctAdmKeys, "hold1", ctOther).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(-2), r)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
 
 	// ident.lua
