@@ -94,6 +94,15 @@ func (a *admission) saw(i int) {
 	}
 }
 
+// reconfigured records that a node is being reconfigured to this client's
+// settings: evidence that they are becoming the deployment's, which clears
+// an earlier conflict as saw does.
+func (a *admission) reconfigured() {
+	if a.conflict.Load() != nil {
+		a.conflict.Store(nil)
+	}
+}
+
 // lost records that node i answered as a node that is not admitted.
 func (a *admission) lost(i int) { a.seen[i].Store(false) }
 
@@ -218,6 +227,9 @@ func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error
 		return false, 0, c.nodeErr(i, err)
 	}
 	if marker := p.Marker; marker != "" {
+		if c.movingHere(marker) {
+			return a.finish(ctx, i)
+		}
 		if marker != c.settings {
 			e := c.mismatch(i, marker, false)
 			a.conflicted(e)
@@ -287,6 +299,12 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
 		case rep.Val.Marker == c.settings:
 			return nil
+		case c.movingHere(rep.Val.Marker):
+			// A peer held off by a reconfiguration to these settings: not
+			// yet evidence that they took hold, and not a first admission
+			// either (docs/fencing.md, "Changing the settings of a live
+			// deployment"). Wait until a peer is admitted with them.
+			errs = append(errs, c.nodeErr(rep.Node, errors.New("being reconfigured to this client's settings: its hold-off is not over")))
 		case rep.Val.Marker != "":
 			conflict = c.mismatch(rep.Node, rep.Val.Marker, false)
 		case rep.Val.Pending != "" && rep.Val.Pending != c.settings:
