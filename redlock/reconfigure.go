@@ -129,9 +129,10 @@ type reconfig struct {
 
 // look is one node's identity and admission state.
 type look struct {
-	id  string
-	st  script.State
-	err error
+	id    string
+	st    script.State
+	trace string // the settings a reconfiguration moved the node from
+	err   error
 }
 
 func (r *reconfig) run(ctx context.Context) error {
@@ -150,7 +151,7 @@ func (r *reconfig) run(ctx context.Context) error {
 		switch {
 		case l.err != nil:
 			down = append(down, &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, l.err)})
-		case !r.movable(l.st.Marker):
+		case !r.movable(l):
 			errs = append(errs, &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want})
 		default:
 			if prev, ok := ids[side+l.id]; ok {
@@ -284,12 +285,19 @@ func (r *reconfig) run(ctx context.Context) error {
 	return nil
 }
 
-// movable reports whether a node carrying marker may take part: the old
-// or the new settings, none (new, or lost its data), or the marks of a
-// reconfiguration (this one's, or an earlier one that stopped).
-func (r *reconfig) movable(marker string) bool {
-	_, moving := script.MovingTo(marker)
-	return marker == "" || marker == r.from || marker == r.to || moving || strings.HasPrefix(marker, script.Retired(""))
+// movable reports whether a node may take part: it carries the old
+// settings, none (new, or lost its data), the marks of a reconfiguration
+// (this one's, or an earlier one that stopped), or the new settings
+// written by this reconfiguration (an earlier run finished it). A node
+// that carried the new settings before belongs to another deployment: its
+// clients could lock on it at once, with no hold-off.
+func (r *reconfig) movable(l look) bool {
+	m := l.st.Marker
+	_, moving := script.MovingTo(m)
+	if m == r.to && r.to != r.from {
+		return l.trace == r.from
+	}
+	return m == "" || m == r.from || moving || strings.HasPrefix(m, script.Retired(""))
 }
 
 func (r *reconfig) look(ctx context.Context, nd *node) look {
@@ -302,7 +310,11 @@ func (r *reconfig) look(ctx context.Context, nd *node) look {
 		return look{err: err}
 	}
 	st, err := nd.sn.State(ctx)
-	return look{id: id, st: st, err: err}
+	if err != nil {
+		return look{err: err}
+	}
+	trace, err := nd.sn.Trace(ctx)
+	return look{id: id, st: st, trace: trace, err: err}
 }
 
 type stepResult struct {

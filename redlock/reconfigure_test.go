@@ -76,7 +76,8 @@ func lockAfter(t *testing.T, c *Client, key string, ttl, within time.Duration) (
 
 // reconfigureCase moves a deployment over oldIdx with oldTTL to newIdx with
 // newTTL while a lease of the old settings is held, and checks what each
-// side sees.
+// side sees. The checks during the hold-off need it to last: a max ttl of
+// about a second leaves them that long on a loaded machine.
 func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, newTTL time.Duration) {
 	ctx := context.Background()
 	oldOpts := []Option{WithMaxTTL(oldTTL)}
@@ -109,6 +110,10 @@ func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, ne
 	require.Greater(t, ne.Wait, time.Duration(0), "%v", err)
 	require.Eventually(t, func() bool { return slices.Equal(same(moving, len(newIdx)), cl.markers(t, newIdx...)) },
 		2*time.Second, time.Millisecond, "the new nodes are not all held off")
+	// Bootstrap is no shortcut, from either side.
+	require.ErrorIs(t, newc.Bootstrap(ctx), ErrConfigMismatch)
+	require.ErrorIs(t, oldc.Bootstrap(ctx), ErrConfigMismatch)
+	require.Equal(t, same(moving, len(newIdx)), cl.markers(t, newIdx...))
 
 	l2, at := lockAfter(t, newc, key, newTTL, 5*time.Second)
 	require.True(t, at.After(l1.Deadline()), "a lease of the new settings was granted %v before the old lease's deadline", l1.Deadline().Sub(at))
@@ -130,13 +135,13 @@ func TestReconfigure_ANewMaxTTL(t *testing.T) {
 
 func TestReconfigure_ANodeReplacedByAFreshOne(t *testing.T) {
 	cl := newCluster(t, 4)
-	reconfigureCase(t, cl, []int{0, 1, 2}, []int{0, 1, 3}, 500*time.Millisecond, 501*time.Millisecond)
-	require.Equal(t, []string{script.Retired("v1 nodes=3 maxttl=501ms drift=0.01")}, cl.markers(t, 2))
+	reconfigureCase(t, cl, []int{0, 1, 2}, []int{0, 1, 3}, time.Second, 1001*time.Millisecond)
+	require.Equal(t, []string{script.Retired("v1 nodes=3 maxttl=1001ms drift=0.01")}, cl.markers(t, 2))
 }
 
 func TestReconfigure_NodesAdded(t *testing.T) {
 	cl := newCluster(t, 5)
-	reconfigureCase(t, cl, []int{0, 1, 2}, []int{0, 1, 2, 3, 4}, 500*time.Millisecond, 500*time.Millisecond)
+	reconfigureCase(t, cl, []int{0, 1, 2}, []int{0, 1, 2, 3, 4}, time.Second, time.Second)
 }
 
 // A node list that changes under unchanged settings is refused: the nodes
@@ -304,4 +309,24 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 	_, err = newc.TryLock(ctx, testenv.Key(t), 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return cl.markers(t, 2)[0] == newc.settings }, 3*time.Second, 10*time.Millisecond)
+}
+
+// A new node that carried the new settings before the change (another
+// deployment's, not this reconfiguration's) would vote for clients of the
+// new settings at once, with no hold-off: refused, and nothing written.
+func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 5)
+	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
+	oldc := cl.over(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	cmd := cl.over(t, newFaults(cl), cl.all(), WithMaxTTL(300*time.Millisecond))
+	cl.set(t, keyMarker, cmd.settings, 0, 3, 4)
+	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	require.ErrorContains(t, err, "nothing was written")
+	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
+	l, err := oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
 }

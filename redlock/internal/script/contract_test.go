@@ -126,6 +126,7 @@ var (
 	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
 	ctLineMs   = int64(10_000)
 	ctAdmKeys  = []string{MarkerKey, PendingKey}
+	ctRecKeys  = []string{MarkerKey, PendingKey, TraceKey}
 	ctQuarUs   = int64(500_000)
 )
 
@@ -155,7 +156,7 @@ func holdingOff(age time.Duration) func(*testing.T, contractNode) {
 	return func(t *testing.T, n contractNode) {
 		stamp := n.nowUs(t) - age.Microseconds()
 		n.putHash(t, PendingKey, map[string]string{"id": "hold1", "stamp": strconv.FormatInt(stamp, 10),
-			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, time.Minute)
+			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, time.Minute)
 		n.put(t, MarkerKey, Moving(ctOther), 0)
 	}
 }
@@ -1118,7 +1119,7 @@ var contractCases = []contractCase{
 		}},
 
 	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
-	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
 		args: fixed("refuse", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1126,7 +1127,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctRecKeys,
 		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1134,7 +1135,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctRecKeys,
 		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1142,28 +1143,38 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/refuse: a node admitted with the new settings says so", script: reconfigureScript, keys: ctAdmKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) }, args: fixed("refuse", ctSettings, ctOther),
+	{name: "reconfigure/refuse: a node this reconfiguration admitted with the new settings says so", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctSettings, 0) },
+		args:  fixed("refuse", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(2)}, res)
 			requireKey(t, n, MarkerKey, ctOther)
 		}},
-	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/hold: a node that carried the new settings before (another deployment) is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctOther}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			requireKey(t, n, MarkerKey, ctThird)
 		}},
-	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
 		args: fixed("retire", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Retired(ctOther))
 		}},
-	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
 		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -1172,11 +1183,11 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			p := n.readHash(t, PendingKey)
 			require.Equal(t, map[string]string{"id": "hold1", "stamp": p["stamp"], "settings": ctOther,
-				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, p)
+				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, p)
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
-	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctRecKeys,
 		args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1184,7 +1195,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctRecKeys,
 		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold2"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1193,7 +1204,7 @@ var contractCases = []contractCase{
 			require.InDelta(t, ctQuarUs-200_000, got[1], 100_000)
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) },
 		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -1201,7 +1212,7 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/finish: a young hold-off is not over", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/finish: a young hold-off is not over", script: reconfigureScript, keys: ctRecKeys,
 		setup: holdingOff(0), args: fixed("finish", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1210,22 +1221,23 @@ var contractCases = []contractCase{
 			require.InDelta(t, ctQuarUs, got[1], 100_000)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings", script: reconfigureScript, keys: ctAdmKeys,
-		setup: holdingOff(time.Second), args: fixed("finish", ctSettings, ctOther),
+	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the trace of the old", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(time.Second), args: fixed("finish", "", ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, ctOther)
+			requireKey(t, n, TraceKey, ctSettings)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) }, args: fixed("finish", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(0), int64(-1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) {
 			pendingAged("id1", ctOther, time.Second)(t, n)
 			n.put(t, MarkerKey, Moving(ctOther), 0)
@@ -1235,14 +1247,14 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(0), int64(-1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)", script: reconfigureScript, keys: ctAdmKeys,
+	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)", script: reconfigureScript, keys: ctRecKeys,
 		args: fixed("finish", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ""}, res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "reconfigure/finish: a node still on the old settings is not admitted", script: reconfigureScript, keys: ctAdmKeys, setup: admitted,
+	{name: "reconfigure/finish: a node still on the old settings is not admitted", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
 		args: fixed("finish", ctSettings, ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)

@@ -3,8 +3,11 @@ package script
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 //go:embed reconfigure.lua
@@ -79,11 +82,21 @@ func (n *Node) Reconfigure(ctx context.Context, a ReconfigureArgs) (ReconfigureR
 	if a.Step == StepHold {
 		args = append(args, micros(a.HoldOff), a.TTL.Milliseconds(), a.ID)
 	}
-	res, err := reconfigureScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, args...).Slice()
+	res, err := reconfigureScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey, TraceKey}, args...).Slice()
 	if err != nil {
 		return ReconfigureReply{}, err
 	}
 	return parseReconfigure(res)
+}
+
+// Trace reads the settings a reconfiguration moved n from ("" for none):
+// the trace its finish step leaves with the new marker.
+func (n *Node) Trace(ctx context.Context) (string, error) {
+	v, err := n.uc.Get(ctx, TraceKey).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
 }
 
 func parseReconfigure(res []any) (ReconfigureReply, error) {

@@ -2,7 +2,10 @@
 -- settings S to new settings T (another max ttl, drift factor or node
 -- list) so that no client of S and client of T can hold one key at once
 -- (docs/fencing.md, "Changing the settings of a live deployment").
--- KEYS[1] admission marker, KEYS[2] pending mark (a hash)
+-- KEYS[1] admission marker, KEYS[2] pending mark (a hash), KEYS[3] the
+-- settings the node was reconfigured from (written when it is admitted
+-- with T, so that a rerun tells a node this reconfiguration finished from
+-- one that carried T before it: another deployment's)
 -- ARGV[1] the step: 'refuse', 'retire', 'hold' or 'finish';
 -- ARGV[2] the old settings S, ARGV[3] the new settings T.
 -- Two markers that no client's settings equal: 'reconfiguring to T' (a
@@ -15,12 +18,14 @@
 -- data: a quarantine of S in progress would admit it under S), or of
 -- another reconfiguration's marker. A node already reconfiguring to T
 -- keeps its state (and any hold-off).
--- Returns {1} refused now or before, {2} admitted with T already (T ~= S:
--- an earlier run finished here), {-2, marker} other settings: not touched.
+-- Returns {1} refused now or before, {2} admitted with T already by this
+-- reconfiguration (T ~= S: an earlier run finished here), {-2, marker}
+-- other settings (T without the trace of S included): not touched.
 --
 -- hold (step 2, on the new nodes, only once enough old nodes refuse S):
 -- mark the node 'reconfiguring to T' with a hold-off stamped on its own
--- clock: the pending mark {id, stamp, settings T, quarantine, reconfigure}.
+-- clock: the pending mark {id, stamp, settings T, quarantine, reconfigure,
+-- from S}.
 -- A node that carries a hold-off of T already keeps it (a rerun: the
 -- stamp was written after an earlier step 1, which is what the hold-off
 -- counts from). ARGV[4] the hold-off in us, ARGV[5] the mark's ttl in ms,
@@ -28,7 +33,7 @@
 -- Returns {1, left us}, {2} admitted with T already (T ~= S), {-2, marker}.
 --
 -- finish (any client of T, or the command): admit the node with T once
--- its hold-off is over on its own clock. Returns {1} admitted (now or
+-- its hold-off is over on its own clock, and keep the trace of S. Returns {1} admitted (now or
 -- before), {0, left us} still holding off, {0, -1} reconfiguring but no
 -- hold-off (step 2 has not reached it: the command stopped), {-2, marker}
 -- anything else (no marker: the node lost its data, and serves an
@@ -66,12 +71,19 @@ if step == 'finish' then
   if left > 0 then
     return {0, left}
   end
+  local from = redis.call('HGET', KEYS[2], 'from')
   redis.call('SET', KEYS[1], T)
   redis.call('DEL', KEYS[2])
+  if from then
+    redis.call('SET', KEYS[3], from)
+  end
   return {1}
 end
 if m == T and T ~= S then
-  return {2}
+  if redis.call('GET', KEYS[3]) == S then
+    return {2}
+  end
+  return {-2, m}
 end
 if step == 'hold' then
   local left = held()
@@ -85,7 +97,7 @@ if step == 'hold' then
   redis.call('SET', KEYS[1], moving)
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'id', ARGV[6], 'stamp', t[1] .. string.format('%06d', tonumber(t[2])),
-    'settings', T, 'quarantine', ARGV[4], 'reconfigure', '1')
+    'settings', T, 'quarantine', ARGV[4], 'reconfigure', '1', 'from', S)
   redis.call('PEXPIRE', KEYS[2], ARGV[5])
   return {1, tonumber(ARGV[4])}
 end
