@@ -63,7 +63,7 @@ type admission struct {
 	// conflict is the first node found admitted under other settings than
 	// this client's. From then on the client starts no quarantine: its
 	// settings are evidently not the deployment's (a deployment that
-	// changes them needs Bootstrap), and a pending mark with its settings
+	// changes them uses Reconfigure), and a pending mark with its settings
 	// would stand in the way of the deployment's own clients.
 	conflict atomic.Pointer[ConfigError]
 	ctx      context.Context
