@@ -330,3 +330,57 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 }
+
+// A lease of the old settings whose holder keeps extending it (as Do's
+// renewal does) must not outlive the change: nodes a reconfiguration
+// marked renew nothing. Here the old lease holds nodes 0 and 1 (node 2 is
+// cut off from its holder) and is extended every 200 ms; the first lease
+// of the new settings, on nodes 2-4, must come after the old lease's last
+// deadline. Without the marker check in extend.lua the extends go on
+// succeeding and the new lease is granted while the old one is trusted.
+func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 5)
+	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	fold := newFaults(cl)
+	oldc := cl.over(t, fold, oldIdx, oldOpts...)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	fold.fail(errors.New("unreachable"), "", 2)
+	key := testenv.Key(t)
+	l1, err := oldc.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	trusted := l1.Deadline()
+	stop, extended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(extended)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if l1.Extend(ctx, time.Second) != nil {
+				return
+			}
+			mu.Lock()
+			trusted = l1.Deadline()
+			mu.Unlock()
+		}
+	}()
+
+	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(time.Second))
+	cmd := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(time.Second))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...) }()
+	l2, at := lockAfter(t, newc, key, time.Second, 6*time.Second)
+	close(stop)
+	<-extended
+	mu.Lock()
+	last := trusted
+	mu.Unlock()
+	require.True(t, at.After(last), "double grant: a lease of the new settings was granted %v before the old lease's last deadline", last.Sub(at))
+	require.NoError(t, l2.Release(ctx))
+	require.NoError(t, <-done)
+}

@@ -23,26 +23,26 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	require.Equal(t, FenceKey("k"), b.Acquire(a).cmd[4])
 	require.Equal(t, "1", b.Acquire(a).cmd[13])
 
-	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k")}
+	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey}
 	// A lease's release: the waiter leaves the line.
 	r := acq.ReleaseArgs()
 	r.Window = 30 * time.Millisecond
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 5}, append(relKeys,
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 6}, append(relKeys,
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix)...), b.Release(r).cmd)
 	// A failed attempt's cleanup: the waiter goes back to its place.
 	r.Back = true
-	require.Equal(t, int64(100), b.Release(r).cmd[3+5+5])
+	require.Equal(t, int64(100), b.Release(r).cmd[3+6+5])
 	// Leaving the line under a fresh value, no tombstone.
 	leave := ReleaseArgs{Key: "k", Value: "fresh", Waiter: "c1.w~100+5000", Window: 30 * time.Millisecond, Place: 100, Line: 10 * time.Second}
-	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 5, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"),
+	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 6, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey,
 		"fresh", ReleaseChannel("k"), int64(0), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix}, b.Release(leave).cmd)
 	// A give-back: the new id takes the place.
 	leave.Next = "c1.x~100+5000"
-	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[16:])
+	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[17:])
 
 	require.Equal(t, []any{"evalsha", commitScript.Hash(), 2, "k", FenceKey("k"), "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
-	require.Equal(t, []any{"evalsha", extendScript.Hash(), 2, "a", "b", "va", int64(1000), "vb", int64(2000)},
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 3, "a", "b", MarkerKey, "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{"a", "va", time.Second}, {"b", "vb", 2 * time.Second}}).cmd)
 }
 

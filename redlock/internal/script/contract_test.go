@@ -827,6 +827,34 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
+	{name: "extend/with the node's marker given, our key on an admitted node is renewed", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, time.Second) },
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, 8*time.Second)
+		}},
+	{name: "extend/a node a reconfiguration marked renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
+	{name: "extend/a retired node renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Retired(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
 	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)     // ours: lengthened
@@ -1341,6 +1369,43 @@ var contractCases = []contractCase{
 				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.a+4000")
 				requireInLine(t, n, true, "c1.b+4000")
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation", script: releaseScript,
+			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, MarkerKey, Moving(ctOther), 0)
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireNoKey(t, n, ctKey)
+				requireKey(t, n, NamedKey(ctKey), "c1.a+4000")
+				require.Equal(t, []string{"c1.a+4000|" + ctKey}, heard())
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over", script: releaseScript,
+			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				admitted(t, n)
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c1.a+4000")
+				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
 			}}
 	}(),
 	{name: "release/a key that is not ours is handed to nobody", script: releaseScript, keys: ctRelKeys,

@@ -27,12 +27,13 @@ type Extend struct {
 
 // NewExtend prepares one call that extends every lease of ls.
 func NewExtend(ls []ExtendArgs) *Extend {
-	keys := make([]any, len(ls))
+	keys := make([]any, len(ls), len(ls)+1)
 	args := make([]any, 0, 2*len(ls))
 	for i, l := range ls {
 		keys[i] = l.Key
 		args = append(args, l.Value, l.TTL.Milliseconds())
 	}
+	keys = append(keys, MarkerKey) // a node a reconfiguration marked renews nothing
 	x := &Extend{n: len(ls)}
 	x.init(extendScript, keys, args...)
 	return x

@@ -94,7 +94,7 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 		back = place
 	}
 	x := &Release{}
-	keys := []any{key, tombKey, queue, named, seen}
+	keys := []any{key, tombKey, queue, named, seen, MarkerKey}
 	args := []any{value, ReleaseChannel(r.Key), tomb, waiter, ms(&b.window, r.Window), back, ms(&b.line, r.Line), wakePrefix}
 	if r.Next != "" {
 		args = append(args, r.Next, r.Place)
