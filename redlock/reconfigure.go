@@ -34,6 +34,10 @@ import (
 //     admits it with T when the hold-off is over, as Reconfigure itself
 //     does after waiting.
 //
+// On a node that carries either mark the extend script renews nothing and
+// a release hands no key over, so a lease of S can be neither renewed nor
+// handed on past step 1.
+//
 // Rejected: a per-node hold-off without step 1 (each node stamped as the
 // command reaches it). A command that stalls after stamping some nodes
 // leaves a majority of the old list granting to clients of S, while the
