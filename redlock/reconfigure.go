@@ -144,7 +144,9 @@ func (r *reconfig) run(ctx context.Context) error {
 	news := c.nodes
 	// Read every node first: who is who (a node in both lists is one
 	// server under two entries), and whether each is in a state this
-	// reconfiguration may move. Nothing is written unless all answer.
+	// reconfiguration may move. Nothing is written unless every node that
+	// answers can be moved and enough old nodes answer to refuse the old
+	// settings on all but a minority of the old list.
 	oldLook := fanOut(ctx, r.olds, r.look)
 	newLook := fanOut(ctx, news, r.look)
 	need := len(r.olds) - quorum.Majority(len(r.olds)) + 1
