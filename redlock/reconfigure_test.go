@@ -384,3 +384,41 @@ func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
 	require.NoError(t, l2.Release(ctx))
 	require.NoError(t, <-done)
 }
+
+// A Lock call of the old settings that waits in line when the change
+// begins is not handed the key by the holder's release once the nodes
+// refuse those settings: a hand-off is a grant no acquire script checks.
+// The waiter gets a reservation, tries, and is refused.
+func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldOpts := []Option{WithMaxTTL(time.Second), WithKeyHandOff()}
+	holder := cl.over(t, newFaults(cl), idx, oldOpts...)
+	require.NoError(t, holder.Bootstrap(ctx))
+	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
+	key := testenv.Key(t)
+	l1, err := holder.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		l, err := waiter.Lock(wctx, key, time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	cl.requireLineLen(t, key, 1, "the waiter is not in line")
+
+	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(900*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), WithMaxTTL(time.Second)) }()
+	moving := script.Moving(cmd.settings)
+	require.Eventually(t, func() bool { return slices.Equal(same(moving, 3), cl.markers(t, idx...)) },
+		2*time.Second, time.Millisecond, "step 1 did not mark the nodes")
+	require.NoError(t, l1.Release(ctx))
+	require.ErrorIs(t, <-got, ErrConfigMismatch, "the old waiter was handed the key after the nodes refused its settings")
+	require.NoError(t, <-done)
+}
