@@ -140,6 +140,13 @@ func (a *attempt) tally(timedOut bool) {
 			c.admit.lost(r.Node)
 			a.unadmitted = append(a.unadmitted, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+		case r.Val.Status == script.Mismatch && c.movingHere(r.Val.Marker):
+			// Held off by a reconfiguration to our settings: in
+			// quarantine until the hold-off ends (reconfigure.go).
+			c.admit.lost(r.Node)
+			c.admit.reconfigured()
+			a.unadmitted = append(a.unadmitted, r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
 		case r.Val.Status == script.Mismatch:
 			ce := c.mismatch(r.Node, r.Val.Marker, false)
 			c.admit.conflicted(ce)

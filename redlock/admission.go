@@ -66,7 +66,7 @@ type admission struct {
 	// conflict is the first node found admitted under other settings than
 	// this client's. From then on the client starts no quarantine: its
 	// settings are evidently not the deployment's (a deployment that
-	// changes them needs Bootstrap), and a pending mark with its settings
+	// changes them uses Reconfigure), and a pending mark with its settings
 	// would stand in the way of the deployment's own clients.
 	conflict atomic.Pointer[ConfigError]
 	ctx      context.Context
@@ -96,6 +96,15 @@ func (a *admission) saw(i int) {
 	if a.quarantine[i].Load() {
 		a.quarantine[i].Store(false)
 	}
+	if a.conflict.Load() != nil {
+		a.conflict.Store(nil)
+	}
+}
+
+// reconfigured records that a node is being reconfigured to this client's
+// settings: evidence that they are becoming the deployment's, which clears
+// an earlier conflict as saw does.
+func (a *admission) reconfigured() {
 	if a.conflict.Load() != nil {
 		a.conflict.Store(nil)
 	}
@@ -240,6 +249,9 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 		return false, 0, c.nodeErr(i, err)
 	}
 	if marker := p.Marker; marker != "" {
+		if c.movingHere(marker) {
+			return a.finish(ctx, i)
+		}
 		if marker != c.settings {
 			e := c.mismatch(i, marker, false)
 			a.conflicted(e)
@@ -312,6 +324,12 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
 		case rep.Val.Marker == c.settings:
 			return nil
+		case c.movingHere(rep.Val.Marker):
+			// A peer held off by a reconfiguration to these settings: not
+			// yet evidence that they took hold, and not a first admission
+			// either (docs/fencing.md, "Changing the settings of a live
+			// deployment"). Wait until a peer is admitted with them.
+			errs = append(errs, c.nodeErr(rep.Node, errors.New("being reconfigured to this client's settings: its hold-off is not over")))
 		case rep.Val.Marker != "":
 			conflict = c.mismatch(rep.Node, rep.Val.Marker, false)
 		case rep.Val.Pending != "" && rep.Val.Pending != c.settings:

@@ -31,7 +31,9 @@
 // settings is refused (ErrConfigMismatch), so no client's options can
 // shorten the quarantine. A brand-new deployment serves one quarantine
 // from its first use, or is admitted at once by Client.Bootstrap (the
-// quorumlock bootstrap command). docs/fencing.md has the proof. Run the
+// quorumlock bootstrap command). A deployment in use changes its settings
+// or its nodes with Client.Reconfigure (quorumlock reconfigure), at the
+// cost of one quarantine without locks. docs/fencing.md has the proofs. Run the
 // nodes with maxmemory-policy noeviction: an evicted lock key is a
 // forgotten lock.
 //

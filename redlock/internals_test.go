@@ -37,6 +37,7 @@ func loadScript(t *testing.T, rc *redis.Client, name string) {
 const (
 	keyMarker  = script.MarkerKey  // the deployment's settings, once the node may vote
 	keyPending = script.PendingKey // a quarantine in progress
+	keyIdent   = script.IdentKey   // the server's identity
 )
 
 func keyFence(key string) string     { return script.FenceKey(key) }

@@ -23,26 +23,26 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	require.Equal(t, FenceKey("k"), b.Acquire(a).cmd[4])
 	require.Equal(t, "1", b.Acquire(a).cmd[13])
 
-	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k")}
+	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey}
 	// A lease's release: the waiter leaves the line.
 	r := acq.ReleaseArgs()
 	r.Window = 30 * time.Millisecond
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 5}, append(relKeys,
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 6}, append(relKeys,
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix)...), b.Release(r).cmd)
 	// A failed attempt's cleanup: the waiter goes back to its place.
 	r.Back = true
-	require.Equal(t, int64(100), b.Release(r).cmd[3+5+5])
+	require.Equal(t, int64(100), b.Release(r).cmd[3+6+5])
 	// Leaving the line under a fresh value, no tombstone.
 	leave := ReleaseArgs{Key: "k", Value: "fresh", Waiter: "c1.w~100+5000", Window: 30 * time.Millisecond, Place: 100, Line: 10 * time.Second}
-	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 5, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"),
+	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 6, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey,
 		"fresh", ReleaseChannel("k"), int64(0), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix}, b.Release(leave).cmd)
 	// A give-back: the new id takes the place.
 	leave.Next = "c1.x~100+5000"
-	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[16:])
+	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[17:])
 
 	require.Equal(t, []any{"evalsha", commitScript.Hash(), 2, "k", FenceKey("k"), "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
-	require.Equal(t, []any{"evalsha", extendScript.Hash(), 2, "a", "b", "va", int64(1000), "vb", int64(2000)},
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 3, "a", "b", MarkerKey, "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
 
 	// Holder metadata: a KEYS and an ARGV after the others where a call
@@ -54,9 +54,9 @@ func TestCalls_PositionalLayout(t *testing.T) {
 		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100), "host=a"}, macq.cmd)
 	mr := macq.ReleaseArgs()
 	require.True(t, mr.Meta)
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 6}, append(append(relKeys, MetaKey("k")),
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 7}, append(append(relKeys, MetaKey("k")),
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(0), "", int64(10000), wakePrefix)...), b.Release(mr).cmd)
-	require.Equal(t, []any{"evalsha", extendScript.Hash(), 4, "a", "b", MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 5, "a", "b", MarkerKey, MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
 	require.Equal(t, []any{"evalsha", metaScript.Hash(), 2, "k", MetaKey("k"), "c1.w~100+5000", "host=a"},
 		NewMeta(MetaArgs{Key: "k", Value: "c1.w~100+5000", Metadata: "host=a"}).cmd)
@@ -136,4 +136,37 @@ func TestCalls_OnRedis(t *testing.T) {
 	again, err := n.Ident(ctx, "other")
 	require.NoError(t, err)
 	require.Equal(t, id, again)
+}
+
+// A reconfiguration's typed calls and replies on redis-server: an old
+// node refuses the old settings, gets its hold-off, is not admitted while
+// it lasts and is once it is over; a node of another deployment is named.
+func TestCalls_ReconfigureOnRedis(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.Redis(t).Client(t)
+	n := NewNode(rc, time.Second)
+	require.NoError(t, rc.Set(ctx, MarkerKey, ctSettings, 0).Err())
+	step := func(s ReconfigureStep) ReconfigureReply {
+		t.Helper()
+		r, err := n.Reconfigure(ctx, ReconfigureArgs{Step: s, From: ctSettings, To: ctOther,
+			HoldOff: 300 * time.Millisecond, TTL: time.Minute, ID: "h1"})
+		require.NoError(t, err)
+		return r
+	}
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone}, step(StepRefuse))
+	require.Equal(t, ReconfigureReply{Status: ReconfigureWaiting, Left: -time.Microsecond}, step(StepFinish))
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone, Left: 300 * time.Millisecond}, step(StepHold))
+	w := step(StepFinish)
+	require.Equal(t, ReconfigureWaiting, w.Status)
+	require.Greater(t, w.Left, 200*time.Millisecond)
+	to, ok := MovingTo(rc.Get(ctx, MarkerKey).Val())
+	require.True(t, ok)
+	require.Equal(t, ctOther, to)
+	time.Sleep(w.Left + 10*time.Millisecond)
+	require.Equal(t, ReconfigureReply{Status: ReconfigureDone}, step(StepFinish))
+	require.Equal(t, ctOther, rc.Get(ctx, MarkerKey).Val())
+	require.Equal(t, ReconfigureReply{Status: ReconfigureAlready}, step(StepHold))
+
+	require.NoError(t, rc.Set(ctx, MarkerKey, ctThird, 0).Err())
+	require.Equal(t, ReconfigureReply{Status: ReconfigureOther, Marker: ctThird}, step(StepRefuse))
 }

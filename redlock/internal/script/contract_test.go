@@ -119,12 +119,14 @@ type contractCase struct {
 var (
 	ctSettings = "v1 nodes=5 maxttl=1000ms drift=0.01"
 	ctOther    = "v1 nodes=5 maxttl=200ms drift=0.01"
+	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
 	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
 	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
 	ctLineMs   = int64(10_000)
 	ctAdmKeys  = []string{MarkerKey, PendingKey}
+	ctRecKeys  = []string{MarkerKey, PendingKey, TraceKey}
 	ctQuarUs   = int64(500_000)
 )
 
@@ -145,6 +147,17 @@ func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNo
 		stamp := n.nowUs(t) - age.Microseconds()
 		n.putHash(t, PendingKey, map[string]string{"id": id, "stamp": strconv.FormatInt(stamp, 10),
 			"settings": sett, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, time.Minute)
+	}
+}
+
+// holdingOff is a node reconfiguring from ctSettings to ctOther whose
+// hold-off of ctQuarUs was stamped age ago.
+func holdingOff(age time.Duration) func(*testing.T, contractNode) {
+	return func(t *testing.T, n contractNode) {
+		stamp := n.nowUs(t) - age.Microseconds()
+		n.putHash(t, PendingKey, map[string]string{"id": "hold1", "stamp": strconv.FormatInt(stamp, 10),
+			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, time.Minute)
+		n.put(t, MarkerKey, Moving(ctOther), 0)
 	}
 }
 
@@ -814,6 +827,34 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
+	{name: "extend/with the node's marker given, our key on an admitted node is renewed", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, time.Second) },
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, 8*time.Second)
+		}},
+	{name: "extend/a node a reconfiguration marked renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
+	{name: "extend/a retired node renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Retired(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
 	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)     // ours: lengthened
@@ -1105,6 +1146,165 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(2), res)
 		}},
 
+	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
+		args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctRecKeys,
+		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/refuse: a node this reconfiguration admitted with the new settings says so", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctSettings, 0) },
+		args:  fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(2)}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+		}},
+	{name: "reconfigure/hold: a node that carried the new settings before (another deployment) is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctOther}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctThird}, res)
+			requireKey(t, n, MarkerKey, ctThird)
+		}},
+	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
+		args: fixed("retire", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, Retired(ctOther))
+		}},
+	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), ctQuarUs}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			p := n.readHash(t, PendingKey)
+			require.Equal(t, map[string]string{"id": "hold1", "stamp": p["stamp"], "settings": ctOther,
+				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, p)
+			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
+			requireTTLNear(t, n, PendingKey, time.Minute)
+		}},
+	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctRecKeys,
+		args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), ctQuarUs}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold2"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			got := res.([]any)
+			require.Equal(t, int64(1), got[0])
+			require.InDelta(t, ctQuarUs-200_000, got[1], 100_000)
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctThird}, res)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/finish: a young hold-off is not over", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(0), args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			got := res.([]any)
+			require.Equal(t, int64(0), got[0])
+			require.InDelta(t, ctQuarUs, got[1], 100_000)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the trace of the old", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(time.Second), args: fixed("finish", "", ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1)}, res)
+			requireKey(t, n, MarkerKey, ctOther)
+			requireKey(t, n, TraceKey, ctSettings)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) }, args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(0), int64(-1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) {
+			pendingAged("id1", ctOther, time.Second)(t, n)
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+		}, args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(0), int64(-1)}, res)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
+	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)", script: reconfigureScript, keys: ctRecKeys,
+		args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ""}, res)
+			requireNoKey(t, n, MarkerKey)
+		}},
+	{name: "reconfigure/finish: a node still on the old settings is not admitted", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
+		args: fixed("finish", ctSettings, ctOther),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctSettings}, res)
+			requireKey(t, n, MarkerKey, ctSettings)
+		}},
+	{name: "reconfigure/the other scripts: a reconfiguring node grants no lock and is admitted by no quarantine", script: acquireScript, keys: ctAcqKeys,
+		setup: holdingOff(time.Second), args: fixed(ctValue, 5000, ctOther, "0", "", ctLineMs, 0),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), int64(0), Moving(ctOther)}, res)
+			requireNoKey(t, n, ctKey)
+			r, err := pendingScript.Run(context.Background(), n.sc(), ctAdmKeys, "id9", ctSettings, ctQuarUs, 60000, "1").Result()
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(1), Moving(ctOther)}, r)
+			r, err = admitScript.Run(context.Background(), n.sc(), ctAdmKeys, "hold1", ctOther).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(-2), r)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+
 	// ident.lua
 	{name: "ident/a server's first call writes its id", script: identScript, keys: []string{IdentKey}, args: fixed("id1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -1169,6 +1369,43 @@ var contractCases = []contractCase{
 				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.a+4000")
 				requireInLine(t, n, true, "c1.b+4000")
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation", script: releaseScript,
+			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				n.put(t, MarkerKey, Moving(ctOther), 0)
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireNoKey(t, n, ctKey)
+				requireKey(t, n, NamedKey(ctKey), "c1.a+4000")
+				require.Equal(t, []string{"c1.a+4000|" + ctKey}, heard())
+			}}
+	}(),
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over", script: releaseScript,
+			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				admitted(t, n)
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c1.a+4000")
+				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
 			}}
 	}(),
 	{name: "release/a key that is not ours is handed to nobody", script: releaseScript, keys: ctRelKeys,

@@ -30,7 +30,7 @@ type Extend struct {
 
 // NewExtend prepares one call that extends every lease of ls.
 func NewExtend(ls []ExtendArgs) *Extend {
-	keys := make([]any, len(ls))
+	keys := make([]any, len(ls), 2*len(ls)+1)
 	args := make([]any, 0, 2*len(ls))
 	meta := false
 	for i, l := range ls {
@@ -38,8 +38,11 @@ func NewExtend(ls []ExtendArgs) *Extend {
 		args = append(args, l.Value, l.TTL.Milliseconds())
 		meta = meta || l.Meta
 	}
+	// KEYS[n+1] is the node's admission marker: a node a reconfiguration
+	// marked renews nothing.
+	keys = append(keys, MarkerKey)
 	if meta {
-		// KEYS[n+i] is lease i's metadata key, for every lease: the
+		// KEYS[n+1+i] is lease i's metadata key, for every lease: the
 		// script finds it by position.
 		for _, l := range ls {
 			keys = append(keys, MetaKey(l.Key))

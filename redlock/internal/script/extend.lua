@@ -5,23 +5,33 @@
 -- can reach a node in either order (one may be a straggler of an earlier
 -- round), and a shorter one landing last must not cut the expiry below
 -- what the other round promised the holder.
--- KEYS[i] lock key i (i = 1..n, n = #ARGV / 2), and, when some lease of
--- the call has metadata, KEYS[n+i] lock key i's metadata key;
--- ARGV[2i-1] our value for it, ARGV[2i] its ttl in ms
+-- KEYS[i] lock key i (i = 1..n, n = #ARGV / 2); ARGV[2i-1] our value for
+-- it, ARGV[2i] its ttl in ms.
+-- KEYS[n+1] (an older caller sends none) the node's admission marker: a
+-- node that a reconfiguration marked renews nothing, so a lease of the old
+-- settings ends within its ttl of the mark (docs/fencing.md, "Changing the
+-- settings of a live deployment").
+-- KEYS[n+1+i], when some lease of the call has metadata, lock key i's
+-- metadata key. Metadata that is ours follows the lock key's expiry: it
+-- is written only after the lock key is found ours, and never decides
+-- anything.
 -- Returns an array with, per key, 1 renewed (or already long enough),
--- 0 not ours.
--- Metadata that is ours follows the lock key's expiry: it is written
--- only after the lock key is found ours, and never decides anything.
+-- 0 not ours (or not renewed here).
 local out = {}
 local n = #ARGV / 2
+local marked = false
+if #KEYS > n then
+  local m = redis.call('GET', KEYS[n + 1])
+  marked = m and (string.sub(m, 1, 17) == 'reconfiguring to ' or string.sub(m, 1, 8) == 'retired,')
+end
 for i = 1, n do
   local ttl = tonumber(ARGV[2 * i])
   local v = ARGV[2 * i - 1]
-  if redis.call('GET', KEYS[i]) == v then
+  if not marked and redis.call('GET', KEYS[i]) == v then
     if redis.call('PTTL', KEYS[i]) < ttl then
       redis.call('PEXPIRE', KEYS[i], ttl)
     end
-    local mk = KEYS[n + i]
+    local mk = KEYS[n + 1 + i]
     if mk then
       local m = redis.call('GET', mk)
       if m and string.sub(m, 1, #v + 1) == v .. '\n' then

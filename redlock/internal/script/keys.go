@@ -12,6 +12,7 @@ const (
 	MarkerKey  = Prefix + "admitted" // per node: the deployment's settings, once the node may vote
 	PendingKey = Prefix + "pending"  // per node: a quarantine in progress
 	IdentKey   = Prefix + "node"     // per server: its random identity
+	TraceKey   = Prefix + "moved"    // per node: the settings a reconfiguration moved it from
 
 	fencePrefix   = Prefix + "fence:"    // + lock key: the key's fence value
 	metaPrefix    = Prefix + "meta:"     // + lock key: its holder's metadata (WithMetadata), as owner "\n" metadata
@@ -27,7 +28,7 @@ const (
 // expiry: a constant number per node, however many keys are locked.
 // Everything else it writes expires (docs/fencing.md, "Fences expire"), so
 // nodes run with maxmemory-policy noeviction never fill up with lock state.
-var DeploymentKeys = []string{MarkerKey, IdentKey}
+var DeploymentKeys = []string{MarkerKey, IdentKey, TraceKey}
 
 // FenceKey is where a node keeps key's fence value.
 func FenceKey(key string) string { return fencePrefix + key }

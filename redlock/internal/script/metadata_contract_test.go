@@ -14,7 +14,7 @@ import (
 var (
 	ctMetaKey     = MetaKey(ctKey)
 	ctAcqMetaKeys = append(append([]string(nil), ctAcqKeys...), ctMetaKey)
-	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), ctMetaKey)
+	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), MarkerKey, ctMetaKey)
 )
 
 // withMeta is the acquire arguments of placed, plus metadata md.
@@ -68,7 +68,7 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "extend/our metadata follows our key's expiry, another's is left alone", script: extendScript,
-		keys: []string{"a", "b", MetaKey("a"), MetaKey("b")},
+		keys: []string{"a", "b", MarkerKey, MetaKey("a"), MetaKey("b")},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)
 			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)

@@ -96,7 +96,7 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 		back = place
 	}
 	x := &Release{}
-	keys := []any{key, tombKey, queue, named, seen}
+	keys := []any{key, tombKey, queue, named, seen, MarkerKey}
 	if r.Meta {
 		keys = append(keys, MetaKey(r.Key))
 	}

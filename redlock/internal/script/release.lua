@@ -20,8 +20,9 @@
 -- tombstone, so the late SET cannot hold the key after we let go of it.
 -- KEYS[1] lock key, KEYS[2] our value's tombstone, KEYS[3] the key's line,
 -- KEYS[4] the reservation, KEYS[5] when this node last saw each waiter in
--- the line (see acquire.lua), KEYS[6] (optional) the key's holder
--- metadata, deleted with the key
+-- the line (see acquire.lua), KEYS[6] (optional) the node's admission
+-- marker: see marked below, KEYS[7] (optional, after the marker) the key's
+-- holder metadata, deleted with the key
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
 -- reservation's length in ms; ARGV[6] '' when a lease is released (or
@@ -96,6 +97,15 @@ local function place(w, p)
   redis.call('PEXPIRE', KEYS[3], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
 end
+-- marked reports whether a reconfiguration marked this node (KEYS[6],
+-- its admission marker; an older caller sends none): a release there
+-- hands no key over, since a handed key is a grant that no acquire script
+-- checks (docs/fencing.md, "Changing the settings of a live deployment");
+-- the first in line gets a reservation instead, and its own try is refused.
+local function marked()
+  local m = KEYS[6] and redis.call('GET', KEYS[6])
+  return m and (string.sub(m, 1, 17) == 'reconfiguring to ' or string.sub(m, 1, 8) == 'retired,')
+end
 local function handoff(tellAll)
   local first = redis.call('ZRANGE', KEYS[3], 0, 0)
   if #first > 0 and drop(KEYS[3], KEYS[5], now() - tonumber(ARGV[7]) * 1000) then
@@ -111,7 +121,7 @@ local function handoff(tellAll)
     leave(w)
     local cid = string.match(w, '^([^.]+)%.')
     local httl = string.match(w, '%+(%d+)$')
-    if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) then
+    if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) and not marked() then
       -- A waiter whose id ends in '+<ttl ms>' takes the key itself: set
       -- for it, as its SET NX would have been on the free key, and told
       -- so ('!id|key'); it holds the lock once a majority of nodes told
@@ -178,11 +188,11 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
-  if KEYS[6] then
+  if KEYS[7] then
     -- Metadata is written only where the lock key holds its owner, and
     -- that is us: any there is ours, or a leftover of an owner whose key
     -- is gone. Deleting it decides nothing (docs/fencing.md).
-    redis.call('DEL', KEYS[6])
+    redis.call('DEL', KEYS[7])
   end
   handoff(not cleaning)
   return 1

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+func init() {
+	register("reconfigure", subcommand{
+		summary: "move a live deployment to another max ttl, drift factor or node list",
+		run:     reconfigureMain,
+	})
+}
+
+// exitIncomplete is reconfigure's "run it again": the nodes it reached
+// are safe to leave as they are, and a rerun goes on from there.
+const exitIncomplete = 75
+
+func reconfigureUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
+	fmt.Fprint(w, `Usage: quorumlock reconfigure --from-nodes ADDR,... [--from-max-ttl D] [--from-drift F]
+                             --nodes ADDR,... [--max-ttl D] [--drift F] [--timeout D] [-v]
+
+The nodes refuse a client whose settings (node count, max ttl, drift factor)
+differ from the ones they were admitted with. reconfigure moves a deployment
+in use from its old settings and nodes (--from-*) to new ones without a
+moment in which a client of each could hold the same key:
+
+  1. it marks the old nodes so that they refuse clients of the old settings
+     (they get a configuration error at once; a node that leaves refuses
+     everyone);
+  2. once all but a minority of the old nodes refuse them, it stamps a
+     hold-off of the longer of the two restart quarantines (max ttl plus
+     drift) on each new node, waits it out and admits the nodes with the
+     new settings.
+
+No client gets a lock from step 1 until the hold-off ends: that is the
+downtime, about the longer quarantine plus a few round trips. Clients built
+with the new settings wait it out by themselves and lock as soon as it ends;
+start them (or restart your service with the new settings) right after the
+command begins. Nodes in both lists keep their data. The node list may gain,
+lose or replace nodes, but only together with a change of the max ttl or the
+drift factor (with the same settings the nodes could not tell a client of the
+old list from one of the new; one millisecond more max ttl will do).
+
+It writes nothing unless every node that answers is in a state it can move
+and enough old nodes answer. If it stops (a node down, Ctrl-C, --timeout),
+run it again with the same flags: it is idempotent and keeps the hold-offs
+it stamped. --nodes and the credential flags apply to both lists.
+
+Flags:
+`)
+	printFlags(w, fs, env)
+	fmt.Fprint(w, `
+Environment: QUORUMLOCK_PASSWORD, and the variables in [brackets] above.
+
+Exit codes:
+  0   done: every node of both lists was reached, the new settings hold
+  1   refused or failed: the reason is on stderr
+  2   usage error: bad flags or arguments (no node was contacted)
+  75  incomplete: some nodes did not answer, or the wait was cut short; run
+      it again with the same flags
+`)
+}
+
+func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var nodes nodeConfig
+	env := flagEnv{}
+	fs := flag.NewFlagSet("quorumlock reconfigure", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	nodes.register(fs, env)
+	var fromNodes string
+	fs.StringVar(&fromNodes, "from-nodes", "", "the deployment's current `nodes`, as its clients list them now")
+	fromTTL := durationFlag{d: redlock.DefaultMaxTTL, set: true}
+	fs.Var(&fromTTL, "from-max-ttl", "the max ttl (`duration`) the current clients use")
+	fromDrift := redlock.DefaultDriftFactor
+	fs.Float64Var(&fromDrift, "from-drift", fromDrift, "the drift `factor` the current clients use")
+	maxTTL := durationFlag{d: redlock.DefaultMaxTTL, set: true}
+	fs.Var(&maxTTL, "max-ttl", "the max ttl (`duration`) every client will use from now on")
+	env["max-ttl"] = envMaxTTL
+	newDrift := redlock.DefaultDriftFactor
+	fs.Float64Var(&newDrift, "drift", newDrift, "the drift `factor` every client will use from now on")
+	timeout := durationFlag{d: 10 * time.Second, set: true}
+	fs.Var(&timeout, "timeout", "`duration` bound on reaching the nodes, on top of the hold-off")
+	var verbose bool
+	fs.BoolVar(&verbose, "verbose", false, "log each step to stderr")
+	fs.BoolVar(&verbose, "v", false, "short for --verbose")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			reconfigureUsage(stdout, fs, env)
+			return exitOK
+		}
+		return usageError(stderr, "reconfigure", err)
+	}
+	if err := applyEnv(fs, env); err != nil {
+		return usageError(stderr, "reconfigure", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "reconfigure", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if timeout.d <= 0 {
+		return usageError(stderr, "reconfigure", errors.New("--timeout must be positive"))
+	}
+	holdOld, err := redlock.Quarantine(fromTTL.d, fromDrift)
+	if err != nil {
+		return usageError(stderr, "reconfigure", fmt.Errorf("--from-max-ttl/--from-drift: %w", err))
+	}
+	holdNew, err := redlock.Quarantine(maxTTL.d, newDrift)
+	if err != nil {
+		return usageError(stderr, "reconfigure", fmt.Errorf("--max-ttl/--drift: %w", err))
+	}
+	if fromNodes == "" {
+		return usageError(stderr, "reconfigure", errors.New("no old nodes: give --from-nodes host:port,... (the list the current clients use)"))
+	}
+	newOpts, err := nodes.nodeOptions()
+	if err != nil {
+		return usageError(stderr, "reconfigure", err)
+	}
+	from := nodes
+	from.nodes = fromNodes
+	oldOpts, err := from.nodeOptions()
+	if err != nil {
+		return usageError(stderr, "reconfigure", fmt.Errorf("--from-nodes: %w", err))
+	}
+	logger := newLogger(stderr, verbose)
+	redis.SetLogger(redisLogger{l: logger, cfg: &nodes})
+	scrub := func(s string) string { return from.scrub(nodes.scrub(s)) }
+
+	// The hold-off on top of the bound on reaching the nodes.
+	ctx, cancel := context.WithTimeout(ctx, max(holdOld, holdNew)+timeout.d)
+	defer cancel()
+	ncs, ocs := clients(newOpts, nil), clients(oldOpts, nil)
+	defer closeAll(ncs)
+	defer closeAll(ocs)
+	lc, err := redlock.New(universal(ncs), redlock.WithMaxTTL(maxTTL.d), redlock.WithDriftFactor(newDrift),
+		redlock.WithProbeTimeout(timeout.d), redlock.WithLogger(logger))
+	if err != nil {
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		return exitFailure
+	}
+	defer lc.Close()
+	start := time.Now()
+	fmt.Fprintf(stdout, "reconfiguring %d nodes (max ttl %v, drift %v) to %d nodes (max ttl %v, drift %v): no lock for about %v\n",
+		len(ocs), fromTTL.d, fromDrift, len(ncs), maxTTL.d, newDrift, max(holdOld, holdNew).Round(time.Millisecond))
+	err = lc.Reconfigure(ctx, universal(ocs), redlock.WithMaxTTL(fromTTL.d), redlock.WithDriftFactor(fromDrift))
+	switch {
+	case errors.Is(err, redlock.ErrReconfigureIncomplete):
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		return exitIncomplete
+	case err != nil:
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "reconfigured in %v: the nodes carry the new settings\n", time.Since(start).Round(time.Millisecond))
+	return exitOK
+}
+
+func universal(cs []*redis.Client) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}

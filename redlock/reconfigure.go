@@ -1,0 +1,393 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
+)
+
+// Changing the settings of a live deployment (docs/fencing.md, "Changing
+// the settings of a live deployment"). The nodes refuse every client whose
+// settings differ from their marker, so a new max ttl, drift factor or
+// node list cannot simply be started: the old clients must stop getting
+// locks, every lease they hold must run out, and only then may clients of
+// the new settings get one. Reconfigure does that in two steps:
+//
+//  1. Every old node is marked "reconfiguring to T" (a node that leaves:
+//     "retired"). No client's settings equal either, so a client of the
+//     old settings S is refused at once (ErrConfigMismatch) and never
+//     writes to the node again. Step 2 starts only once enough old nodes
+//     took the mark that the ones left with S are fewer than a majority of
+//     the old list: from then on no client of S can be granted a lock.
+//  2. Every new node is marked "reconfiguring to T" with a hold-off of
+//     max(Q(S), Q(T)) stamped on its own clock; a client of T treats such a
+//     node as one in quarantine (ReasonQuarantine, with the time left) and
+//     admits it with T when the hold-off is over, as Reconfigure itself
+//     does after waiting.
+//
+// On a node that carries either mark the extend script renews nothing and
+// a release hands no key over, so a lease of S can be neither renewed nor
+// handed on past step 1.
+//
+// Rejected: a per-node hold-off without step 1 (each node stamped as the
+// command reaches it). A command that stalls after stamping some nodes
+// leaves a majority of the old list granting to clients of S, while the
+// stamped nodes' hold-offs run out: a client of T then locks on them
+// while a lease of S is trusted, the double grant
+// TestReconfigure_AStalledCommandGrantsNoSecondLease reproduces.
+
+// ErrReconfigureIncomplete reports that Reconfigure did not finish: some
+// nodes did not answer (or ctx ended) before its step was done. What it
+// wrote is safe to leave (a node it marked refuses the old settings and
+// admits the new ones only after its hold-off); running Reconfigure again
+// with the same arguments goes on from there.
+var ErrReconfigureIncomplete = errors.New("redlock: reconfiguration incomplete: run it again with the same arguments")
+
+// Reconfigure moves a live deployment from its old nodes and settings to
+// this client's nodes and settings without an overlap: from lists the old
+// nodes (in any order, under any names), and opts give the old settings
+// as the old clients were built with them (WithMaxTTL, WithDriftFactor;
+// other options are ignored). The nodes may differ by any number of
+// additions, removals or replacements; a node in both lists keeps its
+// data.
+//
+// It marks the old nodes so that clients of the old settings are refused
+// (ErrConfigMismatch, at once), then stamps a hold-off of the longer of
+// the two quarantines on each new node, waits it out and admits the new
+// nodes with the new settings. From the first step until the hold-off
+// ends (one max(Q_old, Q_new) plus a few round trips) no client gets a
+// lock; clients of the new settings get ReasonQuarantine with the time
+// left and admit the nodes themselves when it ends, whether Reconfigure
+// is still waiting or not. Every lease of the old settings is over by then.
+//
+// It writes nothing unless every node answers with a state it can move
+// (the old settings, the new ones, a quarantine, an earlier run's marks)
+// and enough old nodes answer to refuse the old settings on all but a
+// minority (with unchanged settings, every node that leaves). It returns
+// nil once every node of both lists is done; otherwise an error that
+// matches ErrReconfigureIncomplete (run it again: it is idempotent and
+// keeps the hold-offs already stamped), or a *ConfigError when a node
+// belongs to another deployment. ctx bounds the whole call, the wait
+// included. Safe for concurrent use, but run one reconfiguration at a time.
+func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, opts ...Option) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	if !c.cfg.quarantine {
+		return errors.New("redlock: Reconfigure: a client built WithoutRestartQuarantine keeps no settings on the nodes")
+	}
+	old, err := oldSettings(from, opts)
+	if err != nil {
+		return err
+	}
+	olds := make([]*node, len(from))
+	for i, uc := range from {
+		if err := checkNodeClient(uc); err != nil {
+			return fmt.Errorf("redlock: Reconfigure: old node %d: %w", i, err)
+		}
+		olds[i] = &node{idx: i, name: addrOf(uc, i), uc: uc, sn: script.NewNode(uc, c.cfg.cleanup)}
+	}
+	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.settings, holdOff: max(old.quarantine(), c.set.quarantine())}
+	return r.run(ctx)
+}
+
+// oldSettings are the settings the old clients run with.
+func oldSettings(from []redis.UniversalClient, opts []Option) (settings, error) {
+	if len(from) == 0 {
+		return settings{}, errors.New("redlock: Reconfigure: no old nodes")
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return settings{}, errors.New("redlock: Reconfigure: nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
+		}
+	}
+	if err := drift.CheckFactor(cfg.factor); err != nil {
+		return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
+	}
+	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
+		return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
+	}
+	return settings{nodes: len(from), maxTTL: cfg.maxTTL, factor: cfg.factor}, nil
+}
+
+// reconfig is one run of Reconfigure.
+type reconfig struct {
+	c        *Client
+	olds     []*node
+	from, to string
+	holdOff  time.Duration
+}
+
+// look is one node's identity and admission state.
+type look struct {
+	id    string
+	st    script.State
+	trace string // the settings a reconfiguration moved the node from
+	err   error
+}
+
+func (r *reconfig) run(ctx context.Context) error {
+	c := r.c
+	news := c.nodes
+	// Read every node first: who is who (a node in both lists is one
+	// server under two entries), and whether each is in a state this
+	// reconfiguration may move. Nothing is written unless every node that
+	// answers can be moved and enough old nodes answer to refuse the old
+	// settings on all but a minority of the old list.
+	oldLook := fanOut(ctx, r.olds, r.look)
+	newLook := fanOut(ctx, news, r.look)
+	need := len(r.olds) - quorum.Majority(len(r.olds)) + 1
+	var errs, down []error
+	var answered int
+	ids := map[string]string{}
+	check := func(side string, i int, nd *node, l look, want string) {
+		switch {
+		case l.err != nil:
+			down = append(down, &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, l.err)})
+		case !r.movable(l):
+			errs = append(errs, &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want})
+		default:
+			if prev, ok := ids[side+l.id]; ok {
+				errs = append(errs, fmt.Errorf("redlock: Reconfigure: %s nodes %s and %s are one server", side, prev, nd.name))
+			}
+			ids[side+l.id] = nd.name
+			if side == "old" {
+				answered++
+			}
+		}
+	}
+	for i, l := range oldLook {
+		check("old", i, r.olds[i], l, r.from)
+	}
+	for i, l := range newLook {
+		check("new", i, news[i], l, r.to)
+	}
+	if errs != nil {
+		return errors.Join(append([]error{errors.New("redlock: Reconfigure refused: a node carries settings that are neither the old nor the new ones (another deployment, or the wrong old settings), or is listed twice; nothing was written")}, append(errs, down...)...)...)
+	}
+	if answered < need {
+		return errors.Join(append([]error{fmt.Errorf("%w; only %d of %d old nodes answered and %d must, to refuse the old settings on all but a minority of them; nothing was written", ErrReconfigureIncomplete, answered, len(r.olds), need)}, down...)...)
+	}
+	stays := map[string]bool{}
+	for _, l := range newLook {
+		if l.err == nil {
+			stays[l.id] = true
+		}
+	}
+	if r.from == r.to {
+		same := len(oldLook) == len(newLook) && down == nil
+		for _, l := range oldLook {
+			same = same && stays[l.id]
+		}
+		if same {
+			return nil // nothing to change
+		}
+		// The nodes cannot tell a client of the old list from one of the
+		// new: both carry the same settings. After the change a client of
+		// the old list would still lock on the nodes that stay, and on a
+		// node that left once it came back (or was wiped and re-admitted
+		// by such a client), so a majority of the old list and one of the
+		// new could be disjoint.
+		return fmt.Errorf("redlock: Reconfigure refused: the node list changes but the settings (%s) do not, so the nodes cannot refuse clients of the old list; change the max ttl or the drift factor together with the nodes (one millisecond more max ttl will do); nothing was written", r.to)
+	}
+
+	// Step 1: refuse the old settings on the old nodes.
+	refused := fanOut(ctx, r.olds, func(ctx context.Context, nd *node) stepResult {
+		if err := oldLook[nd.idx].err; err != nil {
+			return stepResult{err: err} // down: not waited for again
+		}
+		s := script.StepRetire
+		if stays[oldLook[nd.idx].id] {
+			s = script.StepRefuse
+		}
+		return r.step(ctx, nd, s)
+	})
+	var acked int
+	var leftOld []error
+	for i, res := range refused {
+		if err := res.failed(); err != nil {
+			leftOld = append(leftOld, &NodeError{Node: i, Addr: r.olds[i].name, Err: fmt.Errorf("old node: %w", err)})
+			continue
+		}
+		acked++
+	}
+	if acked < need {
+		return errors.Join(append([]error{fmt.Errorf("%w; step 1 (refuse the old settings) reached %d of %d old nodes and needs %d: the nodes it reached refuse the old settings now, no node was given a hold-off, and no client of either settings gets a lock on them until it is run again", ErrReconfigureIncomplete, acked, len(r.olds), need)}, leftOld...)...)
+	}
+
+	// Step 2: stamp the hold-off on the new nodes, each on its own clock.
+	start := time.Now()
+	held := fanOut(ctx, news, func(ctx context.Context, nd *node) stepResult {
+		if err := newLook[nd.idx].err; err != nil {
+			return stepResult{err: err}
+		}
+		return r.step(ctx, nd, script.StepHold)
+	})
+	var leftNew []error
+	waiting := map[int]time.Duration{}
+	for i, res := range held {
+		if err := res.failed(); err != nil {
+			leftNew = append(leftNew, c.nodeErr(i, fmt.Errorf("new node: %w", err)))
+			continue
+		}
+		if res.rep.Status == script.ReconfigureDone {
+			waiting[i] = res.rep.Left
+		}
+	}
+	c.cfg.logger.Info("redlock: reconfiguring: old settings refused, hold-off stamped", "from", r.from, "to", r.to, "holdoff", r.holdOff, "nodes", len(waiting))
+
+	// Wait it out and admit the nodes with the new settings; clients of
+	// the new settings do the same on their own.
+	for len(waiting) > 0 {
+		var soonest time.Duration
+		for _, left := range waiting {
+			if soonest == 0 || left < soonest {
+				soonest = left
+			}
+		}
+		soonest = max(soonest, time.Millisecond)
+		t := time.NewTimer(soonest)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w; the hold-off was stamped %v ago and ends by itself: clients of the new settings admit the nodes when it does: %w", ErrReconfigureIncomplete, time.Since(start).Round(time.Millisecond), ctx.Err())
+		case <-t.C:
+		}
+		for i := range waiting {
+			res := r.step(ctx, news[i], script.StepFinish)
+			switch {
+			case res.err != nil:
+				waiting[i] = 100 * time.Millisecond
+			case res.rep.Status == script.ReconfigureDone:
+				delete(waiting, i)
+				c.admit.saw(i)
+			case res.rep.Status == script.ReconfigureWaiting && res.rep.Left > 0:
+				waiting[i] = res.rep.Left
+			default:
+				// It lost its data (or its hold-off) meanwhile: it
+				// serves an ordinary quarantine from its next use.
+				delete(waiting, i)
+				leftNew = append(leftNew, c.nodeErr(i, errors.New("new node lost its hold-off (its data?) before it ended: it serves an ordinary quarantine")))
+			}
+		}
+	}
+	if leftOld != nil || leftNew != nil {
+		return errors.Join(append(append([]error{fmt.Errorf("%w; the deployment runs with the new settings on the nodes that were reached", ErrReconfigureIncomplete)}, leftOld...), leftNew...)...)
+	}
+	c.cfg.logger.Info("redlock: reconfigured", "from", r.from, "to", r.to, "took", time.Since(start))
+	return nil
+}
+
+// movable reports whether a node may take part: it carries the old
+// settings, none (new, or lost its data), the marks of a reconfiguration
+// (this one's, or an earlier one that stopped), or the new settings
+// written by this reconfiguration (an earlier run finished it). A node
+// that carried the new settings before belongs to another deployment: its
+// clients could lock on it at once, with no hold-off.
+func (r *reconfig) movable(l look) bool {
+	m := l.st.Marker
+	_, moving := script.MovingTo(m)
+	if m == r.to && r.to != r.from {
+		return l.trace == r.from
+	}
+	return m == "" || m == r.from || moving || strings.HasPrefix(m, script.Retired(""))
+}
+
+func (r *reconfig) look(ctx context.Context, nd *node) look {
+	// Bounded like New's probe: a node that does not answer is left out
+	// of the steps (and named in the error), not waited for.
+	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.probe)
+	defer cancel()
+	id, err := nd.sn.Ident(ctx, newValue())
+	if err != nil {
+		return look{err: err}
+	}
+	st, err := nd.sn.State(ctx)
+	if err != nil {
+		return look{err: err}
+	}
+	trace, err := nd.sn.Trace(ctx)
+	return look{id: id, st: st, trace: trace, err: err}
+}
+
+type stepResult struct {
+	rep script.ReconfigureReply
+	err error
+}
+
+// failed is why a step did not take on its node, nil when it did.
+func (s stepResult) failed() error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.rep.Status == script.ReconfigureOther:
+		return fmt.Errorf("carries %q, neither the old nor the new settings", s.rep.Marker)
+	}
+	return nil
+}
+
+func (r *reconfig) step(ctx context.Context, nd *node, s script.ReconfigureStep) stepResult {
+	rep, err := nd.sn.Reconfigure(ctx, script.ReconfigureArgs{Step: s, From: r.from, To: r.to,
+		HoldOff: r.holdOff, TTL: 2*r.holdOff + time.Second, ID: newValue()})
+	return stepResult{rep, err}
+}
+
+// fanOut runs f on every node at once and returns the results in node
+// order, once every call has returned (each is bounded by ctx).
+func fanOut[T any](ctx context.Context, nodes []*node, f func(context.Context, *node) T) []T {
+	out := make([]T, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Go(func() { out[i] = f(ctx, nd) })
+	}
+	wg.Wait()
+	return out
+}
+
+// movingHere reports whether marker is a reconfiguration to this client's
+// settings: the node votes for it once its hold-off is over.
+func (c *Client) movingHere(marker string) bool {
+	to, ok := script.MovingTo(marker)
+	return ok && to == c.settings
+}
+
+// errNoHoldOff is a node a reconfiguration to this client's settings
+// marked in its first step only: the command stopped before it stamped
+// the hold-off, and must be run again.
+var errNoHoldOff = errors.New("the node is being reconfigured to this client's settings, but its hold-off was not stamped yet (if quorumlock reconfigure stopped, run it again)")
+
+// finish admits node i, which a reconfiguration to this client's settings
+// holds off, once its hold-off is over (see step).
+func (a *admission) finish(ctx context.Context, i int) (bool, time.Duration, error) {
+	c := a.c
+	rep, err := c.nodes[i].sn.Reconfigure(ctx, script.ReconfigureArgs{Step: script.StepFinish, To: c.settings})
+	switch {
+	case err != nil:
+		return false, 0, c.nodeErr(i, err)
+	case rep.Status == script.ReconfigureDone:
+		a.saw(i)
+		c.cfg.logger.Info("redlock: node admitted after its reconfiguration hold-off", "node", i, "addr", c.nodes[i].name)
+		return true, 0, nil
+	case rep.Status == script.ReconfigureWaiting && rep.Left > 0:
+		return false, rep.Left, nil
+	case rep.Status == script.ReconfigureWaiting:
+		return false, 0, c.nodeErr(i, errNoHoldOff)
+	case rep.Marker == "":
+		return false, 0, nil // lost its data meanwhile: an ordinary quarantine from the next step
+	default:
+		return false, 0, c.mismatch(i, rep.Marker, false)
+	}
+}
