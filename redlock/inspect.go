@@ -106,7 +106,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	c.spawn(func() { r.Wait() })
 	for i := range ks.Nodes {
 		if ks.Nodes[i].Admission == "" { // no reply before ctx ended
-			ks.Nodes[i] = NodeState{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: cmp.Or(ctx.Err(), context.DeadlineExceeded)}
+			ks.Nodes[i] = NodeState{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: c.cause(i, cmp.Or(ctx.Err(), context.DeadlineExceeded))}
 		}
 	}
 	ks.judge()
@@ -121,7 +121,7 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	state := script.QueueState(ctx, pipe, key)
 	info := pipe.Info(ctx, "server")
 	role := pipe.Info(ctx, "replication")
-	_, _ = pipe.Exec(ctx)
+	_, execErr := pipe.Exec(ctx)
 	if s, ierr := info.Result(); ierr == nil {
 		ns.Server.Version = infoField(s, "redis_version")
 		ns.Server.RunID = infoField(s, "run_id")
@@ -132,9 +132,9 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 		ns.Server.Role = infoField(s, "role")
 	}
 	ns.Latency = time.Since(start)
-	st, err := state()
+	st, err := state(execErr)
 	if err != nil {
-		ns.Err = err
+		ns.Err = c.cause(i, err) // typed (ErrNodeRefused), with the last transport error
 		return ns
 	}
 	switch {

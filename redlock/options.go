@@ -37,6 +37,7 @@ type config struct {
 	wake          bool
 	handOff       bool
 	probe         time.Duration
+	refusalsOK    bool
 	meters        metric.MeterProvider
 }
 
@@ -231,6 +232,16 @@ func WithProbeTimeout(d time.Duration) Option {
 		c.probe = d
 		return nil
 	})
+}
+
+// WithoutRefusalCheck keeps New from failing when a node refuses this
+// client at its startup probe (ErrNodeRefused: a wrong password, an ACL
+// that denies the scripts, a database the node lacks): the node then fails
+// every call, as one that starts refusing later does. For tools that
+// report on a deployment whatever its state (quorumlock status); a service
+// should let New fail. Default: New fails.
+func WithoutRefusalCheck() Option {
+	return optionFunc(func(c *config) error { c.refusalsOK = true; return nil })
 }
 
 // WithMeterProvider sets where the client's OpenTelemetry metrics go
