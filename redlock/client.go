@@ -114,16 +114,20 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d are the same client", j, i)
 		}
 		seen[uc] = i
-		name := addrOf(uc, i)
-		if j, ok := addrs[name]; ok {
-			return nil, fmt.Errorf("redlock: New: nodes %d and %d both reach %s", j, i, name)
+		name, key := addrOf(uc, i), sameAddr(uc, i)
+		if j, ok := addrs[key]; ok {
+			return nil, fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same address: list each server once", j, ns[j].name, i, name)
 		}
-		addrs[name] = i
-		ns[i] = &node{idx: i, name: name, uc: uc}
+		addrs[key] = i
+		ns[i] = &node{idx: i, name: name, uc: uc, net: transportOf(uc)}
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
 		return nil, err
+	}
+	if n := len(ns); n%2 == 0 {
+		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer: use an odd number",
+			"nodes", n, "tolerates", n-c.quorum)
 	}
 	// The probe also verifies the entries that answer it; the others are
 	// verified when they first answer a script call, before their votes

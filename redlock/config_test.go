@@ -41,7 +41,7 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 		{"max ttl above a day", []redis.UniversalClient{a}, []Option{WithMaxTTL(MaxMaxTTL + time.Millisecond)}, "exceeds 24h0m0s"},
 		{"sub-millisecond max ttl", []redis.UniversalClient{a}, []Option{WithMaxTTL(time.Second + time.Microsecond)}, "whole number of milliseconds"},
 		{"same client twice", []redis.UniversalClient{a, a}, nil, "same client"},
-		{"same address twice", []redis.UniversalClient{a, b}, nil, "both reach"},
+		{"same address twice", []redis.UniversalClient{a, b}, nil, "are the same address"},
 		{"drift factor 1", []redis.UniversalClient{a}, []Option{WithDriftFactor(1)}, "factor"},
 		{"negative drift factor", []redis.UniversalClient{a}, []Option{WithDriftFactor(-0.1)}, "factor"},
 		{"nil retry", []redis.UniversalClient{a}, []Option{WithRetry(nil, 1)}, "nil delay"},

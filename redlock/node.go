@@ -23,16 +23,30 @@ type node struct {
 	// its next answer. An acquisition that can only succeed if a node that
 	// missed its last deadline answers in time gives up without waiting.
 	missed atomic.Bool
+
+	// net keeps the node's last transport error (see transport.go): a call
+	// that runs out of time names it as its cause.
+	net *transport
 }
 
 // observe records the outcome of one call to node i for missed: a reply,
 // even one the script could not have sent, is an answer in time.
 func (c *Client) observe(i int, err error) {
+	nd := c.nodes[i]
 	switch {
 	case err == nil || isReplyError(err):
-		c.nodes[i].missed.Store(false)
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		c.nodes[i].missed.Store(true)
+		nd.missed.Store(false)
+		nd.net.clear()
+	case errors.Is(err, context.DeadlineExceeded):
+		nd.missed.Store(true)
+	case errors.Is(err, context.Canceled):
+	case isRedisReply(err):
+		nd.missed.Store(false) // it answered, if only to refuse
+	default: // a transport error: the connection failed or timed out
+		if isTimeout(err) {
+			nd.missed.Store(true)
+		}
+		nd.net.saw(err)
 	}
 }
 
@@ -47,14 +61,35 @@ func isReplyError(err error) bool {
 	return errors.As(err, &bad)
 }
 
+// isRedisReply reports an error reply of the server (redis.Nil included).
+func isRedisReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// nodeErr is node i's part in a failed round. A refusal is typed (see
+// refusal.go), and a call that ran out of time names the node's last
+// transport error, which go-redis hides behind the context's error when
+// it dials in the background.
 func (c *Client) nodeErr(i int, err error) *NodeError {
 	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) {
 		c.inst.nodeError(c.nodes[i].name)
 	}
-	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: err}
+	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: c.cause(i, err)}
+}
+
+// cause is err as node i's per-node cause: see nodeErr.
+func (c *Client) cause(i int, err error) error {
+	err = typed(err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		if last := c.nodes[i].net.last(); last != nil {
+			err = &unfinished{last: last, err: err}
+		}
+	}
+	return err
 }
