@@ -252,6 +252,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	if err != nil { // validated already; only a file that changed since
 		return usageError(stderr, "run", err)
 	}
+	warnEven(stderr, "run", len(opts))
 	cs := clients(opts, nil)
 	defer closeAll(cs)
 	ucs := make([]redis.UniversalClient, len(cs))
@@ -421,6 +422,11 @@ func (s *session) outcome(derr error) int {
 		if errors.As(cause, &se) {
 			fmt.Fprintf(s.stderr, "quorumlock run: %s while waiting for the lock on %q; the command was not run\n", signalName(se.sig), rc.key)
 			return 128 + int(se.sig)
+		}
+		if errors.Is(derr, redlock.ErrConfigMismatch) || errors.Is(derr, redlock.ErrNodeRefused) && !errors.Is(derr, redlock.ErrNotObtained) {
+			// Configuration, not contention: trying later does not help.
+			fmt.Fprintf(s.stderr, "quorumlock run: %s; the command was not run\n", rc.nodes.scrub(fmt.Sprint(derr)))
+			return exitRunFailed
 		}
 		if errors.Is(derr, redlock.ErrNotObtained) || errors.Is(cause, errWaitOver) {
 			how := "within --wait " + rc.wait.d.String()
