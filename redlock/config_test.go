@@ -203,3 +203,18 @@ func TestSettings_NodeCountIsPartOfTheDeployment(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 }
+
+// New waits for a majority of the nodes to answer its probe and a short
+// grace for the rest, not for the whole probe timeout: a node that does
+// not answer is checked when it first does. From a newcomer's review: every
+// cron run paid the 1 s probe timeout while one node was down.
+func TestNew_ReturnsOnceAMajorityAnswered(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.freeze(t, 4)
+	const probe = 3 * time.Second
+	start := time.Now()
+	c, _ := cl.build(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true }, WithProbeTimeout(probe))
+	require.Less(t, time.Since(start), probe/2, "New waited out the probe timeout for the frozen node")
+	require.True(t, missedLast(c, 4), "the node that did not answer is not waited for until it does")
+	require.False(t, missedLast(c, 0))
+}

@@ -19,9 +19,11 @@ type node struct {
 	uc   redis.UniversalClient
 	sn   *script.Node // runs the scripts on uc
 
-	// missed is set when a call to the node ran out of time and cleared by
-	// its next answer. An acquisition that can only succeed if a node that
-	// missed its last deadline answers in time gives up without waiting.
+	// missed is set when a call to the node ran out of time or failed to
+	// reach it, and cleared by its next answer. An acquisition that can
+	// only succeed if a node that missed its last deadline answers in time
+	// gives up without waiting, and a release does not wait for it longer
+	// than the node timeout (see Lease.Release).
 	missed atomic.Bool
 
 	// net keeps the node's last transport error (see transport.go): a call
@@ -29,8 +31,9 @@ type node struct {
 	net *transport
 }
 
-// observe records the outcome of one call to node i for missed: a reply,
-// even one the script could not have sent, is an answer in time.
+// observe records the outcome of one call to node i for missed and for its
+// last transport error: a reply, even one the script could not have sent,
+// is an answer in time.
 func (c *Client) observe(i int, err error) {
 	nd := c.nodes[i]
 	switch {
@@ -43,9 +46,7 @@ func (c *Client) observe(i int, err error) {
 	case isRedisReply(err):
 		nd.missed.Store(false) // it answered, if only to refuse
 	default: // a transport error: the connection failed or timed out
-		if isTimeout(err) {
-			nd.missed.Store(true)
-		}
+		nd.missed.Store(true)
 		nd.net.saw(err)
 	}
 }

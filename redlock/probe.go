@@ -101,6 +101,7 @@ func (c *Client) probe() (err error) {
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
 		info, err := uc.Info(ctx).Result()
+		c.observe(i, err)
 		switch re := refusal(err); {
 		case err == nil:
 		case re != nil && strings.HasPrefix(re.Err.Error(), "NOPERM"):
@@ -108,7 +109,6 @@ func (c *Client) probe() (err error) {
 		case re != nil:
 			return probed{}, re
 		default:
-			c.observe(i, err)
 			return probed{}, err
 		}
 		if err := checkInfo(info); err != nil {
@@ -162,7 +162,15 @@ func (c *Client) probe() (err error) {
 		}
 	}
 	for _, i := range missingOf(n, replies) {
-		c.cfg.logger.Warn("redlock: node did not answer the startup probe in time; it is checked when it first answers", "node", i, "addr", c.nodes[i].name)
+		// It missed the probe's deadline: until it answers, attempts do
+		// not wait for it and releases wait for it no longer than the node
+		// timeout (see node.missed).
+		c.nodes[i].missed.Store(true)
+		args := []any{"node", i, "addr", c.nodes[i].name}
+		if last := c.nodes[i].net.last(); last != nil {
+			args = append(args, "err", last)
+		}
+		c.cfg.logger.Warn("redlock: node did not answer the startup probe in time; it is checked when it first answers", args...)
 	}
 	if heard < c.quorum {
 		// Not an error: a service may start before its nodes do, and Lock

@@ -199,6 +199,10 @@ type session struct {
 
 var errWaitOver = errors.New("--wait elapsed")
 
+// runProbeTimeout bounds run's startup check of the nodes (see
+// redlock.WithProbeTimeout): a majority answers within a round trip.
+const runProbeTimeout = 250 * time.Millisecond
+
 // signalError is the cause of the wait's end when quorumlock got a signal.
 type signalError struct{ sig syscall.Signal }
 
@@ -259,7 +263,10 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	for i, c := range cs {
 		ucs[i] = c
 	}
-	ropts := []redlock.Option{redlock.WithMaxTTL(rc.maxTTL.d), redlock.WithLogger(logger)}
+	// A short probe: the nodes that do not answer it are checked when
+	// they first answer, and a frozen node's probe call, which Close
+	// waits for, ends with it.
+	ropts := []redlock.Option{redlock.WithMaxTTL(rc.maxTTL.d), redlock.WithLogger(logger), redlock.WithProbeTimeout(runProbeTimeout)}
 	if rc.fence {
 		ropts = append(ropts, redlock.WithFencing())
 	}
