@@ -221,9 +221,13 @@ func WithoutReleaseNotify() Option {
 	return optionFunc(func(c *config) error { c.wake = false; return nil })
 }
 
-// WithProbeTimeout bounds New's check that no two entries reach the same
-// Redis server (nodes that do not answer in time are not checked).
-// d must be > 0. Default 1s.
+// WithProbeTimeout bounds New's check of the nodes (that no two entries
+// reach the same Redis server, that each is a primary that accepts this
+// client): New waits up to d for a majority to answer, and 50 ms more for
+// the rest; nodes that do not answer by then are checked when they first
+// answer. With ContextTimeoutEnabled node clients, it also bounds how long
+// Close can wait for a probe call to a frozen node. d must be > 0.
+// Default 1s.
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
