@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,11 +20,10 @@ type node struct {
 	uc   redis.UniversalClient
 	sn   *script.Node // runs the scripts on uc
 
-	// missed is set when a call to the node ran out of time or failed to
-	// reach it, and cleared by its next answer. An acquisition that can
-	// only succeed if a node that missed its last deadline answers in time
-	// gives up without waiting, and a release does not wait for it longer
-	// than the node timeout (see Lease.Release).
+	// missed is set when a call to the node ran out of time (or New's
+	// probe did not hear from it) and cleared by its next answer. An
+	// acquisition that can only succeed if a node that missed its last
+	// deadline answers in time gives up without waiting.
 	missed atomic.Bool
 
 	// net keeps the node's last transport error (see transport.go): a call
@@ -46,13 +46,31 @@ func (c *Client) observe(i int, err error) {
 	case isRedisReply(err):
 		nd.missed.Store(false) // it answered, if only to refuse
 	default: // a transport error: the connection failed or timed out
-		nd.missed.Store(true)
+		if isTimeout(err) {
+			nd.missed.Store(true)
+		}
 		nd.net.saw(err)
 	}
 }
 
 // missedLast reports whether node i missed the deadline of its last call.
 func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
+
+// seemsDown reports whether node i missed its last deadline or failed to
+// be reached since its last answer: a release does not wait for it long
+// (see Lease.Release).
+func (c *Client) seemsDown(i int) bool {
+	return c.nodes[i].missed.Load() || c.nodes[i].net.last() != nil
+}
+
+// downWait bounds a release's call to a node that seems down: the node
+// timeout, but at least downWaitMin, so that a node that is merely slow on
+// a busy machine still gets it.
+func (c *Client) downWait(ttl time.Duration) time.Duration {
+	return min(max(c.nodeTimeout(ttl), downWaitMin), c.cfg.cleanup)
+}
+
+const downWaitMin = 100 * time.Millisecond
 
 // isReplyError reports a reply the script could not have sent. Apart
 // from observe, which runs on every call, so that a call without an error
