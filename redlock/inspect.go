@@ -3,6 +3,7 @@ package redlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -192,6 +193,13 @@ func (ks *KeyState) judge() {
 		}
 	}
 	silent := n - ks.Answered
+	unread := "did not answer"
+	for _, ns := range ks.Nodes {
+		if errors.Is(ns.Err, ErrNodeRefused) {
+			unread = "did not answer or refused this client"
+			break
+		}
+	}
 	switch {
 	case ks.Holders >= ks.Quorum:
 		ks.Verdict = VerdictHeld
@@ -219,12 +227,12 @@ func (ks *KeyState) judge() {
 		ks.Verdict, ks.Holder = VerdictFree, ""
 		ks.Summary = fmt.Sprintf("FREE: no value is on a majority (%d of %d nodes)", ks.Quorum, n)
 		if silent > 0 {
-			ks.Summary += fmt.Sprintf(", and the %d node(s) that did not answer could not make one", silent)
+			ks.Summary += fmt.Sprintf(", and the %d node(s) that %s could not make one", silent, unread)
 		}
 		ks.Summary += "."
 	default:
 		ks.Verdict, ks.Holder = VerdictUnknown, ""
-		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d silent, a majority of %d may or may not hold the key.", ks.Answered, n, silent, ks.Quorum)
+		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d that %s, a majority of %d may or may not hold the key.", ks.Answered, n, silent, unread, ks.Quorum)
 	}
 }
 

@@ -90,6 +90,7 @@ func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
 			require.ErrorIs(t, ns.Err, ErrNodeRefused, "Inspect's cause for the refusing node: %v", ns.Err)
 			require.Contains(t, ns.Err.Error(), m.reply)
 			require.Equal(t, AdmissionUnknown, ns.Admission)
+			require.Contains(t, ks.Summary, "refused this client", "the summary calls a refusing node silent")
 		})
 	}
 }
