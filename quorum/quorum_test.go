@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +226,35 @@ func TestStartOwnedUsesTheCallersContext(t *testing.T) {
 	}
 	if cancelled != 2 { // once by Cancel, once by the first Wait
 		t.Fatalf("cancel called %d times, want 2", cancelled)
+	}
+}
+
+// A discounted node whose own answer clears its discount before the reply
+// arrives (a reply clears a missed deadline) still takes the discount
+// back: the round does not give up on a majority that is answering. It
+// did, when discount was asked again at the reply.
+func TestAwaitDiscounting_AnAnswerTakesBackItsDiscount(t *testing.T) {
+	var missed [5]atomic.Bool
+	missed[0].Store(true)
+	missed[1].Store(true)
+	r := Start(nil, context.Background(), 5, func(ctx context.Context, i int) (bool, error) {
+		missed[i].Store(false)
+		if i >= 2 {
+			time.Sleep(20 * time.Millisecond) // nodes 0 and 1 answer first, with a no
+			return true, nil
+		}
+		return false, nil
+	})
+	defer r.Wait()
+	got := r.AwaitDiscounting(context.Background(), 3, func(rep Reply[bool]) bool { return rep.Val },
+		func(i int) bool { return missed[i].Load() })
+	yes := 0
+	for _, rep := range got {
+		if rep.Val {
+			yes++
+		}
+	}
+	if yes != 3 {
+		t.Fatalf("the round gave up after %d replies with %d yes; want the majority of 3", len(got), yes)
 	}
 }

@@ -74,15 +74,20 @@ func (r *Round[T]) AwaitDiscounting(ctx context.Context, need int, ok func(Reply
 	good, bad := 0, 0
 	written := 0 // discounted nodes that have not answered yet
 	var small [16]bool
-	var answered []bool
+	var pending []bool // discounted and not answered yet
 	if discount != nil {
 		if r.n <= len(small) {
-			answered = small[:r.n] // stays on the stack
+			pending = small[:r.n] // stays on the stack
 		} else {
-			answered = make([]bool, r.n)
+			pending = make([]bool, r.n)
 		}
+		// Asked once, here: a node's answer may change what discount
+		// says of it (a reply clears a missed deadline) before the
+		// reply reaches us, and a discount counted at the start must be
+		// taken back by that reply.
 		for i := range r.n {
 			if discount(i) {
+				pending[i] = true
 				written++
 			}
 		}
@@ -92,8 +97,8 @@ func (r *Round[T]) AwaitDiscounting(ctx context.Context, need int, ok func(Reply
 		case rep := <-r.ch:
 			r.got++
 			out = append(out, rep)
-			if answered != nil && !answered[rep.Node] && discount(rep.Node) {
-				answered[rep.Node] = true
+			if pending != nil && pending[rep.Node] {
+				pending[rep.Node] = false
 				written--
 			}
 			if ok(rep) {

@@ -48,6 +48,7 @@ type attempt struct {
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
 	unverified []int         // nodes that answered before their identity was verified: their votes did not count
+	refused    int           // nodes that refused this client's configuration (ErrNodeRefused)
 	handed     []int         // nodes where the key holds the Lock call's waiter id
 	ahead      bool          // a node's key is handed to a Lock call ahead of this one
 	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
@@ -112,7 +113,11 @@ func (a *attempt) tally(timedOut bool) {
 	for _, r := range a.replies {
 		switch {
 		case r.Err != nil:
-			a.errs = append(a.errs, c.nodeErr(r.Node, r.Err))
+			ne := c.nodeErr(r.Node, r.Err)
+			if errors.Is(ne.Err, ErrNodeRefused) {
+				a.refused++
+			}
+			a.errs = append(a.errs, ne)
 		case !c.verified(r.Node):
 			a.unverified = append(a.unverified, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errUnverified))
@@ -170,10 +175,15 @@ func (a *attempt) tally(timedOut bool) {
 			c.nodes[i].missed.Store(true)
 			a.errs = append(a.errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(a.ttl), context.DeadlineExceeded)))
 		case c.missedLast(i):
-			a.errs = append(a.errs, c.nodeErr(i, errors.New("not waited for: it missed its previous deadline and success needed it")))
+			a.errs = append(a.errs, c.nodeErr(i, errNotWaited))
 		}
 	}
 }
+
+// errNotWaited is the cause for a node an attempt did not wait for: it
+// missed its previous deadline, and the attempt could not succeed without
+// it. nodeErr adds the node's last transport error when it knows one.
+var errNotWaited = fmt.Errorf("not waited for: it missed its previous deadline: %w", context.DeadlineExceeded)
 
 // won reports whether the attempt holds a usable lock so far.
 func (a *attempt) won(ctx context.Context) bool {
@@ -201,6 +211,11 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		e.Reason, e.Detail = ReasonFenceCommit, "fencing commit failed"
 	case a.granted >= c.quorum:
 		e.Reason, e.Detail = ReasonValidity, fmt.Sprintf("validity used up: the round took %v of a %v ttl", a.elapsed, a.ttl)
+	case a.refused > 0 && n-(len(a.errs)-a.refused) >= c.quorum:
+		// The refusals are why: counting them as grants, the nodes that
+		// did not fail for another reason (granted, or not heard from
+		// when the round was decided) would make a majority.
+		e.Reason, e.Detail = ReasonRefused, fmt.Sprintf("%d of %d nodes refused this client's configuration (password, ACL user, database or role): %d granted, %d needed", a.refused, n, a.granted, c.quorum)
 	case len(a.busy) > 0:
 		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
 			atLeast, len(a.busy), n, a.granted, c.quorum)

@@ -93,12 +93,21 @@ func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
 // same address, or an option is invalid. It then asks every node for its
 // INFO, bounded by WithProbeTimeout, and fails if two entries reach the
 // same server, a node is a replica or in cluster mode, or runs a Redis
-// older than 5.0; nodes that do not answer in time are not checked and do
-// not make New fail (2 of 5 may be down). Two entries that reach one server
+// older than 5.0, or refuses the client (ErrNodeRefused: a wrong password
+// or ACL user, an ACL without the scripts, a database the node lacks; see
+// WithoutRefusalCheck). It waits for every node up to the probe timeout,
+// but only 50 ms more once a majority answered; nodes that do not answer
+// in time are not checked, count as having missed their deadline until
+// they answer, and do not make New fail (2 of 5 may be down; with fewer
+// than a majority answering, New logs a warning and succeeds, since a
+// service may start before its nodes). Two entries that reach one server
 // are refused here when both answer (*DuplicateNodeError); an entry that
 // did not answer is checked against the others when it first answers, and
 // its vote counts only after that (docs/fencing.md, "One server, one
 // vote").
+//
+// An even number of nodes is logged as a warning (WithLogger): 4 nodes
+// tolerate one failed node, as 3 do.
 //
 // Every client of a deployment must be built with the same nodes (in any
 // order, under any names), WithMaxTTL and WithDriftFactor: the nodes keep
@@ -120,16 +129,20 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d are the same client", j, i)
 		}
 		seen[uc] = i
-		name := addrOf(uc, i)
-		if j, ok := addrs[name]; ok {
-			return nil, fmt.Errorf("redlock: New: nodes %d and %d both reach %s", j, i, name)
+		name, key := addrOf(uc, i), sameAddr(uc, i)
+		if j, ok := addrs[key]; ok {
+			return nil, fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same address: list each server once", j, ns[j].name, i, name)
 		}
-		addrs[name] = i
-		ns[i] = &node{idx: i, name: name, uc: uc}
+		addrs[key] = i
+		ns[i] = &node{idx: i, name: name, uc: uc, net: transportOf(uc)}
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
 		return nil, err
+	}
+	if n := len(ns); n%2 == 0 {
+		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer: use an odd number",
+			"nodes", n, "tolerates", n-c.quorum)
 	}
 	// The probe also verifies the entries that answer it; the others are
 	// verified when they first answer a script call, before their votes

@@ -1,9 +1,11 @@
 package redlock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"strings"
@@ -43,7 +45,7 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 		{"max ttl above a day", []redis.UniversalClient{a}, []Option{WithMaxTTL(MaxMaxTTL + time.Millisecond)}, "exceeds 24h0m0s"},
 		{"sub-millisecond max ttl", []redis.UniversalClient{a}, []Option{WithMaxTTL(time.Second + time.Microsecond)}, "whole number of milliseconds"},
 		{"same client twice", []redis.UniversalClient{a, a}, nil, "same client"},
-		{"same address twice", []redis.UniversalClient{a, b}, nil, "both reach"},
+		{"same address twice", []redis.UniversalClient{a, b}, nil, "nodes 0 (127.0.0.1:1) and 1 (localhost:1) are the same address"},
 		{"drift factor 1", []redis.UniversalClient{a}, []Option{WithDriftFactor(1)}, "factor"},
 		{"negative drift factor", []redis.UniversalClient{a}, []Option{WithDriftFactor(-0.1)}, "factor"},
 		{"nil retry", []redis.UniversalClient{a}, []Option{WithRetry(nil, 1)}, "nil delay"},
@@ -239,4 +241,38 @@ func TestSettings_NodeCountIsPartOfTheDeployment(t *testing.T) {
 	l, err := same.TryLock(ctx, testenv.Key(t), ttl)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
+}
+
+// New waits for a majority of the nodes to answer its probe and a short
+// grace for the rest, not for the whole probe timeout: a node that does
+// not answer is checked when it first does. From a newcomer's review: every
+// cron run paid the 1 s probe timeout while one node was down.
+func TestNew_ReturnsOnceAMajorityAnswered(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.freeze(t, 4)
+	const probe = 3 * time.Second
+	start := time.Now()
+	c, _ := cl.build(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true }, WithProbeTimeout(probe))
+	require.Less(t, time.Since(start), probe/2, "New waited out the probe timeout for the frozen node")
+	require.True(t, missedLast(c, 4), "the node that did not answer is not waited for until it does")
+	require.False(t, missedLast(c, 0))
+}
+
+// An even number of nodes tolerates no more failed nodes than one node
+// fewer: New says so through the client's logger, once, and only then.
+func TestNew_WarnsOfAnEvenNodeCount(t *testing.T) {
+	cl := newCluster(t, 4)
+	for _, n := range []int{4, 3} {
+		var buf bytes.Buffer
+		c, err := New(cl.universal()[:n], WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+		warned := strings.Count(buf.String(), "an even number of nodes")
+		if n == 4 {
+			require.Equal(t, 1, warned, "log: %s", buf.String())
+			require.Contains(t, buf.String(), "tolerates=1")
+		} else {
+			require.Zero(t, warned, "log: %s", buf.String())
+		}
+	}
 }

@@ -53,7 +53,18 @@
 // with ContextTimeoutEnabled. With default clients an unresponsive node
 // still cannot delay a round (the client returns at quorum or at the
 // per-node timeout), but the call to it runs on in the background until
-// the client's ReadTimeout; Client.Close waits for such calls.
+// the client's ReadTimeout; Client.Close waits for such calls. With
+// ContextTimeoutEnabled, Close after one node went down waits at most
+// about the longer of the probe timeout (counted from New) and the node
+// timeout of the last call to that node.
+//
+// Per-node errors (*NodeError) name the node host:port as configured, and a
+// call that ran out of time names the node's last transport error (say
+// "dial tcp 10.0.0.5:6379: connect: connection refused"): New adds to each
+// *redis.Client a dial hook that only records failed dials. go-redis
+// itself logs failed dials through its global logger (redis.SetLogger),
+// on stderr by default; this package leaves that logger to the
+// application.
 //
 // A Client is silent unless asked: WithLogger for slog records (each
 // acquisition and release at Debug), WithMeterProvider for OpenTelemetry

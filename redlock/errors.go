@@ -50,6 +50,18 @@ var (
 	// *ConfigError.
 	ErrConfigMismatch = errors.New("redlock: client settings disagree with the deployment's")
 
+	// ErrNodeRefused is the per-node cause (a *RefusalError) when a node
+	// refuses this client for a reason of configuration: a wrong password
+	// or ACL user, an ACL that denies the scripts, a database index the
+	// server does not have, or a replica listed as a primary. Such a node
+	// is not briefly down: it fails every call until the client or the
+	// node is fixed. New fails when a node refuses its startup probe; later,
+	// a refusal counts as a failed vote, and when refusals are why no
+	// majority granted, Lock and TryLock return at once with a
+	// *NotObtainedError of ReasonRefused, which matches ErrConfigMismatch
+	// (and not ErrNotObtained: waiting does not help).
+	ErrNodeRefused = errors.New("refused this client")
+
 	// ErrMaxHold is wrapped into Do's error (and the cause of fn's ctx) when
 	// the lease ended because WithMaxHold stopped its renewal.
 	ErrMaxHold = errors.New("redlock: max hold time reached")
@@ -120,12 +132,17 @@ const (
 	ReasonFenceCommit Reason = "fence_commit" // the fencing commit round reached too few nodes
 	ReasonCancelled   Reason = "cancelled"    // the caller's ctx ended
 	ReasonLocal       Reason = "local"        // another Lock of this Client is ahead in line (WithRetry limits)
+	ReasonRefused     Reason = "refused"      // nodes refused this client's configuration (ErrNodeRefused): too few were left to grant
 )
 
 // NotObtainedError is the error Lock, TryLock and Do return when the lock
 // was not acquired. It matches ErrNotObtained with errors.Is, and unwraps
 // to the caller's ctx error (for ReasonCancelled) and to one *NodeError
-// per node that did not grant, for errors.Is and errors.As.
+// per node that did not grant, for errors.Is and errors.As. With
+// ReasonRefused it matches ErrConfigMismatch instead of ErrNotObtained: a
+// client that nodes refuse is misconfigured, and a caller that treats
+// ErrNotObtained as "someone else has it, try later" must not skip its
+// work forever on a wrong password.
 type NotObtainedError struct {
 	Key     string
 	Reason  Reason
@@ -152,8 +169,14 @@ func (e *NotObtainedError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrNotObtained.
-func (e *NotObtainedError) Is(target error) bool { return target == ErrNotObtained }
+// Is reports whether target is ErrNotObtained, or with ReasonRefused
+// ErrConfigMismatch.
+func (e *NotObtainedError) Is(target error) bool {
+	if e.Reason == ReasonRefused {
+		return target == ErrConfigMismatch
+	}
+	return target == ErrNotObtained
+}
 
 // Unwrap returns the ctx error and the per-node errors.
 func (e *NotObtainedError) Unwrap() []error { return e.Errs }
@@ -172,6 +195,11 @@ func (e *NotObtainedError) NodeErrors() []*NodeError {
 
 // ConfigError reports a node whose deployment settings differ from the
 // client's. It matches ErrConfigMismatch with errors.Is.
+//
+// A node that refuses the client outright (a wrong password, say) is
+// reported as a *RefusalError, which matches ErrNodeRefused: the client's
+// own configuration is wrong there, not its agreement with the
+// deployment's settings.
 type ConfigError struct {
 	Node       int
 	Addr       string
@@ -193,7 +221,9 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Is(target error) bool { return target == ErrConfigMismatch }
 
 // NodeError is one node's part in a failed round. Err is the transport
-// error, ErrNodeHeld, ErrNodeQuarantined or a context error. Match it with
+// error (when a call ran out of time, the node's last transport error
+// joined with the context error), a *RefusalError (ErrNodeRefused),
+// ErrNodeHeld, ErrNodeQuarantined or a context error. Match it with
 // errors.As; it unwraps to Err.
 type NodeError struct {
 	Node int    // index of the node in the slice given to New

@@ -3,6 +3,7 @@ package redlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -115,7 +116,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	c.spawn(func() { r.Wait() })
 	for i := range ks.Nodes {
 		if ks.Nodes[i].Admission == "" { // no reply before ctx ended
-			ks.Nodes[i] = NodeState{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: cmp.Or(ctx.Err(), context.DeadlineExceeded)}
+			ks.Nodes[i] = NodeState{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: c.cause(i, cmp.Or(ctx.Err(), context.DeadlineExceeded))}
 		}
 	}
 	ks.judge()
@@ -130,7 +131,7 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	state := script.QueueState(ctx, pipe, key)
 	info := pipe.Info(ctx, "server")
 	role := pipe.Info(ctx, "replication")
-	_, _ = pipe.Exec(ctx)
+	_, execErr := pipe.Exec(ctx)
 	if s, ierr := info.Result(); ierr == nil {
 		ns.Server.Version = infoField(s, "redis_version")
 		ns.Server.RunID = infoField(s, "run_id")
@@ -141,9 +142,9 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 		ns.Server.Role = infoField(s, "role")
 	}
 	ns.Latency = time.Since(start)
-	st, err := state()
+	st, err := state(execErr)
 	if err != nil {
-		ns.Err = err
+		ns.Err = c.cause(i, err) // typed (ErrNodeRefused), with the last transport error
 		return ns
 	}
 	switch {
@@ -202,6 +203,13 @@ func (ks *KeyState) judge() {
 		}
 	}
 	silent := n - ks.Answered
+	unread := "did not answer"
+	for _, ns := range ks.Nodes {
+		if errors.Is(ns.Err, ErrNodeRefused) {
+			unread = "did not answer or refused this client"
+			break
+		}
+	}
 	switch {
 	case ks.Holders >= ks.Quorum:
 		ks.Verdict = VerdictHeld
@@ -237,12 +245,12 @@ func (ks *KeyState) judge() {
 		ks.Verdict, ks.Holder = VerdictFree, ""
 		ks.Summary = fmt.Sprintf("FREE: no value is on a majority (%d of %d nodes)", ks.Quorum, n)
 		if silent > 0 {
-			ks.Summary += fmt.Sprintf(", and the %d node(s) that did not answer could not make one", silent)
+			ks.Summary += fmt.Sprintf(", and the %d node(s) that %s could not make one", silent, unread)
 		}
 		ks.Summary += "."
 	default:
 		ks.Verdict, ks.Holder = VerdictUnknown, ""
-		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d silent, a majority of %d may or may not hold the key.", ks.Answered, n, silent, ks.Quorum)
+		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d that %s, a majority of %d may or may not hold the key.", ks.Answered, n, silent, unread, ks.Quorum)
 	}
 }
 

@@ -196,7 +196,9 @@ func (l *Lease) lostCause() error {
 // leaves a tombstone, so an acquire of ours still on its way cannot take
 // the key afterwards. Done is closed at once. It returns nil once a
 // majority confirmed the delete; calls to slow nodes go on in the
-// background, bounded by the cleanup timeout, detached from ctx. It
+// background, bounded by the cleanup timeout (the node timeout, at least
+// 100 ms, for a node that missed its last deadline or could not be
+// reached), detached from ctx. It
 // returns ErrNotHeld when the lease had already ended (a second Release,
 // or the key expired or was taken over on a majority), and the joined
 // per-node errors when too few nodes answered in time. It works after
@@ -232,6 +234,17 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+		if c.seemsDown(i) {
+			// A node that missed its last deadline or could not be reached
+			// (down, frozen) gets the node timeout (at least 100 ms), not
+			// the cleanup timeout: waiting longer for it keeps a
+			// short-lived process from exiting (Close waits for the call),
+			// and a release it misses costs only its key's ttl there,
+			// never safety.
+			nctx, ncancel := context.WithTimeout(ctx, c.downWait(ttl))
+			defer ncancel()
+			ctx = nctx
+		}
 		return c.releaseOn(ctx, i, l.rel)
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))

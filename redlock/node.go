@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,25 +20,57 @@ type node struct {
 	uc   redis.UniversalClient
 	sn   *script.Node // runs the scripts on uc
 
-	// missed is set when a call to the node ran out of time and cleared by
-	// its next answer. An acquisition that can only succeed if a node that
-	// missed its last deadline answers in time gives up without waiting.
+	// missed is set when a call to the node ran out of time (or New's
+	// probe did not hear from it) and cleared by its next answer. An
+	// acquisition that can only succeed if a node that missed its last
+	// deadline answers in time gives up without waiting.
 	missed atomic.Bool
+
+	// net keeps the node's last transport error (see transport.go): a call
+	// that runs out of time names it as its cause.
+	net *transport
 }
 
-// observe records the outcome of one call to node i for missed: a reply,
-// even one the script could not have sent, is an answer in time.
+// observe records the outcome of one call to node i for missed and for its
+// last transport error: a reply, even one the script could not have sent,
+// is an answer in time.
 func (c *Client) observe(i int, err error) {
+	nd := c.nodes[i]
 	switch {
 	case err == nil || isReplyError(err):
-		c.nodes[i].missed.Store(false)
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		c.nodes[i].missed.Store(true)
+		nd.missed.Store(false)
+		nd.net.clear()
+	case errors.Is(err, context.DeadlineExceeded):
+		nd.missed.Store(true)
+	case errors.Is(err, context.Canceled):
+	case isRedisReply(err):
+		nd.missed.Store(false) // it answered, if only to refuse
+	default: // a transport error: the connection failed or timed out
+		if isTimeout(err) {
+			nd.missed.Store(true)
+		}
+		nd.net.saw(err)
 	}
 }
 
 // missedLast reports whether node i missed the deadline of its last call.
 func (c *Client) missedLast(i int) bool { return c.nodes[i].missed.Load() }
+
+// seemsDown reports whether node i missed its last deadline or failed to
+// be reached since its last answer: a release does not wait for it long
+// (see Lease.Release).
+func (c *Client) seemsDown(i int) bool {
+	return c.nodes[i].missed.Load() || c.nodes[i].net.last() != nil
+}
+
+// downWait bounds a release's call to a node that seems down: the node
+// timeout, but at least downWaitMin, so that a node that is merely slow on
+// a busy machine still gets it.
+func (c *Client) downWait(ttl time.Duration) time.Duration {
+	return min(max(c.nodeTimeout(ttl), downWaitMin), c.cfg.cleanup)
+}
+
+const downWaitMin = 100 * time.Millisecond
 
 // isReplyError reports a reply the script could not have sent. Apart
 // from observe, which runs on every call, so that a call without an error
@@ -47,14 +80,35 @@ func isReplyError(err error) bool {
 	return errors.As(err, &bad)
 }
 
+// isRedisReply reports an error reply of the server (redis.Nil included).
+func isRedisReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// nodeErr is node i's part in a failed round. A refusal is typed (see
+// refusal.go), and a call that ran out of time names the node's last
+// transport error, which go-redis hides behind the context's error when
+// it dials in the background.
 func (c *Client) nodeErr(i int, err error) *NodeError {
 	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) {
 		c.inst.nodeError(c.nodes[i].name)
 	}
-	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: err}
+	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: c.cause(i, err)}
+}
+
+// cause is err as node i's per-node cause: see nodeErr.
+func (c *Client) cause(i int, err error) error {
+	err = typed(err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		if last := c.nodes[i].net.last(); last != nil {
+			err = &unfinished{last: last, err: err}
+		}
+	}
+	return err
 }

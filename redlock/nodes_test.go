@@ -3,9 +3,12 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -223,4 +226,39 @@ func TestNodes_AFlushedScriptCacheIsRefilled(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, l.FencingToken())
 	require.NoError(t, l.Release(ctx))
+}
+
+// The per-node cause of a node that refuses connections names the
+// transport error, on the attempt that timed out and on the next one,
+// which does not wait for it. go-redis dials in the background and hands
+// the call only its ctx's deadline. From a newcomer's review: the causes
+// said "context deadline exceeded" and "not waited for".
+func TestNodes_CausesNameTheTransportError(t *testing.T) {
+	cl := newCluster(t, 2)
+	nodes := cl.universal()
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on once closed
+		require.NoError(t, err)
+		dead := l.Addr().String()
+		require.NoError(t, l.Close())
+		rc := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1})
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	c, err := New(nodes, WithProbeTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	for attempt := range 2 {
+		_, err := c.TryLock(context.Background(), testenv.Key(t), time.Second)
+		require.ErrorIs(t, err, ErrNotObtained)
+		named := map[int]bool{}
+		for _, e := range flatten(err) {
+			var ne *NodeError
+			var oe *net.OpError
+			if errors.As(e, &ne) && ne.Node >= 2 && errors.As(ne, &oe) && strings.Contains(ne.Error(), "connection refused") {
+				named[ne.Node] = true
+			}
+		}
+		require.Equal(t, map[int]bool{2: true, 3: true, 4: true}, named, "attempt %d: %v", attempt, err)
+	}
 }

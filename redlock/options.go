@@ -38,6 +38,7 @@ type config struct {
 	wake          bool
 	handOff       bool
 	probe         time.Duration
+	refusalsOK    bool
 	meters        metric.MeterProvider
 	tracers       trace.TracerProvider
 	keyAttr       bool
@@ -248,9 +249,13 @@ func WithoutReleaseNotify() Option {
 	return optionFunc(func(c *config) error { c.wake = false; return nil })
 }
 
-// WithProbeTimeout bounds New's check that no two entries reach the same
-// Redis server (nodes that do not answer in time are not checked).
-// d must be > 0. Default 1s.
+// WithProbeTimeout bounds New's check of the nodes (that no two entries
+// reach the same Redis server, that each is a primary that accepts this
+// client): New waits up to d for a majority to answer, and 50 ms more for
+// the rest; nodes that do not answer by then are checked when they first
+// answer. With ContextTimeoutEnabled node clients, it also bounds how long
+// Close can wait for a probe call to a frozen node. d must be > 0.
+// Default 1s.
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -259,6 +264,16 @@ func WithProbeTimeout(d time.Duration) Option {
 		c.probe = d
 		return nil
 	})
+}
+
+// WithoutRefusalCheck keeps New from failing when a node refuses this
+// client at its startup probe (ErrNodeRefused: a wrong password, an ACL
+// that denies the scripts, a database the node lacks): the node then fails
+// every call, as one that starts refusing later does. For tools that
+// report on a deployment whatever its state (quorumlock status); a service
+// should let New fail. Default: New fails.
+func WithoutRefusalCheck() Option {
+	return optionFunc(func(c *config) error { c.refusalsOK = true; return nil })
 }
 
 // WithMeterProvider sets where the client's OpenTelemetry metrics go

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,14 +41,28 @@ func checkNodeClient(uc redis.UniversalClient) error {
 }
 
 // addrOf names a node by the address its client dials, for errors and
-// logs. Clients whose address we cannot read are named by their position.
+// logs: host:port as configured (the CLI's status spells it the same
+// way), or unix:// and the socket's path. Clients whose address we cannot
+// read are named by their position.
 func addrOf(uc redis.UniversalClient, i int) string {
 	if rc, ok := uc.(*redis.Client); ok {
-		if a := rc.Options().Addr; a != "" {
-			return rc.Options().Network + "://" + normalizeAddr(a)
+		if a := strings.TrimSpace(rc.Options().Addr); a != "" {
+			if rc.Options().Network == "unix" {
+				return "unix://" + a
+			}
+			return a
 		}
 	}
 	return fmt.Sprintf("node-%d", i)
+}
+
+// sameAddr is the key under which New compares node addresses: localhost
+// and 127.0.0.1 are one address.
+func sameAddr(uc redis.UniversalClient, i int) string {
+	if rc, ok := uc.(*redis.Client); ok && rc.Options().Network != "unix" {
+		return normalizeAddr(addrOf(uc, i))
+	}
+	return addrOf(uc, i)
 }
 
 func normalizeAddr(a string) string {
@@ -63,50 +78,122 @@ func normalizeAddr(a string) string {
 // default from 5.0 on.
 var minVersion = [2]int{5, 0}
 
-// probe checks, on the nodes that answer within the probe timeout, that
-// each is a primary of a Redis the scripts run on, and verifies their
+// probeGrace is how long New's probe waits for the other nodes once a
+// majority has answered: a healthy node answers within a round trip, and
+// one that does not is checked when it first answers (identity.go), so a
+// process started while a node is down does not pay the whole probe
+// timeout.
+const probeGrace = 50 * time.Millisecond
+
+// probe checks, on the nodes that answer, that each is a primary of a
+// Redis the scripts run on and accepts this client, and verifies their
 // identities: two entries that reach the same server are refused with a
-// *DuplicateNodeError.
+// *DuplicateNodeError. It waits for every node up to the probe timeout,
+// but only probeGrace more once a majority has answered.
 func (c *Client) probe() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
 	defer cancel()
-	type probed struct{ info, ident string }
-	r := quorum.Start(nil, ctx, len(c.nodes), func(ctx context.Context, i int) (probed, error) {
+	type probed struct {
+		info, ident string
+		bad         error // from checkInfo: the node cannot be a Redlock node
+	}
+	n := len(c.nodes)
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
 		info, err := uc.Info(ctx).Result()
-		if err != nil {
+		c.observe(i, err)
+		switch re := refusal(err); {
+		case err == nil:
+		case re != nil && strings.HasPrefix(re.Err.Error(), "NOPERM"):
+			info = "" // ACLs often deny INFO: the scripts are what must be allowed
+		case re != nil:
+			return probed{}, re
+		default:
 			return probed{}, err
+		}
+		if err := checkInfo(info); err != nil {
+			return probed{info: info, bad: err}, nil
 		}
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
-		ident, _ := c.nodes[i].sn.Ident(ctx, newValue())
-		return probed{info, ident}, nil
+		ident, err := c.nodes[i].sn.Ident(ctx, newValue())
+		if re := refusal(err); re != nil {
+			return probed{}, re
+		}
+		return probed{info: info, ident: ident}, nil
 	})
-	replies := r.Await(ctx, len(c.nodes), func(quorum.Reply[probed]) bool { return true })
+	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
+	replies := r.Await(ctx, c.quorum, answered)
+	if len(replies) < n {
+		gctx, gcancel := context.WithTimeout(ctx, probeGrace)
+		replies = append(replies, r.Await(gctx, n-len(replies), answered)...)
+		gcancel()
+	}
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
-	idents := make([]string, len(c.nodes))
+	idents := make([]string, n)
 	defer func() {
 		if err == nil {
 			_, err = c.prove(idents)
 		}
 	}()
+	heard := 0
 	for _, rep := range replies {
-		if rep.Err != nil {
-			c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", c.nodes[rep.Node].name, "err", rep.Err)
+		nd := c.nodes[rep.Node]
+		if re := refusal(rep.Err); re != nil {
+			if !c.cfg.refusalsOK {
+				return fmt.Errorf("redlock: New: node %d (%s) %w", rep.Node, nd.name, re)
+			}
+			c.cfg.logger.Warn("redlock: node refused this client", "node", rep.Node, "addr", nd.name, "err", re)
 			continue
 		}
-		idents[rep.Node] = rep.Val.ident
-		nd := c.nodes[rep.Node]
-		if err := checkInfo(rep.Val.info); err != nil {
-			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, err)
+		if rep.Err != nil {
+			c.cfg.logger.Warn("redlock: node did not answer the startup probe", "node", rep.Node, "addr", nd.name, "err", c.cause(rep.Node, rep.Err))
+			continue
 		}
+		if rep.Val.bad != nil {
+			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, rep.Val.bad)
+		}
+		heard++
+		idents[rep.Node] = rep.Val.ident
 		if n := infoField(rep.Val.info, "connected_slaves"); n != "" && n != "0" {
 			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
 				"node", rep.Node, "addr", nd.name, "replicas", n)
 		}
 	}
+	for _, i := range missingOf(n, replies) {
+		// It missed the probe's deadline: until it answers, attempts do
+		// not wait for it and releases wait for it no longer than the node
+		// timeout (see node.missed).
+		c.nodes[i].missed.Store(true)
+		args := []any{"node", i, "addr", c.nodes[i].name}
+		if last := c.nodes[i].net.last(); last != nil {
+			args = append(args, "err", last)
+		}
+		c.cfg.logger.Warn("redlock: node did not answer the startup probe in time; it is checked when it first answers", args...)
+	}
+	if heard < c.quorum {
+		// Not an error: a service may start before its nodes do, and Lock
+		// reports the nodes' causes. But say it, once.
+		c.cfg.logger.Warn("redlock: fewer than a majority of nodes answered the startup probe: no lock can be obtained until more answer",
+			"answered", heard, "nodes", n, "needed", c.quorum)
+	}
 	return nil
+}
+
+// missingOf lists the nodes in [0, n) without a reply in replies.
+func missingOf[T any](n int, replies []quorum.Reply[T]) []int {
+	got := make([]bool, n)
+	for _, r := range replies {
+		got[r.Node] = true
+	}
+	var out []int
+	for i, ok := range got {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // checkInfo refuses a server that cannot be a Redlock node.

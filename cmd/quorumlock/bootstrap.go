@@ -83,6 +83,7 @@ func bootstrapMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageError(stderr, "bootstrap", err)
 	}
 	redis.SetLogger(redisLogger{l: newLogger(stderr, false), cfg: &nodes})
+	warnEven(stderr, "bootstrap", len(opts))
 
 	ctx, cancel := context.WithTimeout(ctx, timeout.d)
 	defer cancel()

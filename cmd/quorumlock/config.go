@@ -147,7 +147,7 @@ func (c *nodeConfig) nodeOptions() ([]*redis.Options, error) {
 		}
 		name := addrKey(o)
 		if j, dup := seen[name]; dup {
-			return nil, fmt.Errorf("nodes %d and %d are the same address %s: every node must be a distinct Redis server", j, i, o.Addr)
+			return nil, fmt.Errorf("nodes %d (%s) and %d (%s) are the same address: every node must be a distinct Redis server", j, opts[j].Addr, i, o.Addr)
 		}
 		seen[name] = i
 		opts = append(opts, o)
@@ -312,6 +312,15 @@ func clients(opts []*redis.Options, tune func(*redis.Options)) []*redis.Client {
 func closeAll(cs []*redis.Client) {
 	for _, c := range cs {
 		_ = c.Close()
+	}
+}
+
+// warnEven warns on w that an even number of nodes buys nothing: n nodes
+// tolerate as many failed nodes as n-1 do. The library logs the same
+// through its logger, which the CLI shows only with -v.
+func warnEven(w io.Writer, cmd string, n int) {
+	if n%2 == 0 {
+		fmt.Fprintf(w, "quorumlock %s: warning: %d nodes tolerate %d failed node(s), as %d would: use an odd number of nodes\n", cmd, n, n-(n/2+1), n-1)
 	}
 }
 

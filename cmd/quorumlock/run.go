@@ -96,7 +96,9 @@ Exit codes:
   75     the lock was not obtained within --wait (EX_TEMPFAIL): held by
          someone else, or too few nodes answered
   124    the lease was lost or ended while CMD ran; CMD was terminated
-  125    quorumlock itself failed (for example, the node set is invalid)
+  125    quorumlock itself failed, or the configuration is wrong: a node
+         refuses the credentials, ACL user or database, settings that
+         disagree with the deployment's, one server listed twice
   126    CMD was found but could not be started
   127    CMD was not found
   128+N  CMD died of signal N; also when quorumlock got signal N while
@@ -208,6 +210,10 @@ type session struct {
 	terminated bool // the command was stopped for a lost lease
 }
 
+// runProbeTimeout bounds run's startup check of the nodes (see
+// redlock.WithProbeTimeout): a majority answers within a round trip.
+const runProbeTimeout = 250 * time.Millisecond
+
 // signalError is the cause of the wait's end when quorumlock got a signal.
 type signalError struct{ sig syscall.Signal }
 
@@ -256,13 +262,17 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	if err != nil { // validated already; only a file that changed since
 		return usageError(stderr, "run", err)
 	}
+	warnEven(stderr, "run", len(opts))
 	cs := clients(opts, nil)
 	defer closeAll(cs)
 	ucs := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
 		ucs[i] = c
 	}
-	ropts := []redlock.Option{redlock.WithMaxTTL(rc.maxTTL.d), redlock.WithLogger(logger)}
+	// A short probe: the nodes that do not answer it are checked when
+	// they first answer, and a frozen node's probe call, which Close
+	// waits for, ends with it.
+	ropts := []redlock.Option{redlock.WithMaxTTL(rc.maxTTL.d), redlock.WithLogger(logger), redlock.WithProbeTimeout(runProbeTimeout)}
 	if rc.fence {
 		ropts = append(ropts, redlock.WithFencing())
 	}
@@ -467,6 +477,11 @@ func (s *session) outcome(derr error) int {
 		if errors.As(cause, &se) {
 			fmt.Fprintf(s.stderr, "quorumlock run: %s while waiting for the lock on %q; the command was not run\n", signalName(se.sig), rc.key)
 			return 128 + int(se.sig)
+		}
+		if errors.Is(derr, redlock.ErrConfigMismatch) || errors.Is(derr, redlock.ErrNodeRefused) && !errors.Is(derr, redlock.ErrNotObtained) {
+			// Configuration, not contention: trying later does not help.
+			fmt.Fprintf(s.stderr, "quorumlock run: %s; the command was not run\n", rc.nodes.scrub(fmt.Sprint(derr)))
+			return exitRunFailed
 		}
 		if errors.Is(derr, redlock.ErrNotObtained) {
 			how := "within --wait " + rc.wait.d.String()

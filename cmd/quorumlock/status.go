@@ -218,7 +218,9 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	for i, c := range cs {
 		ucs[i] = c
 	}
-	lc, err := redlock.New(ucs, redlock.WithMaxTTL(sc.maxTTL.d), redlock.WithProbeTimeout(probe))
+	// A node that refuses the client (a wrong password) is reported like
+	// the others, with its reply, not a reason to report nothing.
+	lc, err := redlock.New(ucs, redlock.WithMaxTTL(sc.maxTTL.d), redlock.WithProbeTimeout(probe), redlock.WithoutRefusalCheck())
 	if err != nil {
 		return nil, err
 	}

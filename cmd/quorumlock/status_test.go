@@ -173,6 +173,23 @@ func TestStatusPassword(t *testing.T) {
 	if rep.Reachable != 0 || rep.Nodes[0].Error == "" {
 		t.Errorf("wrong password: %d reachable, error %q", rep.Reachable, rep.Nodes[0].Error)
 	}
+	// Refused, with the node's own reply (it was "down" and "unexpected
+	// type=<nil> for Slice").
+	for _, ns := range rep.Nodes {
+		if !ns.Answered || !strings.Contains(ns.Error, "WRONGPASS") {
+			t.Errorf("wrong password: node %d answered %v, error %q", ns.Node, ns.Answered, ns.Error)
+		}
+	}
+	r = runCLI(t, "", []string{"QUORUMLOCK_PASSWORD=not-" + secret}, "status", "--nodes", nodesArg(nodes), "--key", key)
+	refused := 0
+	for line := range strings.Lines(r.stdout) {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == "refused" {
+			refused++
+		}
+	}
+	if r.code != exitUnknown || refused != 3 || strings.Contains(r.stdout, "unexpected type") {
+		t.Errorf("wrong password, text: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if strings.Contains(r.stdout+r.stderr, secret) {
 		t.Errorf("password printed:\n%s%s", r.stdout, r.stderr)
 	}

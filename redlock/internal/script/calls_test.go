@@ -111,8 +111,8 @@ func TestCalls_OnRedis(t *testing.T) {
 
 	pipe := rc.Pipeline()
 	read := QueueState(ctx, pipe, key)
-	_, _ = pipe.Exec(ctx)
-	st, err = read()
+	_, err = pipe.Exec(ctx)
+	st, err = read(err)
 	require.NoError(t, err)
 	require.True(t, st.HasKey)
 	require.Equal(t, w.String(), st.Value)

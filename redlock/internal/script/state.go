@@ -43,10 +43,16 @@ func (n *Node) State(ctx context.Context) (State, error) {
 }
 
 // QueueState queues on pipe the reading of a node's admission state and
-// of key, and returns the function that reads the answer once pipe ran.
-func QueueState(ctx context.Context, pipe redis.Pipeliner, key string) func() (State, error) {
+// of key, and returns the function that reads the answer once pipe ran,
+// given the pipeline's error: a pipeline whose connection failed (a wrong
+// password, a database the node lacks) leaves its commands without a
+// reply or an error of their own.
+func QueueState(ctx context.Context, pipe redis.Pipeliner, key string) func(execErr error) (State, error) {
 	cmd := stateScript.Eval(ctx, pipe, []string{MarkerKey, PendingKey, key, FenceKey(key), MetaKey(key)})
-	return func() (State, error) {
+	return func(execErr error) (State, error) {
+		if cmd.Err() == nil && cmd.Val() == nil && execErr != nil {
+			return State{}, execErr
+		}
 		res, err := cmd.Slice()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return State{}, err

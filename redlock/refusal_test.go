@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// Nodes that refuse the client for a reason of configuration (a wrong
+// password, an ACL without the scripts, a database the node lacks) are a
+// configuration error, not contention: New fails on them, and a refusal
+// that starts later is typed on every per-node cause and, when it is why
+// no majority granted, ends Lock at once with an error that matches
+// ErrConfigMismatch and not ErrNotObtained. From a newcomer's review: one
+// wrong password was silent, three made the CLI exit "try later".
+
+// misconfigured is one way a node can refuse a client built over it.
+type misconfigured struct {
+	name    string
+	args    []string                             // the node's redis-server arguments
+	setup   func(t *testing.T, rc *redis.Client) // run on the node with a client that may
+	options func(o *redis.Options)               // the refused client's options
+	reply   string                               // the start of the node's refusal
+}
+
+var misconfigurations = []misconfigured{
+	{name: "wrong password", setup: requirePass,
+		options: func(o *redis.Options) { o.Password = "wrong" }, reply: "WRONGPASS"},
+	{name: "no password", setup: requirePass,
+		options: func(o *redis.Options) {}, reply: "NOAUTH"},
+	{name: "acl user without scripting",
+		setup: func(t *testing.T, rc *redis.Client) {
+			require.NoError(t, rc.Do(context.Background(), "ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-@scripting").Err())
+		},
+		options: func(o *redis.Options) { o.Username, o.Password = "app", "pw" }, reply: "NOPERM"},
+	{name: "database out of range", args: []string{"--databases", "1"},
+		options: func(o *redis.Options) { o.DB = 3 }, reply: "ERR DB index is out of range"},
+}
+
+// requirePass sets a password on a node once it is up (the harness's
+// readiness check does not log in).
+func requirePass(t *testing.T, rc *redis.Client) {
+	require.NoError(t, rc.ConfigSet(context.Background(), "requirepass", "right").Err())
+}
+
+// refusingNode starts one node configured per m and returns a client over
+// it built with m's options.
+func refusingNode(t *testing.T, m misconfigured) (*redis.Client, string) {
+	t.Helper()
+	nd := testenv.Redis(t, testenv.WithRedisArgs(m.args...))
+	if m.setup != nil {
+		m.setup(t, nd.Client(t))
+	}
+	o := &redis.Options{Addr: nd.Addr()}
+	m.options(o)
+	rc := redis.NewClient(o)
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc, nd.Addr()
+}
+
+func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
+	good := testenv.Clients(t, testenv.RedisNodes(t, 4))
+	for _, m := range misconfigurations {
+		t.Run(m.name, func(t *testing.T) {
+			rc, addr := refusingNode(t, m)
+			nodes := append([]redis.UniversalClient{rc}, good...)
+			c, err := New(nodes)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, ErrNodeRefused)
+			var re *RefusalError
+			require.ErrorAs(t, err, &re)
+			require.True(t, strings.HasPrefix(re.Err.Error(), m.reply), "refusal %q, want %s", re.Err, m.reply)
+			require.ErrorContains(t, err, "node 0 ("+addr+")")
+
+			// A tool that reports on the deployment can still be built,
+			// and Inspect shows the node's own reply as its cause.
+			c, err = New(nodes, WithoutRefusalCheck())
+			require.NoError(t, err)
+			defer c.Close()
+			ks, err := c.Inspect(context.Background(), testenv.Key(t))
+			require.NoError(t, err)
+			ns := ks.Nodes[0]
+			require.ErrorIs(t, ns.Err, ErrNodeRefused, "Inspect's cause for the refusing node: %v", ns.Err)
+			require.Contains(t, ns.Err.Error(), m.reply)
+			require.Equal(t, AdmissionUnknown, ns.Admission)
+			require.Contains(t, ks.Summary, "refused this client", "the summary calls a refusing node silent")
+		})
+	}
+}
+
+// A refusal that starts after New (here: the ACL takes the scripts away
+// from the client's user) is typed on the per-node causes. With one node
+// refusing the lock is still served by the others; with three, the
+// refusals are why no majority granted: TryLock fails with ReasonRefused,
+// which matches ErrConfigMismatch, and Lock returns at once instead of
+// waiting for its ctx.
+func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	deny := func(i int) {
+		require.NoError(t, cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
+		t.Cleanup(func() { _ = cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
+	}
+
+	deny(4)
+	l, err := c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.NoError(t, err, "one refusing node of five must not stop the lock")
+	require.NoError(t, l.Release(ctx))
+
+	// Held elsewhere on two, refused on one: the refusal is what keeps
+	// the other two from a majority.
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, 0, 1)
+	_, err = c.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	require.ErrorIs(t, err, ErrNodeRefused, "the refusing node's cause is typed")
+
+	// Held elsewhere on a majority: contention, which waiting can end,
+	// even with a node refusing. (The refusal is held back so that the
+	// attempt is decided without it.)
+	key = testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, 0, 1, 2)
+	f.delay(300*time.Millisecond, "", 4)
+	_, err = c.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.NotErrorIs(t, err, ErrConfigMismatch)
+	f.heal()
+
+	deny(2)
+	deny(3)
+	_, err = c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	require.ErrorIs(t, err, ErrNodeRefused)
+	require.NotErrorIs(t, err, ErrNotObtained, "a refusal is not contention: callers must not just try later")
+	var ne *NotObtainedError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, ReasonRefused, ne.Reason)
+	refused := map[int]bool{}
+	for _, e := range ne.NodeErrors() {
+		var re *RefusalError
+		if errors.As(e, &re) {
+			require.True(t, strings.HasPrefix(re.Err.Error(), "NOPERM"), "node %d: %v", e.Node, re.Err)
+			refused[e.Node] = true
+		}
+	}
+	require.Equal(t, map[int]bool{2: true, 3: true, 4: true}, refused)
+
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = c.Lock(lctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	require.NoError(t, lctx.Err(), "Lock waited for its ctx on a configuration error")
+}
