@@ -235,6 +235,32 @@ func TestMetrics_ConfigErrorsCountedByKind(t *testing.T) {
 	require.Equal(t, map[string]int64{"settings": 3}, counts, "one per call that returned the error")
 }
 
+func TestMetrics_ConfigErrorsCountRefusingNodes(t *testing.T) {
+	reader, mp := meters(t)
+	cl := newCluster(t, 5)
+	_, _ = cl.ready(t)
+	c := cl.client(t, WithMeterProvider(mp))
+	ctx := context.Background()
+	// Three nodes stop letting the client run scripts after New: a
+	// refusal of a majority is a configuration error, counted as such.
+	for _, i := range []int{2, 3, 4} {
+		require.NoError(t, cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
+		t.Cleanup(func() { _ = cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
+	}
+	_, err := c.TryLock(ctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, ErrNodeRefused)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+
+	s, ok := collect(t, reader)["quorumlock.config.errors"].Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	counts := map[string]int64{}
+	for _, dp := range s.DataPoints {
+		v, _ := dp.Attributes.Value(kindKey)
+		counts[v.AsString()] += dp.Value
+	}
+	require.Equal(t, map[string]int64{"refused": 1}, counts)
+}
+
 func TestMetrics_ConfigErrorsCountADuplicateNode(t *testing.T) {
 	reader, mp := meters(t)
 	ctx := context.Background()

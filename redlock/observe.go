@@ -248,6 +248,10 @@ func configErrorKind(err error) string {
 		return "settings"
 	case errors.As(err, &dup):
 		return "duplicate_node"
+	case errors.Is(err, ErrNodeRefused) && errors.Is(err, ErrConfigMismatch):
+		// Nodes that refuse the client (credentials, ACL, database) were
+		// why the call failed (see ReasonRefused).
+		return "refused"
 	}
 	return ""
 }
