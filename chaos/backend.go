@@ -29,6 +29,9 @@ type Backend interface {
 	// them in order, with a function that stops them all and removes
 	// what they wrote. Close stops it at the latest.
 	StartEtcd(ctx context.Context, n int) ([]Node, func() error, error)
+	// StartZooKeeper starts a ZooKeeper ensemble of n servers, as
+	// StartEtcd does an etcd cluster.
+	StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error)
 	// Close stops everything the backend started and waits until it is
 	// gone. It is idempotent.
 	Close() error
@@ -102,7 +105,7 @@ type LocalBackend struct {
 type servers struct {
 	mu     sync.Mutex
 	nodes  []*node
-	etcd   []func() error // stops an etcd cluster
+	etcd   []func() error // stops an etcd cluster or a ZooKeeper ensemble
 	pg     pgServer
 	clock  lazyShim
 	closed bool
@@ -284,6 +287,26 @@ func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() err
 		nodes = append(nodes, m)
 	}
 	return nodes, c.Stop, nil
+}
+
+// StartZooKeeper implements Backend: java processes on free loopback
+// ports, every link between two servers through a proxy (zookeeper.go).
+func (b *LocalBackend) StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	z, err := startZooKeeper(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	b.etcd = append(b.etcd, z.stop)
+	b.mu.Unlock()
+	nodes := make([]Node, 0, n)
+	for _, s := range z.servers {
+		nodes = append(nodes, s)
+	}
+	return nodes, z.stop, nil
 }
 
 // StopRedis stops the nodes started so far (a run's topology); the

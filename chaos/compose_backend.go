@@ -102,6 +102,12 @@ func (b *ComposeBackend) StartEtcd(context.Context, int) ([]Node, func() error, 
 	return nil, nil, errors.New("chaos: the compose backend cannot start etcd yet; run the etcd-3 topology with the local backend")
 }
 
+// StartZooKeeper implements Backend. The compose backend has no
+// ZooKeeper image yet: the zk-3 topology runs on the local backend.
+func (b *ComposeBackend) StartZooKeeper(context.Context, int) ([]Node, func() error, error) {
+	return nil, nil, errors.New("chaos: the compose backend cannot start ZooKeeper yet; run the zk-3 topology with the local backend")
+}
+
 // StopRedis removes the node containers started so far; the PostgreSQL
 // container stays up for the next run.
 func (b *ComposeBackend) StopRedis() error { return b.stopRedis() }
