@@ -267,26 +267,82 @@ func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
 	})
 }
 
-// StartEtcd implements Backend: etcd processes on free loopback ports.
+// StartEtcd implements Backend: etcd processes on free loopback ports
+// for clients. Where the machine has an address other than loopback, the
+// members' peer traffic runs on it, each member's through a gate of its
+// own (peergate.go), so that a member can be cut off from its peers.
 func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() error, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, nil, err
 	}
-	c, err := srv.StartEtcdCluster(ctx, srv.EtcdConfig{Members: n})
-	if errors.Is(err, srv.ErrBinaryNotFound) {
-		return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+	var gates []*peerGate
+	closeGates := func() error {
+		var err error
+		for _, g := range gates {
+			err = errors.Join(err, g.close())
+		}
+		return err
 	}
+	cfg := srv.EtcdConfig{Members: n}
+	if host := localPeerHost(); host != "" {
+		for range n {
+			g, err := newPeerGate()
+			if err != nil {
+				_ = closeGates()
+				return nil, nil, err
+			}
+			gates = append(gates, g)
+		}
+		cfg.PeerHost = host
+		cfg.MemberEnv = func(i int) []string {
+			p := "http://" + gates[i].Addr()
+			return []string{"HTTP_PROXY=" + p, "http_proxy=" + p, "NO_PROXY=", "no_proxy="}
+		}
+	}
+	c, err := srv.StartEtcdCluster(ctx, cfg)
 	if err != nil {
+		_ = closeGates()
+		if errors.Is(err, srv.ErrBinaryNotFound) {
+			return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+		}
 		return nil, nil, fmt.Errorf("chaos: start etcd: %w", err)
 	}
+	stop := func() error { return errors.Join(c.Stop(), closeGates()) }
 	b.mu.Lock()
-	b.etcd = append(b.etcd, c.Stop)
+	b.etcd = append(b.etcd, stop)
 	b.mu.Unlock()
 	nodes := make([]Node, 0, n)
-	for _, m := range c.Members() {
-		nodes = append(nodes, m)
+	for i, m := range c.Members() {
+		nodes = append(nodes, &etcdNode{EtcdMember: m, i: i, gates: gates})
 	}
-	return nodes, c.Stop, nil
+	return nodes, stop, nil
+}
+
+// etcdNode is an etcd member whose peer traffic runs through gates, one
+// per member (none where the machine has no address but loopback).
+type etcdNode struct {
+	*srv.EtcdMember
+	i     int
+	gates []*peerGate
+}
+
+// Isolate cuts the member off from its peers (on) or heals it: its own
+// gate refuses everything, and the others' refuse its peer address. Its
+// clients still reach it.
+func (n *etcdNode) Isolate(on bool) error {
+	if n.gates == nil {
+		return errors.New("chaos: this machine has no address but loopback, so etcd members cannot be cut off from each other " +
+			"(Go's HTTP client sends no loopback request through a proxy)")
+	}
+	target := n.PeerAddr()
+	for j, g := range n.gates {
+		if j == n.i {
+			g.refuseAll(on)
+		} else {
+			g.refuse(target, on)
+		}
+	}
+	return nil
 }
 
 // StartZooKeeper implements Backend: java processes on free loopback

@@ -32,6 +32,15 @@ type EtcdConfig struct {
 	// make every leader loss cost more than a second; shorter ones let
 	// the faults finish sooner while keeping the ratio etcd advises.
 	HeartbeatMs, ElectionMs int
+	// PeerHost is the IP address the members' peer URLs listen on and
+	// advertise; empty means 127.0.0.1. (Go's HTTP client never sends a
+	// loopback URL through a proxy, so a suite that puts a proxy between
+	// the members, through MemberEnv, needs another local address.)
+	PeerHost string
+	// MemberEnv, when not nil, returns what member i's environment gets
+	// beyond this process's (HTTP_PROXY, say: the members' peer traffic
+	// honours it).
+	MemberEnv func(i int) []string
 }
 
 // EtcdCluster is a static etcd cluster whose members run as children of
@@ -51,6 +60,8 @@ type EtcdMember struct {
 	dir     string // its data directory and log
 	client  int    // client port
 	args    []string
+	env     []string
+	peer    string // peer address, host:port
 	mu      sync.Mutex
 	c       *child
 	stopped bool
@@ -97,6 +108,13 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 	// Ports come from closed listeners, so another process may take one
 	// before etcd binds it; a start that fails for that reason is rare
 	// enough to report rather than retry member by member.
+	peerHost := cfg.PeerHost
+	if peerHost == "" {
+		peerHost = "127.0.0.1"
+	}
+	if net.ParseIP(peerHost) == nil {
+		return nil, fmt.Errorf("servers: etcd peer host %q: want an IP address", peerHost)
+	}
 	peers := make([]string, n)
 	for i := range n {
 		cp, err1 := freePort()
@@ -108,14 +126,19 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 		if err := os.MkdirAll(m.dir, 0o700); err != nil {
 			return nil, c.abort(fmt.Errorf("servers: etcd dir: %w", err))
 		}
-		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", m.name, pp)
+		if cfg.MemberEnv != nil {
+			m.env = cfg.MemberEnv(i)
+		}
+		m.peer = net.JoinHostPort(peerHost, strconv.Itoa(pp))
+		peerURL := "http://" + m.peer
+		peers[i] = m.name + "=" + peerURL
 		m.args = []string{
 			"--name", m.name,
 			"--data-dir", filepath.Join(m.dir, "data"),
 			"--listen-client-urls", m.url(),
 			"--advertise-client-urls", m.url(),
-			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", pp),
-			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", pp),
+			"--listen-peer-urls", peerURL,
+			"--initial-advertise-peer-urls", peerURL,
 			"--initial-cluster-token", "quorumlock-" + filepath.Base(c.dir),
 			"--initial-cluster-state", "new",
 			"--heartbeat-interval", strconv.Itoa(hb),
@@ -186,6 +209,10 @@ func (m *EtcdMember) url() string { return fmt.Sprintf("http://127.0.0.1:%d", m.
 // Name is the member's etcd name.
 func (m *EtcdMember) Name() string { return m.name }
 
+// PeerAddr is the member's peer address (host:port), which the other
+// members dial.
+func (m *EtcdMember) PeerAddr() string { return m.peer }
+
 // Addr is the member's client address; it stays the same across restarts.
 func (m *EtcdMember) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.client)) }
 
@@ -203,7 +230,7 @@ func (m *EtcdMember) PID() int {
 }
 
 func (m *EtcdMember) launch() (*child, error) {
-	return startChild(childSpec{path: m.bin, args: m.args, dir: m.dir, logPath: m.LogPath()})
+	return startChild(childSpec{path: m.bin, args: m.args, env: m.env, dir: m.dir, logPath: m.LogPath()})
 }
 
 // waitReady polls the member's /health until it reports a healthy member
