@@ -10,16 +10,22 @@ func init() {
 	register(&fault{
 		name: "partition-1",
 		rank: 47,
-		doc: "a follower of a consensus store cut off from its peers (every byte on its quorum links dropped) for a while, " +
+		doc: "one member of a consensus store cut off from its peers for a while (etcd: the leader; ZooKeeper: a follower), " +
 			"with one client (worker 0) that reaches only it and the others only the majority",
-		topologies: []string{ZK3},
+		topologies: []string{Etcd3, ZK3},
 		runs: map[string][]Scenario{
-			"quick": {newRun(ZK3, "none", 4, 40, Expect{Overlaps: Zero, Granted: true})},
+			"quick": {newRun(Etcd3, "none", 4, 40, Expect{Overlaps: Zero, Granted: true}),
+				newRun(ZK3, "none", 4, 40, Expect{Overlaps: Zero, Granted: true})},
 		},
-		prepare: lowestFollower,
-		worker:  sides,
-		script:  isolateFirst,
-		judge:   minorityRefused,
+		prepare: func(ctx context.Context, e *env) error {
+			if e.topo.lock == lockZK {
+				return lowestFollower(ctx, e)
+			}
+			return leaderFirst(ctx, e)
+		},
+		worker: sides,
+		script: isolateFirst,
+		judge:  minorityRefused,
 	})
 }
 
@@ -49,11 +55,28 @@ func lowestFollower(ctx context.Context, e *env) error {
 	return nil
 }
 
+// leaderFirst moves the member that leads to the front of the lock
+// nodes, so that the fault cuts off the leader, and worker 0 is on the
+// old leader's side. (etcd's members talk through gates that see every
+// peer request, peergate.go, so the cut is whole.)
+func leaderFirst(ctx context.Context, e *env) error {
+	n, err := clusterLeader(ctx, e)
+	if err != nil {
+		return err
+	}
+	ns := e.cluster.nodes
+	ns[0], ns[n] = ns[n], ns[0]
+	return nil
+}
+
 // sides gives worker 0 the first lock node only (the one the fault cuts
-// off) and the other workers the rest.
+// off) and the other workers the rest. Worker 0 gives up a lock call
+// after a second, so that it asks again and again while it is cut off:
+// each of those calls must be refused.
 func sides(w int, cfg *workerConfig) {
 	if w == 0 {
 		cfg.Nodes = cfg.Nodes[:1]
+		cfg.LockMs = 1000
 		return
 	}
 	cfg.Nodes = cfg.Nodes[1:]
@@ -93,7 +116,11 @@ func isolateFirst(ctx context.Context, e *env) error {
 	if again > 0 {
 		e.log.setBlocked(again)
 	}
-	e.log.note("server 1 (a follower) cut off from its peers for %v; the majority's side finished its first section %v after the cut, "+
+	role := "the leader"
+	if e.topo.lock == lockZK {
+		role = "server 1, a follower"
+	}
+	e.log.note("node 0 ("+role+") cut off from its peers for %v; the majority's side finished its first section %v after the cut, "+
 		"%d sections in all; worker 0, on its side, %d",
 		partitionWindow, again.Round(time.Millisecond), majority()-before, e.crew.holder().done.Load()-minority)
 	return err
@@ -102,7 +129,7 @@ func isolateFirst(ctx context.Context, e *env) error {
 // minorityRefused fails the run when worker 0, which reached only the
 // cut-off leader, was granted a lock it asked for after the cut and
 // before the heal: a minority must refuse.
-func minorityRefused(e *env, _ *Result, h *history, _ []*workerStats) []string {
+func minorityRefused(e *env, _ *Result, h *history, stats []*workerStats) []string {
 	rec := e.log.record()
 	n := 0
 	for _, s := range h.sections {
@@ -111,7 +138,10 @@ func minorityRefused(e *env, _ *Result, h *history, _ []*workerStats) []string {
 		}
 	}
 	if n > 0 {
-		return []string{fmt.Sprintf("worker 0, cut off with server 1, was granted %d locks it asked for during the partition", n)}
+		return []string{fmt.Sprintf("worker 0, cut off with node 0, was granted %d locks it asked for during the partition", n)}
+	}
+	if len(stats) == 0 || stats[0] == nil || stats[0].Failures == 0 {
+		return []string{"worker 0, cut off with node 0, was never refused: it did not ask while cut off"}
 	}
 	if rec.blocked == 0 {
 		return []string{"the majority's side finished no section during the partition"}

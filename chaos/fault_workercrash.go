@@ -10,9 +10,10 @@ func init() {
 		name:       "worker-crash",
 		rank:       150,
 		doc:        "kill -9 of the holder: the lock is never released",
-		topologies: []string{Redlock5, Etcd3, ZK3, PgAdvisory, PgRow},
+		topologies: []string{Single, Redlock5, Etcd3, ZK3, PgAdvisory, PgRow},
 		runs: map[string][]Scenario{
 			"quick": {
+				newRun(Single, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
 				newRun(Redlock5, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
 				// The lease outlives its holder by up to its TTL, and the
 				// leader looks for expired leases every 500 ms.
