@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -33,6 +35,8 @@ type gateReq struct {
 	cancel context.CancelFunc
 }
 
+var silentLog = log.New(io.Discard, "", 0)
+
 // newPeerGate starts a gate on a free loopback port.
 func newPeerGate() (*peerGate, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,8 +49,9 @@ func newPeerGate() (*peerGate, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme = "http" },
 		FlushInterval: -1, // raft's streams must not sit in a buffer
 		Transport:     &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext},
-		ErrorLog:      nil,
-		ErrorHandler:  func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
+		// A stream broken off by a cut is an error to it; not to us.
+		ErrorLog:     silentLog,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
 	}
 	g.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -66,7 +71,7 @@ func newPeerGate() (*peerGate, error) {
 		}
 		defer g.done(req)
 		rp.ServeHTTP(w, r.WithContext(ctx))
-	}), ReadHeaderTimeout: 5 * time.Second}
+	}), ReadHeaderTimeout: 5 * time.Second, ErrorLog: silentLog}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
 }
