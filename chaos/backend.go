@@ -268,11 +268,18 @@ func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
 }
 
 // StartEtcd implements Backend: etcd processes on free loopback ports
-// for clients. Where the machine has an address other than loopback, the
-// members' peer traffic runs on it, each member's through a gate of its
-// own (peergate.go), so that a member can be cut off from its peers.
+// for clients (startEtcd).
 func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() error, error) {
-	if err := b.checkOpen(); err != nil {
+	return b.startEtcd(ctx, n, "")
+}
+
+// startEtcd starts an etcd cluster of n members, as child processes or,
+// with an image, in containers on the host's network. Where the machine
+// has an address other than loopback, the members' peer traffic runs on
+// it, each member's through a gate of its own (peergate.go), so that a
+// member can be cut off from its peers.
+func (s *servers) startEtcd(ctx context.Context, n int, image string) ([]Node, func() error, error) {
+	if err := s.checkOpen(); err != nil {
 		return nil, nil, err
 	}
 	var gates []*peerGate
@@ -283,7 +290,7 @@ func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() err
 		}
 		return err
 	}
-	cfg := srv.EtcdConfig{Members: n}
+	cfg := srv.EtcdConfig{Members: n, Image: image}
 	if host := localPeerHost(); host != "" {
 		for range n {
 			g, err := newPeerGate()
@@ -308,9 +315,9 @@ func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() err
 		return nil, nil, fmt.Errorf("chaos: start etcd: %w", err)
 	}
 	stop := func() error { return errors.Join(c.Stop(), closeGates()) }
-	b.mu.Lock()
-	b.etcd = append(b.etcd, stop)
-	b.mu.Unlock()
+	s.mu.Lock()
+	s.etcd = append(s.etcd, stop)
+	s.mu.Unlock()
 	nodes := make([]Node, 0, n)
 	for i, m := range c.Members() {
 		nodes = append(nodes, &etcdNode{EtcdMember: m, i: i, gates: gates})
@@ -348,19 +355,25 @@ func (n *etcdNode) Isolate(on bool) error {
 // StartZooKeeper implements Backend: java processes on free loopback
 // ports, every link between two servers through a proxy (zookeeper.go).
 func (b *LocalBackend) StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error) {
-	if err := b.checkOpen(); err != nil {
+	return b.startZooKeeper(ctx, n, "")
+}
+
+// startZooKeeper starts an ensemble of n servers, as child processes or,
+// with an image, in containers on the host's network.
+func (s *servers) startZooKeeper(ctx context.Context, n int, image string) ([]Node, func() error, error) {
+	if err := s.checkOpen(); err != nil {
 		return nil, nil, err
 	}
-	z, err := startZooKeeper(ctx, n)
+	z, err := startZooKeeper(ctx, n, image)
 	if err != nil {
 		return nil, nil, err
 	}
-	b.mu.Lock()
-	b.etcd = append(b.etcd, z.stop)
-	b.mu.Unlock()
+	s.mu.Lock()
+	s.etcd = append(s.etcd, z.stop)
+	s.mu.Unlock()
 	nodes := make([]Node, 0, n)
-	for _, s := range z.servers {
-		nodes = append(nodes, s)
+	for _, zs := range z.servers {
+		nodes = append(nodes, zs)
 	}
 	return nodes, z.stop, nil
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	srv "github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // The ZooKeeper ensemble's timing. tickTime is ZooKeeper's unit: the
@@ -55,19 +57,27 @@ type zkServer struct {
 	dir    string
 	client int
 	links  []*proxy // every link to or from this server
+	image  string   // run in a container of this image ("": a child process)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	end chan struct{} // closed once cmd was waited for
+	ctr *srv.HostContainer
 }
 
 // startZooKeeper starts an ensemble of n servers on loopback ports and
 // returns once every server serves clients (an elected leader and its
-// followers). On failure nothing is left running.
-func startZooKeeper(ctx context.Context, n int) (_ *zkEnsemble, err error) {
-	java, lerr := exec.LookPath("java")
-	if _, serr := os.Stat(zkJar); lerr != nil || serr != nil {
-		return nil, fmt.Errorf("chaos: ZooKeeper is not installed (Debian: apt-get install zookeeperd): %w", errors.Join(lerr, serr))
+// followers). With an image, each server runs in a container of it on the
+// host's network, with the same files (bind-mounted) and ports. On failure
+// nothing is left running.
+func startZooKeeper(ctx context.Context, n int, image string) (_ *zkEnsemble, err error) {
+	java := ""
+	if image == "" {
+		var lerr error
+		java, lerr = exec.LookPath("java")
+		if _, serr := os.Stat(zkJar); lerr != nil || serr != nil {
+			return nil, fmt.Errorf("chaos: ZooKeeper is not installed (Debian: apt-get install zookeeperd): %w", errors.Join(lerr, serr))
+		}
 	}
 	dir, err := os.MkdirTemp("", "chaos-zk-")
 	if err != nil {
@@ -90,7 +100,7 @@ func startZooKeeper(ctx context.Context, n int) (_ *zkEnsemble, err error) {
 		}
 	}
 	for i := range n {
-		z.servers = append(z.servers, &zkServer{sid: i + 1, dir: filepath.Join(dir, strconv.Itoa(i+1)), client: ports[i][0]})
+		z.servers = append(z.servers, &zkServer{sid: i + 1, dir: filepath.Join(dir, strconv.Itoa(i+1)), client: ports[i][0], image: image})
 	}
 	// view[a][b] is the quorum and election address server a dials for b.
 	view := make([][][2]string, n)
@@ -162,6 +172,17 @@ func portOf(addr string) string {
 }
 
 func (s *zkServer) launch(java string) error {
+	if s.image != "" {
+		c, err := srv.StartHostContainer(context.Background(), srv.HostContainerSpec{What: "zookeeper", Image: s.image,
+			Cmd: []string{"zk-run", filepath.Join(s.dir, "zoo.cfg")}, Binds: []string{s.dir + ":" + s.dir}})
+		if err != nil {
+			return fmt.Errorf("chaos: start ZooKeeper container: %w", err)
+		}
+		s.mu.Lock()
+		s.ctr = c
+		s.mu.Unlock()
+		return nil
+	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -197,8 +218,14 @@ func (s *zkServer) waitServing(ctx context.Context) error {
 			return nil
 		}
 		s.mu.Lock()
-		end := s.end
+		end, ctr := s.end, s.ctr
 		s.mu.Unlock()
+		if ctr != nil {
+			if !ctr.Running() {
+				return errors.New("the server's container exited")
+			}
+			end = nil
+		}
 		select {
 		case <-end:
 			return errors.New("the server exited")
@@ -241,6 +268,9 @@ func zkMode(ctx context.Context, addr string) (string, error) {
 }
 
 func (s *zkServer) logTail() string {
+	if s.ctr != nil {
+		return strings.ReplaceAll(s.ctr.Logs(), "\n", " | ")
+	}
 	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
 	if len(b) > 600 {
 		b = b[len(b)-600:]
@@ -254,6 +284,15 @@ func (s *zkServer) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.
 func (s *zkServer) signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ctr != nil {
+		switch sig {
+		case syscall.SIGSTOP:
+			return s.ctr.Pause()
+		case syscall.SIGCONT:
+			return s.ctr.Resume()
+		}
+		return s.ctr.Kill()
+	}
 	if s.cmd == nil {
 		return fmt.Errorf("chaos: ZooKeeper server %d is not running", s.sid)
 	}
@@ -271,14 +310,27 @@ func (s *zkServer) Kill() error {
 		return err
 	}
 	s.mu.Lock()
-	end := s.end
+	end, ctr := s.end, s.ctr
 	s.mu.Unlock()
-	<-end
+	if ctr == nil {
+		<-end
+	}
 	return nil
 }
 
 // Restart implements Node: the server starts again with its data.
 func (s *zkServer) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	ctr := s.ctr
+	s.mu.Unlock()
+	if ctr != nil {
+		wctx, cancel := context.WithTimeout(ctx, zkStartTimeout)
+		defer cancel()
+		if err := ctr.Restart(wctx, nil); err != nil {
+			return err
+		}
+		return s.waitServing(wctx)
+	}
 	_ = s.Stop()
 	java, err := exec.LookPath("java")
 	if err != nil {
@@ -300,8 +352,11 @@ func (s *zkServer) Resume() error { return s.signal(syscall.SIGCONT) }
 // so that it can).
 func (s *zkServer) Stop() error {
 	s.mu.Lock()
-	cmd, end := s.cmd, s.end
+	cmd, end, ctr := s.cmd, s.end, s.ctr
 	s.mu.Unlock()
+	if ctr != nil {
+		return ctr.Stop()
+	}
 	if cmd == nil {
 		return nil
 	}

@@ -41,6 +41,10 @@ type EtcdConfig struct {
 	// beyond this process's (HTTP_PROXY, say: the members' peer traffic
 	// honours it).
 	MemberEnv func(i int) []string
+	// Image, when not empty, runs each member in a container of that
+	// image on the host's network (StartHostContainer: the same command,
+	// ports and directories), instead of as a child process.
+	Image string
 }
 
 // EtcdCluster is a static etcd cluster whose members run as children of
@@ -62,6 +66,8 @@ type EtcdMember struct {
 	args    []string
 	env     []string
 	peer    string // peer address, host:port
+	image   string // run in a container of this image ("": a child process)
+	ctr     *HostContainer
 	mu      sync.Mutex
 	c       *child
 	stopped bool
@@ -129,6 +135,7 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 		if cfg.MemberEnv != nil {
 			m.env = cfg.MemberEnv(i)
 		}
+		m.image = cfg.Image
 		m.peer = net.JoinHostPort(peerHost, strconv.Itoa(pp))
 		peerURL := "http://" + m.peer
 		peers[i] = m.name + "=" + peerURL
@@ -157,12 +164,22 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 	ctx, cancel := withDefaultTimeout(ctx, etcdStartTimeout)
 	defer cancel()
 	for _, m := range c.members {
+		if m.image != "" {
+			if m.ctr, err = StartHostContainer(ctx, m.containerSpec()); err != nil {
+				return nil, c.abort(err)
+			}
+			continue
+		}
 		if m.c, err = m.launch(); err != nil {
 			return nil, c.abort(err)
 		}
 	}
 	var g errgroup.Group
 	for _, m := range c.members {
+		if m.ctr != nil {
+			g.Go(func() error { return m.waitContainer(ctx) })
+			continue
+		}
 		g.Go(func() error { return m.waitReady(ctx, m.c) })
 	}
 	if err := g.Wait(); err != nil {
@@ -229,6 +246,33 @@ func (m *EtcdMember) PID() int {
 	return m.c.pid()
 }
 
+// containerSpec is the member's container: etcd with the member's flags,
+// its directory at the same path.
+func (m *EtcdMember) containerSpec() HostContainerSpec {
+	return HostContainerSpec{What: "etcd", Image: m.image, Cmd: append([]string{"etcd"}, m.args...), Env: m.env,
+		Binds: []string{m.dir + ":" + m.dir}}
+}
+
+// waitContainer polls /health as waitReady does, for a member in a
+// container.
+func (m *EtcdMember) waitContainer(ctx context.Context) error {
+	for {
+		err := m.health(ctx)
+		if err == nil {
+			return nil
+		}
+		if !m.ctr.Running() {
+			return fmt.Errorf("servers: etcd member %s container exited: %s", m.name, m.ctr.Logs())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("servers: etcd member %s container on %s did not come up: %w (last /health: %v)\n%s",
+				m.name, m.Addr(), ctx.Err(), err, m.ctr.Logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (m *EtcdMember) launch() (*child, error) {
 	return startChild(childSpec{path: m.bin, args: m.args, env: m.env, dir: m.dir, logPath: m.LogPath()})
 }
@@ -288,6 +332,12 @@ func (m *EtcdMember) Resume() error { return m.signal(syscall.SIGCONT) }
 func (m *EtcdMember) signal(sig syscall.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		if sig == syscall.SIGSTOP {
+			return m.ctr.Pause()
+		}
+		return m.ctr.Resume()
+	}
 	if m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -299,6 +349,9 @@ func (m *EtcdMember) signal(sig syscall.Signal) error {
 func (m *EtcdMember) Kill() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		return m.ctr.Kill()
+	}
 	if m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -311,6 +364,14 @@ func (m *EtcdMember) Kill() error {
 func (m *EtcdMember) Restart(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		if m.stopped {
+			return errors.New("servers: etcd member was stopped")
+		}
+		ctx, cancel := withDefaultTimeout(ctx, etcdStartTimeout)
+		defer cancel()
+		return m.ctr.Restart(ctx, m.health)
+	}
 	if m.stopped || m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -332,6 +393,10 @@ func (m *EtcdMember) Restart(ctx context.Context) error {
 func (m *EtcdMember) Stop() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		m.stopped = true
+		return m.ctr.Stop()
+	}
 	if m.stopped || m.c == nil {
 		m.stopped = true
 		return nil
