@@ -15,6 +15,9 @@ MODULES := . chaos bench
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
 # the certificates Go needs to fetch modules.
 DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql etcd-server faketime
+# What the chaos suite needs beyond them: ZooKeeper (3.8 in Debian 12, with a
+# Java runtime) for the zk-3 topology, and a binding for its logging API.
+CHAOS_PACKAGES := zookeeperd libslf4j-java
 
 # $(call each-module,COMMAND) runs COMMAND in every module, stopping at the
 # first failure.
@@ -29,13 +32,16 @@ HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anish
 HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build test test-short vet lint lean-check tidy-check
+.PHONY: help deps deps-chaos build test test-short vet lint lean-check tidy-check
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 deps: ## Install the Debian packages test and chaos need, if missing (as root, else through sudo)
 	@./scripts/install-packages.sh $(DEBIAN_PACKAGES)
+
+deps-chaos: ## Install what `make deps` installs, and ZooKeeper for the chaos suite's zk-3 topology, if missing
+	@./scripts/install-packages.sh $(DEBIAN_PACKAGES) $(CHAOS_PACKAGES)
 
 build: bin/quorumlock bin/quorumlock-chaos bin/quorumlock-bench ## Compile every module, and the CLI, the chaos suite and the benchmark into bin/
 	$(call each-module,$(GO) build -o /dev/null ./...)
@@ -121,7 +127,7 @@ bin/quorumlock:
 bin/quorumlock-chaos:
 	$(GO) -C chaos build -o $(CURDIR)/bin/quorumlock-chaos ./cmd/quorumlock-chaos
 
-chaos: deps bin/quorumlock-chaos ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
+chaos: deps-chaos bin/quorumlock-chaos ## Run the quick chaos profile (one scenario per failure row, a few minutes); reports in chaos-report-quick.{json,md,svg}
 	./bin/quorumlock-chaos --profile quick --json chaos-report-quick.json --markdown chaos-report-quick.md $(CHAOS_ARGS)
 
 chaos-full: deps bin/quorumlock-chaos ## Run the full chaos profile (8 workers, 10,000 sections, stall sweep, 5 runs each: hours)

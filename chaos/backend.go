@@ -29,6 +29,9 @@ type Backend interface {
 	// them in order, with a function that stops them all and removes
 	// what they wrote. Close stops it at the latest.
 	StartEtcd(ctx context.Context, n int) ([]Node, func() error, error)
+	// StartZooKeeper starts a ZooKeeper ensemble of n servers, as
+	// StartEtcd does an etcd cluster.
+	StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error)
 	// Close stops everything the backend started and waits until it is
 	// gone. It is idempotent.
 	Close() error
@@ -102,7 +105,7 @@ type LocalBackend struct {
 type servers struct {
 	mu     sync.Mutex
 	nodes  []*node
-	etcd   []func() error // stops an etcd cluster
+	etcd   []func() error // stops an etcd cluster or a ZooKeeper ensemble
 	pg     pgServer
 	clock  lazyShim
 	closed bool
@@ -264,26 +267,115 @@ func (b *LocalBackend) Postgres(ctx context.Context) (Postgres, error) {
 	})
 }
 
-// StartEtcd implements Backend: etcd processes on free loopback ports.
+// StartEtcd implements Backend: etcd processes on free loopback ports
+// for clients (startEtcd).
 func (b *LocalBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() error, error) {
-	if err := b.checkOpen(); err != nil {
+	return b.startEtcd(ctx, n, "")
+}
+
+// startEtcd starts an etcd cluster of n members, as child processes or,
+// with an image, in containers on the host's network. Where the machine
+// has an address other than loopback, the members' peer traffic runs on
+// it, each member's through a gate of its own (peergate.go), so that a
+// member can be cut off from its peers.
+func (s *servers) startEtcd(ctx context.Context, n int, image string) ([]Node, func() error, error) {
+	if err := s.checkOpen(); err != nil {
 		return nil, nil, err
 	}
-	c, err := srv.StartEtcdCluster(ctx, srv.EtcdConfig{Members: n})
-	if errors.Is(err, srv.ErrBinaryNotFound) {
-		return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+	var gates []*peerGate
+	closeGates := func() error {
+		var err error
+		for _, g := range gates {
+			err = errors.Join(err, g.close())
+		}
+		return err
 	}
+	cfg := srv.EtcdConfig{Members: n, Image: image}
+	if host := localPeerHost(); host != "" {
+		for range n {
+			g, err := newPeerGate()
+			if err != nil {
+				_ = closeGates()
+				return nil, nil, err
+			}
+			gates = append(gates, g)
+		}
+		cfg.PeerHost = host
+		cfg.MemberEnv = func(i int) []string {
+			p := "http://" + gates[i].Addr()
+			return []string{"HTTP_PROXY=" + p, "http_proxy=" + p, "NO_PROXY=", "no_proxy="}
+		}
+	}
+	c, err := srv.StartEtcdCluster(ctx, cfg)
 	if err != nil {
+		_ = closeGates()
+		if errors.Is(err, srv.ErrBinaryNotFound) {
+			return nil, nil, fmt.Errorf("chaos: start etcd (Debian: apt-get install etcd-server): %w", err)
+		}
 		return nil, nil, fmt.Errorf("chaos: start etcd: %w", err)
 	}
-	b.mu.Lock()
-	b.etcd = append(b.etcd, c.Stop)
-	b.mu.Unlock()
+	stop := func() error { return errors.Join(c.Stop(), closeGates()) }
+	s.mu.Lock()
+	s.etcd = append(s.etcd, stop)
+	s.mu.Unlock()
 	nodes := make([]Node, 0, n)
-	for _, m := range c.Members() {
-		nodes = append(nodes, m)
+	for i, m := range c.Members() {
+		nodes = append(nodes, &etcdNode{EtcdMember: m, i: i, gates: gates})
 	}
-	return nodes, c.Stop, nil
+	return nodes, stop, nil
+}
+
+// etcdNode is an etcd member whose peer traffic runs through gates, one
+// per member (none where the machine has no address but loopback).
+type etcdNode struct {
+	*srv.EtcdMember
+	i     int
+	gates []*peerGate
+}
+
+// Isolate cuts the member off from its peers (on) or heals it: its own
+// gate refuses everything, and the others' refuse its peer address. Its
+// clients still reach it.
+func (n *etcdNode) Isolate(on bool) error {
+	if n.gates == nil {
+		return errors.New("chaos: this machine has no address but loopback, so etcd members cannot be cut off from each other " +
+			"(Go's HTTP client sends no loopback request through a proxy)")
+	}
+	target := n.PeerAddr()
+	for j, g := range n.gates {
+		if j == n.i {
+			g.refuseAll(on)
+		} else {
+			g.refuse(target, on)
+		}
+	}
+	return nil
+}
+
+// StartZooKeeper implements Backend: java processes on free loopback
+// ports, every link between two servers through a proxy (zookeeper.go).
+func (b *LocalBackend) StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error) {
+	return b.startZooKeeper(ctx, n, "")
+}
+
+// startZooKeeper starts an ensemble of n servers, as child processes or,
+// with an image, in containers on the host's network.
+func (s *servers) startZooKeeper(ctx context.Context, n int, image string) ([]Node, func() error, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	z, err := startZooKeeper(ctx, n, image)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	s.etcd = append(s.etcd, z.stop)
+	s.mu.Unlock()
+	nodes := make([]Node, 0, n)
+	for _, zs := range z.servers {
+		nodes = append(nodes, zs)
+	}
+	return nodes, z.stop, nil
 }
 
 // StopRedis stops the nodes started so far (a run's topology); the

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -96,10 +95,26 @@ func (b *ComposeBackend) Postgres(ctx context.Context) (Postgres, error) {
 	})
 }
 
-// StartEtcd implements Backend. The compose backend has no etcd image
-// yet: the etcd-3 topology runs on the local backend.
-func (b *ComposeBackend) StartEtcd(context.Context, int) ([]Node, func() error, error) {
-	return nil, nil, errors.New("chaos: the compose backend cannot start etcd yet; run the etcd-3 topology with the local backend")
+// StartEtcd implements Backend: each member in a container of the etcd
+// image (`make images`; QUORUMLOCK_ETCD_IMAGE) on the host's network, with
+// the local backend's flags, ports and peer gates.
+func (b *ComposeBackend) StartEtcd(ctx context.Context, n int) ([]Node, func() error, error) {
+	image, err := srv.EtcdImage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: etcd container: %w", err)
+	}
+	return b.startEtcd(ctx, n, image)
+}
+
+// StartZooKeeper implements Backend: each server in a container of the
+// ZooKeeper image (`make images`; QUORUMLOCK_ZOOKEEPER_IMAGE) on the
+// host's network, with the local backend's configuration and proxies.
+func (b *ComposeBackend) StartZooKeeper(ctx context.Context, n int) ([]Node, func() error, error) {
+	image, err := srv.ZooKeeperImage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: ZooKeeper container: %w", err)
+	}
+	return b.startZooKeeper(ctx, n, image)
 }
 
 // StopRedis removes the node containers started so far; the PostgreSQL

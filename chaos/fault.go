@@ -121,8 +121,8 @@ func (f *fault) check() error {
 			if !slices.Contains(f.topologies, s.Topology) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %q, a topology it does not apply to", f.name, p, s.Topology))
 			}
-			if t := lookupTopology(s.Topology); t != nil && t.lock == lockAdvisory && s.Fencing != "none" {
-				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %s with fencing %q: an advisory lock has no token", f.name, p, s.Topology, s.Fencing))
+			if t := lookupTopology(s.Topology); t != nil && t.inTransaction() && s.Fencing != "none" {
+				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run on %s with fencing %q: a lock in the transaction has no token", f.name, p, s.Topology, s.Fencing))
 			}
 			if !slices.Contains(fencingModes, s.Fencing) {
 				errs = append(errs, fmt.Errorf("chaos: fault %q: a %s run with unknown fencing mode %q", f.name, p, s.Fencing))

@@ -11,9 +11,10 @@ func init() {
 		name:       "db-restart",
 		rank:       115,
 		doc:        "kill -9 of the PostgreSQL server that holds the lock and the counter, restarted after a second",
-		topologies: []string{PgAdvisory},
+		topologies: []string{PgAdvisory, PgRow},
 		runs: map[string][]Scenario{
-			"quick": {newRun(PgAdvisory, "none", 4, 40, Expect{Overlaps: Zero, Lost: Zero, Ungranted: true})},
+			"quick": {newRun(PgAdvisory, "none", 4, 40, Expect{Overlaps: Zero, Lost: Zero, Ungranted: true}),
+				newRun(PgRow, "none", 4, 40, Expect{Overlaps: Zero, Lost: Zero, Ungranted: true})},
 		},
 		script: restartDatabase,
 	})

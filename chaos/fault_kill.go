@@ -11,10 +11,11 @@ func init() {
 	register(&fault{
 		name:       "kill-1",
 		rank:       20,
-		doc:        "kill -9 of one lock node (a primary, an etcd member), which stays down",
-		topologies: []string{Redlock5, Etcd3},
+		doc:        "kill -9 of one lock node (a primary, an etcd member, a ZooKeeper server), which stays down",
+		topologies: []string{Redlock5, Etcd3, ZK3},
 		runs: map[string][]Scenario{
-			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe), newRun(Etcd3, "none", 4, 40, expectSafe)},
+			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe), newRun(Etcd3, "none", 4, 40, expectSafe),
+				newRun(ZK3, "none", 4, 40, expectSafe)},
 		},
 		script: killNodes(1),
 	})
@@ -22,14 +23,16 @@ func init() {
 		name: "kill-2",
 		rank: 30,
 		doc: "kill -9 of two lock nodes, which stay down: 3 of 5 primaries still grant; " +
-			"2 of 3 etcd members are a majority, killed before the workers start",
-		topologies: []string{Redlock5, Etcd3},
+			"2 of 3 etcd members or ZooKeeper servers are a majority, killed before the workers start",
+		topologies: []string{Redlock5, Etcd3, ZK3},
 		runs: map[string][]Scenario{
 			"smoke": {newRun(Redlock5, "none", 3, 15, expectSafe)},
-			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe), newRun(Etcd3, "none", 2, 3, Expect{NoQuorum: true})},
+			"quick": {newRun(Redlock5, "none", 4, 40, expectSafe), newRun(Etcd3, "none", 2, 3, Expect{NoQuorum: true}),
+				newRun(ZK3, "none", 2, 3, Expect{NoQuorum: true})},
 		},
 		// etcd's client retries a member's "no leader" until the call's
-		// deadline, so its refusal takes that long.
+		// deadline, and ZooKeeper's reconnects to a server that is not
+		// serving until then, so their refusal takes that long.
 		worker:  giveUpWithoutQuorum(2, 2000),
 		prepare: killMajority(2),
 		script:  killNodes(2),

@@ -11,7 +11,7 @@ func init() {
 		name:       stallFault,
 		rank:       190,
 		doc:        "sections stall inside the worker (sleep) at a given rate",
-		topologies: []string{Single, PgAdvisory, Etcd3},
+		topologies: []string{Single, PgAdvisory, PgRow, Etcd3, ZK3},
 		pollable:   true,
 		runs: map[string][]Scenario{
 			"quick": {
@@ -20,6 +20,8 @@ func init() {
 				stallRun(Single, "claim-first", 4, 60, 0.05, quickWork, 300*time.Millisecond, 300*time.Millisecond, 0),
 				stallRun(PgAdvisory, "none", 4, 60, 0.05, quickWork, 300*time.Millisecond, 300*time.Millisecond, 0),
 				stallRun(Etcd3, "none", 4, 60, 0.05, quickWork, 300*time.Millisecond, 300*time.Millisecond, 0),
+				stallRun(PgRow, "none", 4, 60, 0.05, quickWork, 300*time.Millisecond, 300*time.Millisecond, 0),
+				stallRun(ZK3, "none", 4, 60, 0.05, quickWork, 300*time.Millisecond, 300*time.Millisecond, 0),
 			},
 			"full": stallSweep(),
 		},

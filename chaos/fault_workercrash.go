@@ -10,16 +10,21 @@ func init() {
 		name:       "worker-crash",
 		rank:       150,
 		doc:        "kill -9 of the holder: the lock is never released",
-		topologies: []string{Redlock5, Etcd3, PgAdvisory},
+		topologies: []string{Single, Redlock5, Etcd3, ZK3, PgAdvisory, PgRow},
 		runs: map[string][]Scenario{
 			"quick": {
+				newRun(Single, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
 				newRun(Redlock5, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: quickTTL + 300*time.Millisecond}),
 				// The lease outlives its holder by up to its TTL, and the
 				// leader looks for expired leases every 500 ms.
 				newRun(Etcd3, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: etcdTTL + 1500*time.Millisecond}),
+				// The session outlives its client by its timeout, rounded
+				// up to the server's next tick.
+				newRun(ZK3, "none", 4, 20, Expect{Overlaps: Zero, MaxBlock: zkTTL + 1500*time.Millisecond}),
 				// The kernel closes a killed process's sockets, so the
 				// server sees the connection die at once and rolls back.
 				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MaxBlock: time.Second}),
+				newRun(PgRow, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MaxBlock: time.Second}),
 			},
 		},
 		worker: gated([]gatePoint{gateLocked}, []gatePoint{gateStart}),

@@ -11,7 +11,7 @@ func init() {
 		name:       "worker-freeze",
 		rank:       130,
 		doc:        "SIGSTOP of the holder between read and write, past its lease",
-		topologies: []string{Redlock5, Etcd3, PgAdvisory},
+		topologies: []string{Redlock5, Etcd3, ZK3, PgAdvisory, PgRow},
 		runs: map[string][]Scenario{
 			"smoke": {
 				newRun(Redlock5, "none", 3, 8, Expect{Lost: Positive}),
@@ -27,9 +27,14 @@ func init() {
 				// a Redlock lease does: the same loss, the same cure.
 				newRun(Etcd3, "none", 4, 20, Expect{Overlaps: Zero, Lost: Positive}),
 				newRun(Etcd3, "claim-first", 4, 20, Expect{Overlaps: Zero, Lost: Zero, Rejection: true}),
-				// The advisory lock has no lease to lose: the others wait
-				// for the whole freeze.
+				// A ZooKeeper session expires while its holder is stopped,
+				// and the next holder's znode has a higher czxid.
+				newRun(ZK3, "none", 4, 20, Expect{Overlaps: Zero, Lost: Positive}),
+				newRun(ZK3, "claim-first", 4, 20, Expect{Overlaps: Zero, Lost: Zero, Rejection: true}),
+				// The advisory lock and the row lock have no lease to lose:
+				// the others wait for the whole freeze.
 				newRun(PgAdvisory, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MinBlock: freezeWithoutTTL}),
+				newRun(PgRow, "none", 4, 20, Expect{Overlaps: Zero, Lost: Zero, MinBlock: freezeWithoutTTL}),
 			},
 		},
 		worker: gated([]gatePoint{gateRead}, []gatePoint{gateStart}),

@@ -7,6 +7,7 @@ replace github.com/quorumlock/quorumlock => ../
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/quorumlock/quorumlock v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0

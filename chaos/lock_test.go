@@ -32,6 +32,8 @@ func TestWorkerLockKinds(t *testing.T) {
 		{Redlock5, lockRedlock, 5, true},
 		{Etcd3, lockEtcd, 3, false},
 		{PgAdvisory, lockAdvisory, 0, false},
+		{PgRow, lockRow, 0, false},
+		{ZK3, lockZK, 3, false},
 	} {
 		tp := lookupTopology(tc.topo)
 		sc := Scenario{Topology: tc.topo, Fault: "worker-crash", Fencing: "none", Workers: 2, Sections: 4, TTL: tp.ttl, Work: quickWork}
@@ -59,7 +61,11 @@ func TestWorkerLockKinds(t *testing.T) {
 		{Lock: lockAdvisory, Fencing: "claim-first"},
 		{Lock: lockEtcd, Fencing: "none", Nodes: []string{"127.0.0.1:1"}, TTLms: 1500},
 		{Lock: lockEtcd, Fencing: "none", TTLms: 1000},
-		{Lock: "zookeeper", Fencing: "none"},
+		{Lock: lockRow, Fencing: "write-only"},
+		{Lock: lockZK, Fencing: "none", TTLms: 1000},                                              // no servers
+		{Lock: lockZK, Fencing: "none", Nodes: []string{"127.0.0.1:1"}, TTLms: 2000},              // a session the servers do not allow
+		{Lock: lockZK, Fencing: "none", Nodes: []string{"127.0.0.1:1"}, TTLms: 1000, PollMs: 100}, // the recipe cannot poll
+		{Lock: "chubby", Fencing: "none"},
 	} {
 		if svc, err := newLockService(cfg); err == nil {
 			svc.close()
@@ -77,6 +83,7 @@ func TestKillTwoByQuorum(t *testing.T) {
 	}{
 		{Redlock5, 10_000, 0},
 		{Etcd3, 2000, 2},
+		{ZK3, 2000, 2},
 	} {
 		tp := lookupTopology(tc.topo)
 		sc := Scenario{Topology: tc.topo, Fault: "kill-2", Fencing: "none", Workers: 2, Sections: 3, TTL: tp.ttl, Work: quickWork}

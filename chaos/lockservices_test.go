@@ -28,7 +28,7 @@ func TestChaosLockServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcd, err := quick.Filter([]string{chaos.Etcd3}, []string{"kill-1", "kill-2", "worker-freeze"}, nil)
+	etcd, err := quick.Filter([]string{chaos.Etcd3}, []string{"kill-1", "kill-2", "partition-1", "worker-freeze"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,13 @@ func TestChaosLockServices(t *testing.T) {
 	if r := get(chaos.Etcd3, "kill-2", "none"); r.Sections != 0 || !strings.Contains(r.Error, "no quorum") {
 		t.Errorf("etcd-3 kill-2: %d sections, error %q; want none and a no-quorum error", r.Sections, r.Error)
 	}
+	// The leader cut off from its peers grants its client nothing (the
+	// run's judge fails on any grant to it), and the majority elects
+	// another and grants.
+	if r := get(chaos.Etcd3, "partition-1", "none"); r.Overlaps != 0 || r.DuringFault == 0 || r.BlockedMs <= 0 {
+		t.Errorf("etcd-3 partition-1: overlaps %d, granted during the cut %d, majority again after %d ms; want 0, > 0, > 0",
+			r.Overlaps, r.DuringFault, r.BlockedMs)
+	}
 	// A holder frozen past its session lease writes late: an update is
 	// lost unless the resource checks the lock key's revision.
 	if r := get(chaos.Etcd3, "worker-freeze", "none"); r.LostUpdates == 0 || r.LateSections == 0 {
@@ -96,5 +103,128 @@ func TestChaosLockServices(t *testing.T) {
 	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
 		t.Errorf("pg-advisory db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
 			r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
+	}
+}
+
+// TestChaosZooKeeper runs the quick profile's runs of a ZooKeeper
+// ensemble, a lock of docs/chaos.md's table, and checks the table's
+// verdicts on them one by one (the runs' own expectations and judges are
+// checked too). ZooKeeper needs a Java runtime, which CI does not install
+// (docs/chaos.md); QUORUMLOCK_REQUIRE_ZOOKEEPER=1 makes its absence a
+// failure.
+func TestChaosZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ZooKeeper ensembles and PostgreSQL")
+	}
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		if os.Getenv("QUORUMLOCK_REQUIRE_ZOOKEEPER") == "1" {
+			t.Fatalf("ZooKeeper is not installed (Debian: zookeeperd; make deps-chaos): %v", err)
+		}
+		t.Skipf("ZooKeeper is not installed (Debian: zookeeperd; make deps-chaos installs it), and QUORUMLOCK_REQUIRE_ZOOKEEPER is not 1: %v", err)
+	}
+	_, get := runQuick(t, chaos.ZK3, 25)
+
+	// ZooKeeper: one server of three down leaves a quorum; two do not,
+	// and the refusal says so.
+	if r := get(chaos.ZK3, "kill-1", "none"); r.Overlaps != 0 || r.DuringFault == 0 {
+		t.Errorf("zk-3 kill-1: overlaps %d, granted after the kill %d; want 0 and > 0", r.Overlaps, r.DuringFault)
+	}
+	if r := get(chaos.ZK3, "kill-2", "none"); r.Sections != 0 || !strings.Contains(r.Error, "no quorum") {
+		t.Errorf("zk-3 kill-2: %d sections, error %q; want none and a no-quorum error", r.Sections, r.Error)
+	}
+	if r := get(chaos.ZK3, "pause-leader", "none"); r.Overlaps != 0 || r.Accepted != 4*40 {
+		t.Errorf("zk-3 pause-leader: overlaps %d, %d accepted; want 0 and 160", r.Overlaps, r.Accepted)
+	}
+	// A server cut off from its peers serves its client nothing (the
+	// run's judge fails on any grant to it), and the majority grants.
+	if r := get(chaos.ZK3, "partition-1", "none"); r.Overlaps != 0 || r.DuringFault == 0 || r.BlockedMs <= 0 {
+		t.Errorf("zk-3 partition-1: overlaps %d, granted during the cut %d, majority again after %d ms; want 0, > 0, > 0",
+			r.Overlaps, r.DuringFault, r.BlockedMs)
+	}
+	// A holder frozen past its session writes late: an update is lost
+	// unless the resource checks the lock znode's czxid.
+	if r := get(chaos.ZK3, "worker-freeze", "none"); r.LostUpdates == 0 || r.LateSections == 0 {
+		t.Errorf("zk-3 worker-freeze without fencing: lost %d, late sections %d; want both > 0", r.LostUpdates, r.LateSections)
+	}
+	if r := get(chaos.ZK3, "worker-freeze", "claim-first"); r.LostUpdates != 0 || r.Rejected == 0 || r.TokenInversions != 0 {
+		t.Errorf("zk-3 worker-freeze claim-first: lost %d, rejected %d, token inversions %d; want 0, > 0, 0",
+			r.LostUpdates, r.Rejected, r.TokenInversions)
+	}
+	// A crashed holder's znode lasts until its session expires: the
+	// others wait about the session timeout, not more than a tick and
+	// the client's own delays beyond it.
+	if r := get(chaos.ZK3, "worker-crash", "none"); r.BlockedMs < 500 || r.BlockedMs > 2500 || r.Overlaps != 0 {
+		t.Errorf("zk-3 worker-crash: blocked %d ms, overlaps %d; want [500, 2500] ms and 0", r.BlockedMs, r.Overlaps)
+	}
+	if r := get(chaos.ZK3, "stall", "none"); r.LostUpdates != 0 || r.Overlaps != 0 {
+		t.Errorf("zk-3 stall: lost %d, overlaps %d; want 0", r.LostUpdates, r.Overlaps)
+	}
+}
+
+// TestChaosRowLock runs the quick profile's runs of the PostgreSQL row
+// lock, a lock of docs/chaos.md's table, and checks the table's verdicts
+// on them one by one.
+func TestChaosRowLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	_, get := runQuick(t, chaos.PgRow, 25)
+
+	// The row lock sits on the data: a frozen holder keeps it and the
+	// others wait for the whole freeze, nothing is lost without a token.
+	r := get(chaos.PgRow, "worker-freeze", "none")
+	if r.LostUpdates != 0 || r.Overlaps != 0 || r.StaleOverlaps != 0 {
+		t.Errorf("pg-row worker-freeze: lost %d, overlaps %d, stale overlaps %d; want 0", r.LostUpdates, r.Overlaps, r.StaleOverlaps)
+	}
+	if blocked := time.Duration(r.BlockedMs) * time.Millisecond; blocked < 2*time.Second {
+		t.Errorf("pg-row worker-freeze: others blocked %v, want the whole 2s freeze", blocked)
+	}
+	// A crashed holder's connection dies with it; the server rolls its
+	// transaction back and frees the row at once.
+	r = get(chaos.PgRow, "worker-crash", "none")
+	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
+		t.Errorf("pg-row worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", r.BlockedMs, r.LostUpdates)
+	}
+	r = get(chaos.PgRow, "db-restart", "none")
+	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
+		t.Errorf("pg-row db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
+			r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
+	}
+	if r := get(chaos.PgRow, "stall", "none"); r.LostUpdates != 0 || r.Overlaps != 0 {
+		t.Errorf("pg-row stall: lost %d, overlaps %d; want 0", r.LostUpdates, r.Overlaps)
+	}
+}
+
+// runQuick runs the quick profile's runs on topo with seed, fails the
+// test for each run that did not show what it must, and returns the
+// report and a lookup of its runs.
+func runQuick(t *testing.T, topo string, seed uint64) (*chaos.Report, func(topo, fault, mode string) chaos.Result) {
+	t.Helper()
+	quick, err := chaos.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := quick.Filter([]string{topo}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runProfile(t, p, seed, "")
+	if len(rep.Runs) != len(p.Runs) {
+		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
+	}
+	for _, r := range rep.Runs {
+		if !r.Pass {
+			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+		}
+	}
+	return rep, func(topo, fault, mode string) chaos.Result {
+		t.Helper()
+		for _, r := range rep.Runs {
+			if r.Topology == topo && r.Fault == fault && r.Fencing == mode {
+				return r
+			}
+		}
+		t.Fatalf("no run %s/%s/%s", topo, fault, mode)
+		return chaos.Result{}
 	}
 }

@@ -141,7 +141,7 @@ func TestRegistryRejects(t *testing.T) {
 		{"token on advisory", func(f *fault) {
 			f.topologies = []string{PgAdvisory}
 			f.runs["quick"] = []Scenario{newRun(PgAdvisory, "claim-first", 2, 3, Expect{})}
-		}, "an advisory lock has no token"},
+		}, "a lock in the transaction has no token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r registry
@@ -238,17 +238,18 @@ func TestQuarantine(t *testing.T) {
 func TestTopologies(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tp := range topologies {
-		// Only the advisory lock lives on no server of its own (it is on
-		// the suite's PostgreSQL) and has no TTL.
-		own := tp.lock != lockAdvisory
+		// Only the locks in the section's transaction live on no server
+		// of their own (they are on the suite's PostgreSQL) and have no
+		// TTL.
+		own := !tp.inTransaction()
 		if seen[tp.name] || tp.doc == "" || (tp.lockNodes >= 1) != own || (tp.ttl > 0) != own || tp.start == nil ||
 			tp.nodeTimeout == nil || (tp.warm != nil) != own || (tp.probe != nil) != own ||
-			!slices.Contains([]string{lockRedlock, lockAdvisory, lockEtcd}, tp.lock) {
+			!slices.Contains([]string{lockRedlock, lockAdvisory, lockEtcd, lockRow, lockZK}, tp.lock) {
 			t.Errorf("topology %+v: duplicate or incomplete", tp)
 		}
 		seen[tp.name] = true
 	}
-	if !slices.Equal(allTopologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3}) {
+	if !slices.Equal(allTopologies, []string{Single, SingleReplica, Redlock5, PgAdvisory, Etcd3, PgRow, ZK3}) {
 		t.Errorf("allTopologies = %v", allTopologies)
 	}
 	r5 := lookupTopology(Redlock5)

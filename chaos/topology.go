@@ -16,6 +16,8 @@ const (
 	Redlock5      = "redlock-5"      // five independent primaries
 	PgAdvisory    = "pg-advisory"    // a PostgreSQL advisory lock on the counter's own database
 	Etcd3         = "etcd-3"         // three etcd members, the official client's Mutex
+	PgRow         = "pg-row"         // SELECT ... FOR UPDATE on the protected row itself
+	ZK3           = "zk-3"           // three ZooKeeper servers, go-zookeeper's lock recipe
 )
 
 // The kinds of lock a worker takes; a topology names one, and the worker
@@ -24,6 +26,8 @@ const (
 	lockRedlock  = "redlock"
 	lockAdvisory = "pg-advisory"
 	lockEtcd     = "etcd"
+	lockRow      = "pg-row"
+	lockZK       = "zookeeper"
 )
 
 // topology is one way to deploy the lock service: how its servers start,
@@ -32,8 +36,10 @@ const (
 //
 // The Redis topologies lock with a redlock client on their nodes
 // (worker_lock.go); pg-advisory takes an advisory lock inside the
-// section's transaction (worker_lock_advisory.go) and etcd-3 the etcd
-// client's Mutex (worker_lock_etcd.go). The worker picks its client by the
+// section's transaction (worker_lock_advisory.go), pg-row a lock on the
+// row the transaction writes (worker_lock_row.go), etcd-3 the etcd
+// client's Mutex (worker_lock_etcd.go) and zk-3 the ZooKeeper recipe
+// (worker_lock_zk.go). The worker picks its client by the
 // topology's lock kind.
 type topology struct {
 	name string
@@ -76,6 +82,10 @@ var topologies = []*topology{
 		lock: lockAdvisory, nodeTimeout: noNodeTimeout, start: startNothing},
 	{name: Etcd3, doc: "three etcd members; the etcd client's concurrency.Mutex on a session lease",
 		lock: lockEtcd, ttl: etcdTTL, lockNodes: 3, nodeTimeout: noNodeTimeout, start: startEtcd, warm: warmEtcd, probe: probeEtcd},
+	{name: PgRow, doc: "SELECT ... FOR UPDATE on the counter row inside the section's transaction, which then writes that row",
+		lock: lockRow, nodeTimeout: noNodeTimeout, start: startNothing},
+	{name: ZK3, doc: "three ZooKeeper servers; go-zookeeper's lock recipe (ephemeral sequential znodes) on a session of zkTTL",
+		lock: lockZK, ttl: zkTTL, lockNodes: 3, nodeTimeout: noNodeTimeout, start: startZK, warm: warmZK, probe: probeZK},
 }
 
 // allTopologies lists the topology names in report order.
@@ -108,9 +118,14 @@ func quorumNodeTimeout(ttl time.Duration) time.Duration {
 	return time.Duration(max(30, ttl.Milliseconds()*15/100)) * time.Millisecond
 }
 
-// noNodeTimeout: the client has no per-node timeout (etcd's client and
-// PostgreSQL wait for one server).
+// noNodeTimeout: the client has no per-node timeout (etcd's and
+// ZooKeeper's clients and PostgreSQL wait for one server).
 func noNodeTimeout(time.Duration) time.Duration { return 0 }
+
+// inTransaction reports whether t's lock lives in the section's own
+// transaction on the suite's PostgreSQL: no TTL, no token, no servers
+// of its own.
+func (t *topology) inTransaction() bool { return t.lock == lockAdvisory || t.lock == lockRow }
 
 // startNothing: the lock lives on the suite's PostgreSQL, which runs
 // already.

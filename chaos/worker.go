@@ -147,6 +147,10 @@ func newLockService(cfg workerConfig) (lockService, error) {
 		return newAdvisoryService(cfg)
 	case lockEtcd:
 		return newEtcdService(cfg)
+	case lockRow:
+		return newRowService(cfg)
+	case lockZK:
+		return newZKService(cfg)
 	}
 	return nil, fmt.Errorf("chaos worker: unknown lock %q", cfg.Lock)
 }

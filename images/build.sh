@@ -7,6 +7,10 @@
 #                                     the clock-jump shim), libfaketime
 #   quorumlock/postgres:15            PostgreSQL 15 with an entrypoint that takes
 #                                     the official image's environment
+#   quorumlock/etcd:3.4               etcd-server (the chaos suite's etcd-3 on
+#                                     the compose backend; compose/locks.yml)
+#   quorumlock/zookeeper:3.8          ZooKeeper and a headless Java runtime
+#                                     (zk-3; compose/locks.yml)
 #
 # A second run reuses what exists: the base is skipped when its tag is
 # present, and the other two come from the build cache. QUORUMLOCK_REBUILD=1
@@ -19,6 +23,8 @@ suite="${QUORUMLOCK_DEBIAN_SUITE:-bookworm}"
 base="${QUORUMLOCK_BASE_IMAGE:-quorumlock/debian-base:$suite}"
 redis_image="${QUORUMLOCK_LOCAL_REDIS_IMAGE:-quorumlock/redis:7}"
 postgres_image="${QUORUMLOCK_LOCAL_POSTGRES_IMAGE:-quorumlock/postgres:15}"
+etcd_image="${QUORUMLOCK_LOCAL_ETCD_IMAGE:-quorumlock/etcd:3.4}"
+zk_image="${QUORUMLOCK_LOCAL_ZOOKEEPER_IMAGE:-quorumlock/zookeeper:3.8}"
 
 log() { printf -- '--- images: %s\n' "$*"; }
 
@@ -99,7 +105,11 @@ log "building $redis_image"
 docker build --network "$build_net" --build-arg "BASE=$base" -t "$redis_image" "$here/redis"
 log "building $postgres_image"
 docker build --network "$build_net" --build-arg "BASE=$base" -t "$postgres_image" "$here/postgres"
+log "building $etcd_image"
+docker build --network "$build_net" --build-arg "BASE=$base" -t "$etcd_image" "$here/etcd"
+log "building $zk_image"
+docker build --network "$build_net" --build-arg "BASE=$base" -t "$zk_image" "$here/zookeeper"
 
 log "done:"
 docker image ls --format '{{.Repository}}:{{.Tag}}	{{.Size}}' |
-	grep -E "^(${base%%:*}|${redis_image%%:*}|${postgres_image%%:*}):" || true
+	grep -E "^(${base%%:*}|${redis_image%%:*}|${postgres_image%%:*}|${etcd_image%%:*}|${zk_image%%:*}):" || true

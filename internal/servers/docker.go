@@ -160,6 +160,9 @@ type containerSpec struct {
 	// is published, and cmdFor must make the server listen on the port.
 	hostNet bool
 	cmdFor  func(port int) []string
+	// user, when not empty, is the uid:gid the server runs as (so that
+	// what it writes to a bind mount belongs to this process's user).
+	user string
 }
 
 // container is one server container and the fixed host port it listens on.
@@ -199,6 +202,9 @@ func runContainer(ctx context.Context, spec containerSpec) (*container, error) {
 			cmd = spec.cmdFor(port)
 		} else {
 			args = append(args, "--publish", "127.0.0.1:"+strconv.Itoa(port)+":"+spec.ctrPort)
+		}
+		if spec.user != "" {
+			args = append(args, "--user", spec.user)
 		}
 		for _, e := range spec.env {
 			args = append(args, "--env", e)

@@ -32,6 +32,19 @@ type EtcdConfig struct {
 	// make every leader loss cost more than a second; shorter ones let
 	// the faults finish sooner while keeping the ratio etcd advises.
 	HeartbeatMs, ElectionMs int
+	// PeerHost is the IP address the members' peer URLs listen on and
+	// advertise; empty means 127.0.0.1. (Go's HTTP client never sends a
+	// loopback URL through a proxy, so a suite that puts a proxy between
+	// the members, through MemberEnv, needs another local address.)
+	PeerHost string
+	// MemberEnv, when not nil, returns what member i's environment gets
+	// beyond this process's (HTTP_PROXY, say: the members' peer traffic
+	// honours it).
+	MemberEnv func(i int) []string
+	// Image, when not empty, runs each member in a container of that
+	// image on the host's network (StartHostContainer: the same command,
+	// ports and directories), instead of as a child process.
+	Image string
 }
 
 // EtcdCluster is a static etcd cluster whose members run as children of
@@ -51,6 +64,10 @@ type EtcdMember struct {
 	dir     string // its data directory and log
 	client  int    // client port
 	args    []string
+	env     []string
+	peer    string // peer address, host:port
+	image   string // run in a container of this image ("": a child process)
+	ctr     *HostContainer
 	mu      sync.Mutex
 	c       *child
 	stopped bool
@@ -97,6 +114,13 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 	// Ports come from closed listeners, so another process may take one
 	// before etcd binds it; a start that fails for that reason is rare
 	// enough to report rather than retry member by member.
+	peerHost := cfg.PeerHost
+	if peerHost == "" {
+		peerHost = "127.0.0.1"
+	}
+	if net.ParseIP(peerHost) == nil {
+		return nil, fmt.Errorf("servers: etcd peer host %q: want an IP address", peerHost)
+	}
 	peers := make([]string, n)
 	for i := range n {
 		cp, err1 := freePort()
@@ -108,14 +132,20 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 		if err := os.MkdirAll(m.dir, 0o700); err != nil {
 			return nil, c.abort(fmt.Errorf("servers: etcd dir: %w", err))
 		}
-		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", m.name, pp)
+		if cfg.MemberEnv != nil {
+			m.env = cfg.MemberEnv(i)
+		}
+		m.image = cfg.Image
+		m.peer = net.JoinHostPort(peerHost, strconv.Itoa(pp))
+		peerURL := "http://" + m.peer
+		peers[i] = m.name + "=" + peerURL
 		m.args = []string{
 			"--name", m.name,
 			"--data-dir", filepath.Join(m.dir, "data"),
 			"--listen-client-urls", m.url(),
 			"--advertise-client-urls", m.url(),
-			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", pp),
-			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", pp),
+			"--listen-peer-urls", peerURL,
+			"--initial-advertise-peer-urls", peerURL,
 			"--initial-cluster-token", "quorumlock-" + filepath.Base(c.dir),
 			"--initial-cluster-state", "new",
 			"--heartbeat-interval", strconv.Itoa(hb),
@@ -134,12 +164,22 @@ func StartEtcdCluster(ctx context.Context, cfg EtcdConfig) (*EtcdCluster, error)
 	ctx, cancel := withDefaultTimeout(ctx, etcdStartTimeout)
 	defer cancel()
 	for _, m := range c.members {
+		if m.image != "" {
+			if m.ctr, err = StartHostContainer(ctx, m.containerSpec()); err != nil {
+				return nil, c.abort(err)
+			}
+			continue
+		}
 		if m.c, err = m.launch(); err != nil {
 			return nil, c.abort(err)
 		}
 	}
 	var g errgroup.Group
 	for _, m := range c.members {
+		if m.ctr != nil {
+			g.Go(func() error { return m.waitContainer(ctx) })
+			continue
+		}
 		g.Go(func() error { return m.waitReady(ctx, m.c) })
 	}
 	if err := g.Wait(); err != nil {
@@ -186,6 +226,10 @@ func (m *EtcdMember) url() string { return fmt.Sprintf("http://127.0.0.1:%d", m.
 // Name is the member's etcd name.
 func (m *EtcdMember) Name() string { return m.name }
 
+// PeerAddr is the member's peer address (host:port), which the other
+// members dial.
+func (m *EtcdMember) PeerAddr() string { return m.peer }
+
 // Addr is the member's client address; it stays the same across restarts.
 func (m *EtcdMember) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.client)) }
 
@@ -202,8 +246,35 @@ func (m *EtcdMember) PID() int {
 	return m.c.pid()
 }
 
+// containerSpec is the member's container: etcd with the member's flags,
+// its directory at the same path.
+func (m *EtcdMember) containerSpec() HostContainerSpec {
+	return HostContainerSpec{What: "etcd", Image: m.image, Cmd: append([]string{"etcd"}, m.args...), Env: m.env,
+		Binds: []string{m.dir + ":" + m.dir}}
+}
+
+// waitContainer polls /health as waitReady does, for a member in a
+// container.
+func (m *EtcdMember) waitContainer(ctx context.Context) error {
+	for {
+		err := m.health(ctx)
+		if err == nil {
+			return nil
+		}
+		if !m.ctr.Running() {
+			return fmt.Errorf("servers: etcd member %s container exited: %s", m.name, m.ctr.Logs())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("servers: etcd member %s container on %s did not come up: %w (last /health: %v)\n%s",
+				m.name, m.Addr(), ctx.Err(), err, m.ctr.Logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (m *EtcdMember) launch() (*child, error) {
-	return startChild(childSpec{path: m.bin, args: m.args, dir: m.dir, logPath: m.LogPath()})
+	return startChild(childSpec{path: m.bin, args: m.args, env: m.env, dir: m.dir, logPath: m.LogPath()})
 }
 
 // waitReady polls the member's /health until it reports a healthy member
@@ -261,6 +332,12 @@ func (m *EtcdMember) Resume() error { return m.signal(syscall.SIGCONT) }
 func (m *EtcdMember) signal(sig syscall.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		if sig == syscall.SIGSTOP {
+			return m.ctr.Pause()
+		}
+		return m.ctr.Resume()
+	}
 	if m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -272,6 +349,9 @@ func (m *EtcdMember) signal(sig syscall.Signal) error {
 func (m *EtcdMember) Kill() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		return m.ctr.Kill()
+	}
 	if m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -284,6 +364,14 @@ func (m *EtcdMember) Kill() error {
 func (m *EtcdMember) Restart(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		if m.stopped {
+			return errors.New("servers: etcd member was stopped")
+		}
+		ctx, cancel := withDefaultTimeout(ctx, etcdStartTimeout)
+		defer cancel()
+		return m.ctr.Restart(ctx, m.health)
+	}
 	if m.stopped || m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
@@ -305,6 +393,10 @@ func (m *EtcdMember) Restart(ctx context.Context) error {
 func (m *EtcdMember) Stop() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctr != nil {
+		m.stopped = true
+		return m.ctr.Stop()
+	}
 	if m.stopped || m.c == nil {
 		m.stopped = true
 		return nil
