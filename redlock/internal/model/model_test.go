@@ -27,8 +27,15 @@ func scenario(t *testing.T, name string) Config {
 }
 
 // requireClean requires that no run within the bound breaks an invariant.
+// Under the race detector (make test), which makes the explorer four
+// times slower and has nothing to find in it (it runs on one goroutine),
+// it explores one step less.
 func requireClean(t *testing.T, cfg Config) {
 	t.Helper()
+	if raceDetector {
+		cfg.Depth--
+		t.Logf("race detector: depth %d", cfg.Depth)
+	}
 	r := explore(t, cfg)
 	require.Empty(t, r.Violation, strings.Join(r.Trace, "\n"))
 }
@@ -89,7 +96,7 @@ func TestModel_FindsTheDoubleGrantWithoutTheSettingsCheck(t *testing.T) {
 	requireFound(t, cfg, "double grant")
 }
 
-func TestModel_TokensFollowGrantOrderThroughADataLoss(t *testing.T) {
+func TestModel_TokensFollowGrantOrder(t *testing.T) {
 	requireClean(t, scenario(t, "fencing"))
 }
 
