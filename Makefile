@@ -32,7 +32,7 @@ HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anish
 HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-chaos build test test-short vet lint lean-check tidy-check
+.PHONY: help deps deps-chaos build test test-short vet lint lean-check tidy-check model
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -85,6 +85,9 @@ BENCH_ARGS ?=
 # The benchmark's program, bench/cmd/qlbench, for running it by hand.
 bin/quorumlock-bench:
 	$(GO) -C bench build -o $(CURDIR)/bin/quorumlock-bench ./cmd/qlbench
+
+model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored (MODEL_ARGS='-extra 2 -scenario restart')
+	nice -n 10 $(GO) run ./redlock/internal/model/cmd/model $(MODEL_ARGS)
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results

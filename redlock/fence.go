@@ -14,7 +14,8 @@ import (
 // later holder of the key gets a larger one (docs/fencing.md proves it).
 // This file is the Go home of that rule; commit.lua holds its node side.
 
-// fenceToken is the token rule (docs/fencing.md, "The protocol"): one
+// fenceToken is the token rule (script.Token, shared with the model
+// checker; docs/fencing.md, "The protocol"): one
 // more than the largest fence the acquire round read, and at least the
 // largest server time it read, in µs. The fences make tokens increase
 // while the nodes keep their data; the time floor keeps them increasing
@@ -23,21 +24,20 @@ import (
 // its fence and clock, and each counts. It fails when the token would not
 // fit a PostgreSQL bigint.
 func fenceToken(key string, replies []quorum.Reply[script.AcquireReply]) (uint64, error) {
-	var maxFence, floor uint64
+	rs := make([]script.AcquireReply, 0, len(replies))
 	for _, r := range replies {
-		if r.Err == nil && r.Val.Status >= script.Held {
-			maxFence = max(maxFence, r.Val.Fence)
-			floor = max(floor, r.Val.TimeUs)
+		if r.Err == nil {
+			rs = append(rs, r.Val)
 		}
 	}
-	if maxFence >= maxToken || floor > maxToken {
+	token, maxFence, floor, ok := script.Token(rs)
+	if !ok {
 		return 0, fmt.Errorf("redlock: fence for %s would pass the largest PostgreSQL bigint (fence %d, server time %d µs)", keyText(key), maxFence, floor)
 	}
-	return max(maxFence+1, floor), nil
+	return token, nil
 }
 
-// maxToken is the largest token a PostgreSQL bigint holds.
-const maxToken = 1<<63 - 1
+const maxToken = script.MaxToken
 
 // commit is the fencing round (docs/fencing.md, "The protocol"): the
 // token (fenceToken) is raised on every node where our key still holds

@@ -53,12 +53,8 @@ type PendingReply struct {
 
 // Pending runs the pending script on n.
 func (n *Node) Pending(ctx context.Context, a PendingArgs) (PendingReply, error) {
-	replace := "0"
-	if a.Replace {
-		replace = "1"
-	}
-	res, err := pendingScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey},
-		a.ID, a.Settings, micros(a.Quarantine), a.TTL.Milliseconds(), replace).Slice()
+	keys, args := a.call()
+	res, err := pendingScript.Run(ctx, n.uc, keys, args...).Slice()
 	if err != nil {
 		return PendingReply{}, err
 	}
@@ -106,6 +102,7 @@ const (
 
 // Admit runs the admit script on n.
 func (n *Node) Admit(ctx context.Context, a AdmitArgs) (AdmitStatus, error) {
-	v, err := admitScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, a.ID, a.Settings).Int64()
+	keys, args := a.call()
+	v, err := admitScript.Run(ctx, n.uc, keys, args...).Int64()
 	return AdmitStatus(v), err
 }

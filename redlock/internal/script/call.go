@@ -150,12 +150,14 @@ func ByName(name string) *redis.Script { return scripts[name] }
 var (
 	names   = map[string]string{}
 	scripts = map[string]*redis.Script{}
+	sources = map[string]string{}
 )
 
 // newScript returns the script of src and records its name.
 func newScript(name, src string) *redis.Script {
 	s := redis.NewScript(src)
 	names[s.Hash()] = name
+	sources[name] = src
 	scripts[name] = s
 	return s
 }

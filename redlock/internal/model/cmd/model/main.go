@@ -1,0 +1,70 @@
+// Command model runs the protocol's model checker (`make model`): every
+// interleaving of each scenario of redlock/internal/model, deeper than
+// the tests do, and prints the states it explored, the depth, the time
+// and the bounds. It exits 1 on a counterexample, which it prints.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/model"
+)
+
+func main() {
+	extra := flag.Int("extra", 1, "steps beyond each scenario's CI depth")
+	only := flag.String("scenario", "", "comma-separated scenario names (default: all)")
+	maxStates := flag.Int("max-states", 0, "stop a scenario after this many states (0: no limit)")
+	flag.Parse()
+	// The explorer keeps every state it reached; collecting less often
+	// trades memory for time.
+	debug.SetGCPercent(400)
+
+	want := map[string]bool{}
+	for _, n := range strings.Split(*only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	failed := false
+	total := 0
+	for _, s := range model.Scenarios() {
+		if len(want) > 0 && !want[s.Name] {
+			continue
+		}
+		cfg := s.Config
+		cfg.Depth += *extra
+		cfg.MaxStates = *maxStates
+		fmt.Printf("%s: %s\n  bounds: %s\n", s.Name, s.Checks, bounds(cfg))
+		r, err := model.Explore(cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		total += r.States
+		fmt.Printf("  %s\n", strings.ReplaceAll(r.String(), "\n", "\n  "))
+		if r.Violation != "" || !r.Complete {
+			failed = true
+		}
+	}
+	fmt.Printf("states explored: %d\n", total)
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func bounds(c model.Config) string {
+	var cs []string
+	for _, cc := range c.Clients {
+		s := fmt.Sprintf("ttl %v max %v drift factor %g, %d attempt(s)", cc.TTL, cc.MaxTTL, cc.Factor, cc.Attempts)
+		if cc.Fencing {
+			s += ", fencing"
+		}
+		cs = append(cs, s)
+	}
+	return fmt.Sprintf("%d nodes; clients [%s]; depth %d; real time %d ticks of %v; node clocks up to %d tick(s) ahead (%d of them at most, 0: all), client clocks %d; %d data loss(es); %d pending call(s) per client",
+		c.Nodes, strings.Join(cs, "; "), c.Depth, c.MaxTime, model.Unit, c.Skew, c.SkewedNodes, c.ClientSkew, c.Wipes, c.Pendings)
+}

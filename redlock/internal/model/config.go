@@ -1,0 +1,133 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Unit is the length of one model tick. A tick is the smallest step of
+// every clock, and the drift factors below are chosen so that the drift
+// margin of a lease is a whole tick or more: the model's clocks can then
+// disagree by as much as the protocol allows, and no more.
+const Unit = time.Second
+
+// maxNodes bounds Config.Nodes (node sets are bit masks in a byte).
+const maxNodes = 7
+
+// ClientConfig is one client of the deployment: what a redlock.Client
+// built with these options does, one TryLock at a time.
+type ClientConfig struct {
+	TTL    time.Duration // each lease's ttl
+	MaxTTL time.Duration // WithMaxTTL: part of the settings σ, sets the quarantine
+	Factor float64       // WithDriftFactor
+	// Fencing mints a token with every lease (WithFencing).
+	Fencing bool
+	// NoQuarantine is WithoutRestartQuarantine: the acquire script is
+	// sent without settings and skips the admission check.
+	NoQuarantine bool
+	// Attempts is how many TryLock calls the client makes in a run.
+	Attempts int
+}
+
+// Config is one exploration: the deployment, the clients, the faults
+// allowed, the bounds, and the defects to put back in (patches to the
+// scripts' text, switches of the client's rules) to show that the
+// explorer finds them.
+type Config struct {
+	Nodes   int
+	Clients []ClientConfig
+	// Admitted: every node starts admitted with the settings of
+	// Clients[0] (a deployment in use, after Bootstrap or a quarantine).
+	Admitted bool
+
+	// Skew is how many ticks any clock may run ahead of real time over a
+	// whole run. Clocks only run ahead, so any two clocks measure any
+	// interval within Skew ticks of each other: assumption 1 of
+	// docs/fencing.md with the rate error f·ttl + 2 ms of every lease
+	// at least Skew ticks (checked by New).
+	Skew int
+	// SkewedNodes bounds how many node clocks may run ahead in a run (0:
+	// every one), as Wipes bounds the data losses.
+	SkewedNodes int
+	// ClientSkew is the same for the clients' clocks (0 runs them at the
+	// rate of real time). A client clock that runs ahead of the nodes
+	// ends its trust sooner, so Skew on the nodes alone already gives the
+	// unsafe direction of every pair (a node ahead of a client); the
+	// clients' own skew adds the safe one, and the interplay of two
+	// clients' clocks, at a cost in states.
+	ClientSkew int
+	// MaxTime bounds real time, in ticks.
+	MaxTime int
+	// Wipes bounds the data losses (FLUSHALL, a restart without
+	// persistence) in a run. (Lost replies need no bound: a reply that is
+	// never delivered is a lost one.)
+	Wipes int
+	// Pendings bounds the pending calls (quarantine starts) each client
+	// sends in a run.
+	Pendings int
+	// Depth bounds the steps of a run.
+	Depth int
+	// DFS explores depth first (see Explore).
+	DFS bool
+	// Symmetry keeps one state of those that differ only by a renaming
+	// of the nodes.
+	Symmetry bool
+	// MaxStates stops the exploration after this many states (0: no
+	// limit); the result then says it was cut short.
+	MaxStates int
+
+	// Patches rewrite a script's Lua text, by script name, before it is
+	// compiled: a defect put back in to show that the explorer finds it.
+	Patches map[string]func(string) string
+	// DeadlineFromEnd counts a lease's deadline from the end of its round
+	// instead of its start (a defect; docs/fencing.md, "Deadlines count
+	// from the start of their round").
+	DeadlineFromEnd bool
+	// NoDrift leaves the drift out of validity (a defect).
+	NoDrift bool
+}
+
+// settings is σ, as redlock's deployment.go writes it: the string the
+// nodes compare. The model writes it itself (the library keeps it
+// unexported); only equality matters to the scripts.
+func (cc ClientConfig) settings(nodes int) string {
+	return fmt.Sprintf("v1 nodes=%d maxttl=%dms drift=%s", nodes, cc.MaxTTL.Milliseconds(),
+		strconv.FormatFloat(cc.Factor, 'g', -1, 64))
+}
+
+// check refuses a configuration the model cannot run faithfully.
+func (cfg *Config) check() error {
+	if cfg.Nodes < 1 || cfg.Nodes > maxNodes {
+		return fmt.Errorf("model: %d nodes (1 to %d)", cfg.Nodes, maxNodes)
+	}
+	if len(cfg.Clients) == 0 {
+		return fmt.Errorf("model: no clients")
+	}
+	if cfg.Depth <= 0 || cfg.MaxTime < 0 || cfg.Skew < 0 || cfg.ClientSkew < 0 || cfg.Wipes < 0 || cfg.Pendings < 0 {
+		return fmt.Errorf("model: bounds must not be negative, and the depth positive")
+	}
+	for i, cc := range cfg.Clients {
+		if cc.TTL <= 0 || cc.TTL > cc.MaxTTL || cc.TTL%Unit != 0 || cc.MaxTTL%Unit != 0 {
+			return fmt.Errorf("model: client %d: ttl %v and max ttl %v must be whole ticks, 0 < ttl <= max ttl", i, cc.TTL, cc.MaxTTL)
+		}
+		if _, err := redlock.Quarantine(cc.MaxTTL, cc.Factor); err != nil {
+			return fmt.Errorf("model: client %d: %w", i, err)
+		}
+		// Clients with the deployment's settings must meet assumption 1;
+		// one with other settings is what the nodes must refuse.
+		if cc.settings(cfg.Nodes) != cfg.Clients[0].settings(cfg.Nodes) {
+			continue
+		}
+		if d := drift.Drift(cc.TTL, cc.Factor); d < time.Duration(max(cfg.Skew, cfg.ClientSkew))*Unit {
+			return fmt.Errorf("model: client %d: drift %v of ttl %v is below the skew of %d ticks: assumption 1 would not hold", i, d, cc.TTL, max(cfg.Skew, cfg.ClientSkew))
+		}
+	}
+	return nil
+}
+
+func (cfg *Config) quorum() int { return quorum.Majority(cfg.Nodes) }

@@ -1,0 +1,270 @@
+package model
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Result is what an exploration found.
+type Result struct {
+	States  int           // distinct states reached
+	Steps   int           // transitions taken (states reached again included)
+	Depth   int           // the deepest level explored
+	Elapsed time.Duration // wall time
+	// Complete: every state within the bounds was explored (the state
+	// limit did not cut it short).
+	Complete bool
+	// Violation is the broken invariant, "" if none; Trace the shortest
+	// run that breaks it, one line per step.
+	Violation string
+	Trace     []string
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%d states, %d steps, depth %d, %v", r.States, r.Steps, r.Depth, r.Elapsed.Round(time.Millisecond))
+	if !r.Complete {
+		s += " (cut short by the state limit)"
+	}
+	if r.Violation != "" {
+		s += "\nCOUNTEREXAMPLE: " + r.Violation + "\n  " + strings.Join(r.Trace, "\n  ")
+	}
+	return s
+}
+
+type hash [16]byte
+
+// canonical is the identity of s up to a renaming of the nodes: the
+// smallest hash over every renaming in ps (symmetry reduction: the nodes
+// are interchangeable, since every round goes to all of them and they
+// start alike, so renamed states have renamed futures).
+func canonical(s *state, ps, invs [][]int) hash {
+	enc := s.nodeEncodings()
+	var h hash
+	for k, p := range ps {
+		sum := sha256.Sum256(s.encode(p, invs[k], enc))
+		if k == 0 || bytes.Compare(sum[:16], h[:]) < 0 {
+			copy(h[:], sum[:16])
+		}
+	}
+	return h
+}
+
+// seen is how a state was first reached: from which state, by which of
+// its successors (the index in successors' order).
+type seen struct {
+	parent hash
+	index  int32
+}
+
+// Explore runs every interleaving of cfg's deployment, breadth first up
+// to cfg.Depth steps, each distinct state once, and stops at the first
+// state that breaks an invariant, with the shortest run that reaches it.
+// It returns an error for a configuration it cannot run, and stops with
+// an error when a script calls a command the model does not implement
+// (errUnimplemented) or fails.
+func Explore(cfg Config) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok {
+				panic(r)
+			}
+			res, err = Result{}, e
+		}
+	}()
+	m, err := newMachine(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	init := m.initial()
+	ps := perms(cfg.Nodes)
+	if !cfg.Symmetry {
+		ps = ps[:1]
+	}
+	invs := inverses(ps)
+	if cfg.DFS {
+		return m.exploreDFS(start, ps, invs), nil
+	}
+	root := canonical(init, ps, invs)
+	visited := map[hash]seen{root: {index: -1}}
+	frontier := []*state{init}
+	hashes := []hash{root}
+	res = Result{States: 1, Complete: true}
+	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
+		var next []*state
+		var nextHashes []hash
+		for k, s := range frontier {
+			var idx int32
+			var bad *state
+			var badHash hash
+			m.successors(s, func(st step) {
+				i := idx
+				idx++
+				res.Steps++
+				if bad != nil {
+					return
+				}
+				t := st.next
+				if t.bad == "" {
+					t.bad = m.exclusion(t)
+				}
+				h := canonical(t, ps, invs)
+				if _, ok := visited[h]; ok {
+					return
+				}
+				visited[h] = seen{parent: hashes[k], index: i}
+				res.States++
+				if t.bad != "" {
+					bad, badHash = t, h
+					return
+				}
+				next = append(next, t)
+				nextHashes = append(nextHashes, h)
+			})
+			if bad != nil {
+				res.Depth = depth + 1
+				res.Violation = bad.bad
+				res.Trace = m.trace(init, visited, badHash)
+				res.Elapsed = time.Since(start)
+				return res, nil
+			}
+			if cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
+				res.Complete = false
+				res.Depth = depth + 1
+				res.Elapsed = time.Since(start)
+				return res, nil
+			}
+		}
+		frontier, hashes = next, nextHashes
+		res.Depth = depth + 1
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// exclusion is the mutual-exclusion invariant: no two clients trust a
+// lease at the same model time (each by its own clock: a holder trusts
+// its lease while its clock is before the deadline).
+func (m *machine) exclusion(s *state) string {
+	var who []string
+	for c, cl := range s.clients {
+		if cl.phase == holding && time.Duration(s.clientNow(m.cfg.Nodes, c))*Unit < cl.deadline {
+			who = append(who, fmt.Sprintf("client %d (%s, until %v on its clock, which reads %d)", c,
+				value(c, cl.attempt), cl.deadline, s.clientNow(m.cfg.Nodes, c)))
+		}
+	}
+	if len(who) > 1 {
+		return fmt.Sprintf("double grant at real time %d: %s", s.T, strings.Join(who, " and "))
+	}
+	return ""
+}
+
+// trace rebuilds the run to the state h: the chain of first arrivals,
+// replayed from the initial state to recover each step's words.
+func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
+	var idx []int32
+	for {
+		sn := visited[h]
+		if sn.index < 0 {
+			break
+		}
+		idx = append(idx, sn.index)
+		h = sn.parent
+	}
+	var out []string
+	s := init
+	for k := len(idx) - 1; k >= 0; k-- {
+		var i int32
+		var took step
+		m.successors(s, func(st step) {
+			if i == idx[k] {
+				took = st
+			}
+			i++
+		})
+		out = append(out, fmt.Sprintf("%2d. %s", len(out)+1, took.text()))
+		s = took.next
+	}
+	return out
+}
+
+func inverses(ps [][]int) [][]int {
+	out := make([][]int, len(ps))
+	for k, p := range ps {
+		inv := make([]int, len(p))
+		for i, j := range p {
+			inv[j] = i
+		}
+		out[k] = inv
+	}
+	return out
+}
+
+// exploreDFS is Explore depth first: it reaches deep counterexamples
+// long before a breadth-first search would, though not the shortest one.
+// A state is explored again when it is reached with more steps left
+// than before, so the bound means the same as breadth first.
+func (m *machine) exploreDFS(start time.Time, ps, invs [][]int) Result {
+	cfg := m.cfg
+	res := Result{Complete: true}
+	left := map[hash]int{}
+	var path []step
+	var bad string
+	var visit func(s *state, h hash, budget int) bool
+	visit = func(s *state, h hash, budget int) bool {
+		if len(path) > res.Depth {
+			res.Depth = len(path)
+		}
+		if budget == 0 {
+			return false
+		}
+		if cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
+			res.Complete = false
+			return true
+		}
+		var kids []step
+		m.successors(s, func(st step) { kids = append(kids, st) })
+		for _, st := range kids {
+			res.Steps++
+			t := st.next
+			if t.bad == "" {
+				t.bad = m.exclusion(t)
+			}
+			g := canonical(t, ps, invs)
+			if b, ok := left[g]; ok && b >= budget-1 {
+				continue
+			} else if !ok {
+				res.States++
+			}
+			left[g] = budget - 1
+			path = append(path, st)
+			if t.bad != "" {
+				bad = t.bad
+				return true
+			}
+			if visit(t, g, budget-1) {
+				return true
+			}
+			path = path[:len(path)-1]
+		}
+		return false
+	}
+	init := m.initial()
+	root := canonical(init, ps, invs)
+	left[root] = cfg.Depth
+	res.States = 1
+	visit(init, root, cfg.Depth)
+	if bad != "" {
+		res.Violation = bad
+		for i, st := range path {
+			res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1, st.text()))
+		}
+		res.Depth = len(path)
+	}
+	res.Elapsed = time.Since(start)
+	return res
+}

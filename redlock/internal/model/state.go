@@ -1,0 +1,217 @@
+package model
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
+)
+
+// phase is where a client is in its TryLock.
+type phase byte
+
+const (
+	idle       phase = iota // between calls (or before the first)
+	acquiring               // the acquire round is out
+	committing              // the fence commit round is out
+	holding                 // it holds a lease (trusted until its deadline)
+	done                    // no attempts left
+)
+
+func (p phase) String() string {
+	return [...]string{"idle", "acquiring", "committing", "holding", "done"}[p]
+}
+
+// client is one client's state. Node sets are bit masks.
+type client struct {
+	phase    phase
+	attempt  int // the current (or last) attempt, from 1
+	t0       int // its clock when the attempt's round began, in ticks
+	answered uint8
+	granted  uint8
+	refused  uint8
+	replies  [maxNodes]script.AcquireReply
+	token    uint64
+	commits  uint8
+	cfails   uint8
+	deadline time.Duration // holding: trusted while its clock is before this
+	// since is the largest token committed, by anyone, before this
+	// attempt's round began: Theorem 1 says this attempt's token must be
+	// larger.
+	since uint64
+
+	// Admission: nodes that answered "not admitted" and are not admitted
+	// yet as far as the client knows, the pending mark read on each, and
+	// the nodes with an admission call on the wire.
+	unadmitted uint8
+	mark       [maxNodes]string
+	admitting  uint8
+	pendings   int
+}
+
+// msg is a script call on the wire (to a node) or its reply (to the
+// client). The key is its canonical encoding.
+type msg struct {
+	reply   bool
+	client  int
+	node    int
+	attempt int
+	req     script.Request
+	res     any
+	key     string
+}
+
+func newMsg(m msg) msg {
+	if m.reply {
+		m.key = fmt.Sprintf("R>%d#%d:%s=%v", m.client, m.attempt, m.req.Script, m.res)
+	} else {
+		m.key = fmt.Sprintf("Q%d#%d:%s%v%v", m.client, m.attempt, m.req.Script, m.req.Keys, m.req.Args)
+	}
+	return m
+}
+
+// state is one global state: real time, each clock's lead over it, the
+// nodes' data, the clients, the messages on the wire, the faults used,
+// and the fencing tokens committed so far.
+type state struct {
+	T       int
+	ahead   []int // per node, then per client: ticks ahead of real time
+	nodes   []keyspace
+	clients []client
+	msgs    []msg
+	wipes   int
+	tokens  []uint64 // committed, sorted
+	maxTok  uint64
+	// bad is the invariant this state broke, if any.
+	bad string
+}
+
+func (s *state) clone() *state {
+	c := *s
+	c.ahead = append([]int(nil), s.ahead...)
+	c.nodes = append([]keyspace(nil), s.nodes...)
+	c.clients = append([]client(nil), s.clients...)
+	c.msgs = append([]msg(nil), s.msgs...)
+	c.tokens = append([]uint64(nil), s.tokens...)
+	return &c
+}
+
+// nodeNow is node i's clock in ms; clientNow client c's in ticks.
+func (s *state) nodeNow(i int) int64    { return int64(s.T+s.ahead[i]) * Unit.Milliseconds() }
+func (s *state) clientNow(n, c int) int { return s.T + s.ahead[n+c] }
+
+// encode is the state's identity with node i renamed perm[i] (inv is
+// perm's inverse), everything that decides what can happen next, in a
+// canonical order; nodeEnc holds each node's key space, encoded once.
+func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
+	b := make([]byte, 0, 512)
+	num := func(v int64) { b = strconv.AppendInt(b, v, 10); b = append(b, ',') }
+	num(int64(s.T))
+	num(int64(s.wipes))
+	num(int64(s.maxTok))
+	for _, t := range s.tokens {
+		num(int64(t))
+	}
+	b = append(b, '|')
+	n := len(perm)
+	for j := 0; j < n; j++ {
+		num(int64(s.ahead[inv[j]]))
+	}
+	for _, a := range s.ahead[n:] {
+		num(int64(a))
+	}
+	for j := 0; j < n; j++ {
+		b = append(b, nodeEnc[inv[j]]...)
+		b = append(b, '|')
+	}
+	mask := func(m uint8) {
+		var out uint8
+		for i, p := range perm {
+			if m&(1<<i) != 0 {
+				out |= 1 << p
+			}
+		}
+		b = append(b, out, ',')
+	}
+	for _, c := range s.clients {
+		b = append(b, byte(c.phase))
+		num(int64(c.attempt))
+		num(int64(c.t0))
+		mask(c.answered)
+		mask(c.granted)
+		mask(c.refused)
+		mask(c.commits)
+		mask(c.cfails)
+		mask(c.unadmitted)
+		mask(c.admitting)
+		if c.phase == acquiring || c.phase == committing {
+			for j := 0; j < n; j++ {
+				i := inv[j]
+				if c.answered&(1<<i) != 0 {
+					r := c.replies[i]
+					num(int64(r.Status))
+					num(int64(r.Fence))
+					num(int64(r.TimeUs))
+				}
+			}
+		}
+		num(int64(c.token))
+		num(int64(c.deadline))
+		num(int64(c.since))
+		num(int64(c.pendings))
+		for j := 0; j < n; j++ {
+			b = append(b, c.mark[inv[j]]...)
+			b = append(b, ',')
+		}
+		b = append(b, '|')
+	}
+	order := make([]int, len(s.msgs))
+	for k := range order {
+		order[k] = k
+	}
+	sort.Slice(order, func(x, y int) bool {
+		a, c := &s.msgs[order[x]], &s.msgs[order[y]]
+		if pa, pc := perm[a.node], perm[c.node]; pa != pc {
+			return pa < pc
+		}
+		return a.key < c.key
+	})
+	for _, k := range order {
+		b = append(b, byte('0'+perm[s.msgs[k].node]))
+		b = append(b, s.msgs[k].key...)
+		b = append(b, '|')
+	}
+	return b
+}
+
+// nodeEncodings encodes each node's key space at its clock.
+func (s *state) nodeEncodings() [][]byte {
+	out := make([][]byte, len(s.nodes))
+	for i, ks := range s.nodes {
+		var sb strings.Builder
+		ks.encode(&sb, s.nodeNow(i))
+		out[i] = []byte(sb.String())
+	}
+	return out
+}
+
+func count(set uint8) int { return bits.OnesCount8(set) }
+
+// perms lists the permutations of 0..n-1.
+func perms(n int) [][]int {
+	if n == 0 {
+		return [][]int{{}}
+	}
+	var out [][]int
+	for _, p := range perms(n - 1) {
+		for i := 0; i <= len(p); i++ {
+			q := append(append(append([]int{}, p[:i]...), n-1), p[i:]...)
+			out = append(out, q)
+		}
+	}
+	return out
+}
