@@ -46,7 +46,7 @@ deps-chaos: ## Install what `make deps` installs, and ZooKeeper for the chaos su
 build: bin/quorumlock bin/quorumlock-chaos bin/quorumlock-bench ## Compile every module, and the CLI, the chaos suite and the benchmark into bin/
 	$(call each-module,$(GO) build -o /dev/null ./...)
 
-test: deps ## Run every module's tests with the race detector against real redis-server and PostgreSQL
+test: deps-chaos ## Run every module's tests with the race detector against real redis-server and PostgreSQL
 	$(call each-module,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...)
 
 test-short: ## Run every module's tests in -short mode, without the race detector (quick feedback)
@@ -86,7 +86,12 @@ BENCH_ARGS ?=
 bin/quorumlock-bench:
 	$(GO) -C bench build -o $(CURDIR)/bin/quorumlock-bench ./cmd/qlbench
 
-model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored (MODEL_ARGS='-extra 2 -scenario restart')
+# The fencing scenario is left out by default: at one step past its test
+# depth it kept every state it reached and filled 24 GiB before it finished.
+# MODEL_ARGS='-scenario fencing -max-states N' runs it bounded.
+MODEL_ARGS ?= -scenario restart,clocks,deadline,settings -max-states 4000000
+
+model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored
 	nice -n 10 $(GO) run ./redlock/internal/model/cmd/model $(MODEL_ARGS)
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
