@@ -62,37 +62,7 @@ func (a *advisoryService) attempt(ctx context.Context, w *worker, s *section) (a
 		rollback()
 		return outcomeNotLocked, err
 	}
-	s.gotNs = stampNs()
-	if err := w.gate(ctx, gateLocked, s.attempt, 0); err != nil {
-		rollback()
-		return outcomeStopped, err
-	}
-	if err := readCounter(ctx, tx, w.cfg.row(), s); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	if err := w.gate(ctx, gateRead, s.attempt, 0); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	_ = w.work(ctx, nil) // no lease to extend: the transaction holds the lock
-	if _, err := tx.Exec(ctx, `UPDATE counter SET value = $1 WHERE id = $2`, s.read+1, w.cfg.row()); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	// The lock is valid exactly while the transaction holds it, so the
-	// section's deadline is its end. Its release is the COMMIT below,
-	// which the row cannot wait for; it is recorded as the end too.
-	s.endNs = stampNs()
-	s.deadlineNs, s.releaseNs, s.outcome = s.endNs, s.endNs, outcomeOK
-	if err := w.record(ctx, tx, s); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return outcomeError, err
-	}
-	return outcomeOK, nil
+	return inTransaction(ctx, w, s, tx)
 }
 
 // lock waits in pg_advisory_xact_lock until ctx ends (pgx then cancels
@@ -116,4 +86,42 @@ func (a *advisoryService) lock(ctx context.Context, w *worker, tx pgx.Tx) error 
 			return errors.Join(errors.New("advisory lock not obtained"), err)
 		}
 	}
+}
+
+// inTransaction runs a section whose lock the transaction tx holds (an
+// advisory lock taken in it, or the row locked FOR UPDATE): read, work,
+// write and record in tx, and release the lock by committing. The lock is
+// valid exactly while the transaction holds it, so the section's deadline
+// is its end; its release is the COMMIT, which the row cannot wait for,
+// so it is recorded as the end too.
+func inTransaction(ctx context.Context, w *worker, s *section, tx pgx.Tx) (attemptOutcome, error) {
+	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+	s.gotNs = stampNs()
+	if err := w.gate(ctx, gateLocked, s.attempt, 0); err != nil {
+		rollback()
+		return outcomeStopped, err
+	}
+	if err := readCounter(ctx, tx, w.cfg.row(), s); err != nil {
+		rollback()
+		return outcomeError, err
+	}
+	if err := w.gate(ctx, gateRead, s.attempt, 0); err != nil {
+		rollback()
+		return outcomeError, err
+	}
+	_ = w.work(ctx, nil) // no lease to extend: the transaction holds the lock
+	if _, err := tx.Exec(ctx, `UPDATE counter SET value = $1 WHERE id = $2`, s.read+1, w.cfg.row()); err != nil {
+		rollback()
+		return outcomeError, err
+	}
+	s.endNs = stampNs()
+	s.deadlineNs, s.releaseNs, s.outcome = s.endNs, s.endNs, outcomeOK
+	if err := w.record(ctx, tx, s); err != nil {
+		rollback()
+		return outcomeError, err
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return outcomeError, err
+	}
+	return outcomeOK, nil
 }

@@ -39,37 +39,7 @@ func (r *rowService) attempt(ctx context.Context, w *worker, s *section) (attemp
 	if err != nil {
 		return outcomeNotLocked, err
 	}
-	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
-	s.gotNs = stampNs()
-	if err := w.gate(ctx, gateLocked, s.attempt, 0); err != nil {
-		rollback()
-		return outcomeStopped, err
-	}
-	if err := readCounter(ctx, tx, w.cfg.row(), s); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	if err := w.gate(ctx, gateRead, s.attempt, 0); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	_ = w.work(ctx, nil) // no lease to extend: the transaction holds the lock
-	if _, err := tx.Exec(ctx, `UPDATE counter SET value = $1 WHERE id = $2`, s.read+1, w.cfg.row()); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	// As for the advisory lock: valid exactly while the transaction
-	// holds it; its release is the COMMIT below.
-	s.endNs = stampNs()
-	s.deadlineNs, s.releaseNs, s.outcome = s.endNs, s.endNs, outcomeOK
-	if err := w.record(ctx, tx, s); err != nil {
-		rollback()
-		return outcomeError, err
-	}
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return outcomeError, err
-	}
-	return outcomeOK, nil
+	return inTransaction(ctx, w, s, tx)
 }
 
 // lock begins the section's transaction and locks the row in it, waiting

@@ -169,7 +169,7 @@ func (a *attempt) tally(timedOut bool) {
 	if len(a.replies) == n || a.granted >= c.quorum {
 		return
 	}
-	for _, i := range missing(n, a.replies) {
+	for _, i := range missingOf(n, a.replies) {
 		switch {
 		case timedOut:
 			c.nodes[i].missed.Store(true)
@@ -228,21 +228,6 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 	}
 	e.Errs = append(e.Errs, a.errs...)
 	return e
-}
-
-// missing lists the nodes that have no reply in replies.
-func missing(n int, replies []quorum.Reply[script.AcquireReply]) []int {
-	got := make([]bool, n)
-	for _, r := range replies {
-		got[r.Node] = true
-	}
-	var out []int
-	for i, ok := range got {
-		if !ok {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // freeIn estimates when a quorum of nodes could be free of the other

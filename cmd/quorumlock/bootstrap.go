@@ -59,18 +59,8 @@ func bootstrapMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 	env["max-ttl"] = envMaxTTL
 	timeout := durationFlag{d: 5 * time.Second, set: true}
 	fs.Var(&timeout, "timeout", "`duration` bound on the whole step")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			bootstrapUsage(stdout, fs, env)
-			return exitOK
-		}
-		return usageError(stderr, "bootstrap", err)
-	}
-	if err := applyEnv(fs, env); err != nil {
-		return usageError(stderr, "bootstrap", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "bootstrap", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	if code, ok := parseFlags(fs, args, env, "bootstrap", bootstrapUsage, false, stdout, stderr); !ok {
+		return code
 	}
 	if timeout.d <= 0 {
 		return usageError(stderr, "bootstrap", errors.New("--timeout must be positive"))

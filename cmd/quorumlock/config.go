@@ -372,3 +372,25 @@ func (f *durationFlag) Set(s string) error {
 // printFlags writes fs's flags in --name form, with the environment
 // variable each one falls back to.
 func printFlags(w io.Writer, fs *flag.FlagSet, env flagEnv) { flagdoc.Print(w, fs, env) }
+
+// parseFlags parses the flags of command cmd from args, then the
+// environment variables in env for the flags args did not set. On --help
+// it prints usage to stdout; on a bad flag, variable or (unless positional)
+// argument it prints the error to stderr. ok is false in those cases, and
+// code is what the command exits with.
+func parseFlags(fs *flag.FlagSet, args []string, env flagEnv, cmd string, usage func(io.Writer, *flag.FlagSet, flagEnv), positional bool, stdout, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs, env)
+			return exitOK, false
+		}
+		return usageError(stderr, cmd, err), false
+	}
+	if err := applyEnv(fs, env); err != nil {
+		return usageError(stderr, cmd, err), false
+	}
+	if !positional && fs.NArg() > 0 {
+		return usageError(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
+	}
+	return exitOK, true
+}

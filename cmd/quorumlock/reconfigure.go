@@ -92,18 +92,8 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	var verbose bool
 	fs.BoolVar(&verbose, "verbose", false, "log each step to stderr")
 	fs.BoolVar(&verbose, "v", false, "short for --verbose")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			reconfigureUsage(stdout, fs, env)
-			return exitOK
-		}
-		return usageError(stderr, "reconfigure", err)
-	}
-	if err := applyEnv(fs, env); err != nil {
-		return usageError(stderr, "reconfigure", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "reconfigure", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	if code, ok := parseFlags(fs, args, env, "reconfigure", reconfigureUsage, false, stdout, stderr); !ok {
+		return code
 	}
 	if timeout.d <= 0 {
 		return usageError(stderr, "reconfigure", errors.New("--timeout must be positive"))

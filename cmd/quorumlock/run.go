@@ -127,15 +127,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
 	fs.BoolVar(&rc.verbose, "verbose", false, "log lock events to stderr")
 	fs.BoolVar(&rc.verbose, "v", false, "short for --verbose")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			runUsage(stdout, fs, env)
-			return nil, exitOK, false
-		}
-		return nil, usageError(stderr, "run", err), false
-	}
-	if err := applyEnv(fs, env); err != nil {
-		return nil, usageError(stderr, "run", err), false
+	if code, ok := parseFlags(fs, args, env, "run", runUsage, true, stdout, stderr); !ok {
+		return nil, code, false
 	}
 	rc.command = fs.Args()
 	fs.Visit(func(f *flag.Flag) { rc.metadataSet = rc.metadataSet || f.Name == "metadata" })

@@ -147,18 +147,8 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sc.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
 	fs.Var(&sc.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it, to tell which nodes vote for them")
 	env["max-ttl"] = envMaxTTL
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			statusUsage(stdout, fs, env)
-			return exitOK
-		}
-		return usageError(stderr, "status", err)
-	}
-	if err := applyEnv(fs, env); err != nil {
-		return usageError(stderr, "status", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, "status", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	if code, ok := parseFlags(fs, args, env, "status", statusUsage, false, stdout, stderr); !ok {
+		return code
 	}
 	if sc.key == "" {
 		return usageError(stderr, "status", errors.New("--key is required and must not be empty"))
