@@ -110,12 +110,18 @@ func TestMetadata_AHandOffCarriesTheWaitersOwn(t *testing.T) {
 	require.Equal(t, "host=b", ks.Metadata, "a handed lease shows no (or the releaser's) metadata")
 
 	require.NoError(t, l.Extend(ctx, 4*time.Second))
-	for i := range cl.raw {
-		if cl.value(t, i, key) == valueOf(l) {
-			require.Eventually(t, func() bool { return cl.pttl(t, i, keyMeta(key)) > 2*time.Second }, time.Second, time.Millisecond,
-				"node %d: the handed lease's metadata did not follow its extend", i)
+	// The extend reached a majority, not necessarily every node (and the
+	// hand-off's metadata write is best effort per node): the metadata
+	// must follow it on a majority of the nodes that hold the lease.
+	require.Eventually(t, func() bool {
+		n := 0
+		for i := range cl.raw {
+			if cl.value(t, i, key) == valueOf(l) && cl.pttl(t, i, keyMeta(key)) > 2*time.Second {
+				n++
+			}
 		}
-	}
+		return n >= 3
+	}, 2*time.Second, time.Millisecond, "the handed lease's metadata did not follow its extend on a majority of nodes")
 	require.NoError(t, l.Release(ctx))
 	cl.requireGone(t, keyMeta(key), "the handed lease's release left its metadata")
 }

@@ -222,7 +222,9 @@ func TestQuarantine_TheTryAfterAnAdmissionIsBoundedWithANodeFrozen(t *testing.T)
 func TestQuarantine_FirstAdmissionNeedsEveryPeer(t *testing.T) {
 	const maxTTL = 100 * time.Millisecond
 	cl := newCluster(t, 5)
-	c, f := cl.faulty(t, WithMaxTTL(maxTTL))
+	// 50 ms per node, not this ttl's default 5 ms, which the lease's
+	// Release missed on two nodes under CI load.
+	c, f := cl.faulty(t, WithMaxTTL(maxTTL), WithNodeTimeout(50*time.Millisecond))
 	ctx := context.Background()
 	key := testenv.Key(t)
 	f.fail(errors.New("connection refused"), "", 4)
