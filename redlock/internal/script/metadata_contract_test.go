@@ -82,7 +82,7 @@ var metadataCases = []contractCase{
 			requireKey(t, n, MetaKey("a"), "va\nhost=a")
 			requireTTLNear(t, n, MetaKey("b"), time.Second)
 		}},
-	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, ctMetaKey},
+	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, MarkerKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
