@@ -339,6 +339,18 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 // deadline. Without the marker check in extend.lua the extends go on
 // succeeding and the new lease is granted while the old one is trusted.
 func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
+	oldLeaseExtendedThroughTheChange(t)
+}
+
+// The same with holder metadata: the extend call then carries the
+// metadata keys after the marker (extend.lua KEYS[n+1], KEYS[n+1+i]), and
+// a call that put them anywhere else would have the script read no
+// marker and renew the old lease on marked nodes.
+func TestReconfigure_AnOldLeaseWithMetadataIsNotExtendedPastTheChange(t *testing.T) {
+	oldLeaseExtendedThroughTheChange(t, WithMetadata("host=old"))
+}
+
+func oldLeaseExtendedThroughTheChange(t *testing.T, opts ...CallOption) {
 	ctx := context.Background()
 	cl := newCluster(t, 5)
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
@@ -348,7 +360,7 @@ func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
 	require.NoError(t, oldc.Bootstrap(ctx))
 	fold.fail(errors.New("unreachable"), "", 2)
 	key := testenv.Key(t)
-	l1, err := oldc.TryLock(ctx, key, time.Second)
+	l1, err := oldc.TryLock(ctx, key, time.Second, opts...)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	trusted := l1.Deadline()
