@@ -402,6 +402,16 @@ func oldLeaseExtendedThroughTheChange(t *testing.T, opts ...CallOption) {
 // refuse those settings: a hand-off is a grant no acquire script checks.
 // The waiter gets a reservation, tries, and is refused.
 func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
+	releaseToAnOldWaiter(t)
+}
+
+// The same with the holder's metadata: its release carries the metadata
+// key after the marker (release.lua KEYS[6], KEYS[7]).
+func TestReconfigure_AReleaseWithMetadataHandsNoKeyToAnOldWaiter(t *testing.T) {
+	releaseToAnOldWaiter(t, WithMetadata("host=old"))
+}
+
+func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	ctx := context.Background()
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
@@ -410,7 +420,7 @@ func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
 	require.NoError(t, holder.Bootstrap(ctx))
 	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
 	key := testenv.Key(t)
-	l1, err := holder.TryLock(ctx, key, time.Second)
+	l1, err := holder.TryLock(ctx, key, time.Second, opts...)
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
