@@ -444,3 +444,56 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	require.ErrorIs(t, <-got, ErrConfigMismatch, "the old waiter was handed the key after the nodes refused its settings")
 	require.NoError(t, <-done)
 }
+
+// An old node that stays loses its data between the command's steps:
+// refused in step 1, bare when step 2 reaches it. The old client cannot
+// take it back meanwhile (its peers refuse the old settings), step 2
+// holds it off like the others, and the first lease of the new settings
+// still comes after the old lease's deadline.
+func TestReconfigure_ANodeWipedBetweenTheStepsIsHeldOffToo(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l1, err := oldc.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+
+	// The command's hold-off on node 2 waits until the test has wiped it.
+	fcmd := newFaults(cl)
+	reached, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fcmd.before(func(_ context.Context, c *call) error {
+		if c.Script == "reconfigure" && c.Node == 2 && len(c.Args) > 0 && c.Args[0] == "hold" {
+			once.Do(func() { close(reached) })
+			<-gate
+		}
+		return nil
+	})
+	cmd := cl.over(t, fcmd, idx, WithMaxTTL(900*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...) }()
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Second):
+		close(gate)
+		t.Fatal("step 2 never reached node 2")
+	}
+	moving := script.Moving(cmd.settings)
+	require.Equal(t, moving, cl.markers(t, 2)[0], "step 1 did not refuse the old settings on node 2")
+	cl.wipe(t, 2)
+	_, err = oldc.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch, "the old client was not refused with node 2 bare")
+	close(gate)
+
+	require.NoError(t, <-done)
+	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(900*time.Millisecond))
+	require.Equal(t, same(newc.settings, 3), cl.markers(t, idx...))
+	l2, at := lockAfter(t, newc, key, 900*time.Millisecond, 5*time.Second)
+	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was granted %v before the old lease's deadline", l1.Deadline().Sub(at))
+	require.NoError(t, l2.Release(ctx))
+	_, err = oldc.TryLock(ctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+}
