@@ -497,3 +497,30 @@ func TestReconfigure_ANodeWipedBetweenTheStepsIsHeldOffToo(t *testing.T) {
 	_, err = oldc.TryLock(ctx, testenv.Key(t), time.Second)
 	require.ErrorIs(t, err, ErrConfigMismatch)
 }
+
+// Old settings that no old client could have run with, or no old nodes,
+// are refused before any node is read or written: the hold-off and the
+// markers would be computed from them.
+func TestReconfigure_RefusesBadOldSettingsWithoutTouchingANode(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldc := cl.over(t, newFaults(cl), idx)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	fcmd := newFaults(cl)
+	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(2*time.Second))
+	for name, opts := range map[string][]Option{
+		"a max ttl of 0":         {WithMaxTTL(0)},
+		"a max ttl over the cap": {WithMaxTTL(MaxMaxTTL + time.Millisecond)},
+		"a fractional max ttl":   {WithMaxTTL(1500 * time.Microsecond)},
+		"a drift factor of 1":    {WithDriftFactor(1)},
+		"no validity left":       {WithMaxTTL(2 * time.Millisecond)},
+		"a nil option":           {nil},
+	} {
+		err := cmd.Reconfigure(ctx, cl.hooked(t, fcmd, idx), opts...)
+		require.ErrorContains(t, err, "redlock: Reconfigure: old settings: ", name)
+	}
+	require.ErrorContains(t, cmd.Reconfigure(ctx, nil), "no old nodes")
+	require.Zero(t, fcmd.total(), "an old node was called")
+	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
+}
