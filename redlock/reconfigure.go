@@ -332,7 +332,7 @@ func (s stepResult) failed() error {
 
 func (r *reconfig) step(ctx context.Context, nd *node, s script.ReconfigureStep) stepResult {
 	rep, err := nd.sn.Reconfigure(ctx, script.ReconfigureArgs{Step: s, From: r.from, To: r.to,
-		HoldOff: r.holdOff, TTL: 2*r.holdOff + time.Second, ID: newValue()})
+		HoldOff: r.holdOff, TTL: markTTL(r.holdOff), ID: newValue()})
 	return stepResult{rep, err}
 }
 
