@@ -77,7 +77,13 @@ func (s settings) bootstrapWindow() time.Duration {
 // to finish the quarantine it times, short enough that a mark nobody
 // followed up (or one a misconfigured client left behind) goes away.
 func (s settings) pendingTTL() time.Duration {
-	return 2*s.quarantine() + time.Second
+	return markTTL(s.quarantine())
+}
+
+// markTTL is how long a pending mark that times q lives: a quarantine's
+// (pendingTTL) or a reconfiguration's hold-off (reconfig.step).
+func markTTL(q time.Duration) time.Duration {
+	return 2*q + time.Second
 }
 
 // checkMaxTTL validates a max ttl together with the drift factor, so that

@@ -344,26 +344,41 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 	require.NoError(t, fenced.Bootstrap(ctx))
 
 	prefix := testenv.Key(t)
+	handedWithMeta := 0
 	for i := range 40 {
 		key := fmt.Sprintf("%s:%d", prefix, i)
 		c := fenced
 		if i%2 == 1 {
 			c = plain
 		}
-		// Holder metadata on every other key, the handed ones' included.
+		// Holder metadata on every other key, the handed ones' included
+		// (the plain client's waiters at i%4 == 1 take the key from the
+		// release and store their metadata with meta.lua), and on the
+		// leases that are lost (i%8 == 2).
 		var opts []CallOption
-		if i%4 < 2 {
+		if i%4 < 2 || i%8 == 2 {
 			opts = append(opts, WithMetadata(fmt.Sprintf("job=%d", i)))
 		}
 		l, err := c.TryLock(ctx, key, maxTTL, opts...)
 		require.NoError(t, err)
-		if i%4 == 0 {
-			// A waiter in line, a failed attempt's tombstones, a hand-off.
+		if i%4 < 2 {
+			// A waiter in line, a failed attempt's tombstones, a hand-off;
+			// the waiter's lease is extended before it is released, or,
+			// at i%8 == 5, lost.
 			done := make(chan error, 1)
+			handed := make(chan bool, 1)
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
 				l2, err := c.Lock(wctx, key, maxTTL, opts...)
+				handed <- err == nil && handedTo(valueOf(l2))
+				if err == nil && i%8 == 5 {
+					done <- nil // lost: its keys must go by themselves
+					return
+				}
+				if err == nil {
+					err = l2.Extend(ctx, maxTTL)
+				}
 				if err == nil {
 					err = l2.Release(ctx)
 				}
@@ -374,10 +389,20 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			require.NoError(t, l.Release(ctx))
 			require.NoError(t, <-done)
+			if <-handed && len(opts) > 0 {
+				handedWithMeta++
+			}
+			continue
+		}
+		if i%8 == 2 {
+			// A lease with metadata that is extended and then lost: never
+			// released, its keys and metadata must go by themselves.
+			require.NoError(t, l.Extend(ctx, maxTTL))
 			continue
 		}
 		require.NoError(t, l.Release(ctx))
 	}
+	require.Positive(t, handedWithMeta, "no lease with metadata was handed over by a release: the hand-off's metadata write went untested")
 
 	persistent := func() map[int][]string {
 		out := map[int][]string{}

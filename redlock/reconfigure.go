@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
@@ -105,19 +104,11 @@ func oldSettings(from []redis.UniversalClient, opts []Option) (settings, error) 
 	if len(from) == 0 {
 		return settings{}, errors.New("redlock: Reconfigure: no old nodes")
 	}
+	// Checked as New checks a client's options (the drift factor by its
+	// option, the max ttl against it), so that the old settings are ones
+	// an old client could have run with.
 	cfg := defaults()
-	for _, o := range opts {
-		if o == nil {
-			return settings{}, errors.New("redlock: Reconfigure: nil option")
-		}
-		if err := o.apply(&cfg); err != nil {
-			return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
-		}
-	}
-	if err := drift.CheckFactor(cfg.factor); err != nil {
-		return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
-	}
-	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
+	if err := applyOptions(&cfg, opts); err != nil {
 		return settings{}, fmt.Errorf("redlock: Reconfigure: old settings: %w", err)
 	}
 	return settings{nodes: len(from), maxTTL: cfg.maxTTL, factor: cfg.factor}, nil
@@ -341,7 +332,7 @@ func (s stepResult) failed() error {
 
 func (r *reconfig) step(ctx context.Context, nd *node, s script.ReconfigureStep) stepResult {
 	rep, err := nd.sn.Reconfigure(ctx, script.ReconfigureArgs{Step: s, From: r.from, To: r.to,
-		HoldOff: r.holdOff, TTL: 2*r.holdOff + time.Second, ID: newValue()})
+		HoldOff: r.holdOff, TTL: markTTL(r.holdOff), ID: newValue()})
 	return stepResult{rep, err}
 }
 

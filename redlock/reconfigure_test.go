@@ -339,6 +339,18 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 // deadline. Without the marker check in extend.lua the extends go on
 // succeeding and the new lease is granted while the old one is trusted.
 func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
+	oldLeaseExtendedThroughTheChange(t)
+}
+
+// The same with holder metadata: the extend call then carries the
+// metadata keys after the marker (extend.lua KEYS[n+1], KEYS[n+1+i]), and
+// a call that put them anywhere else would have the script read no
+// marker and renew the old lease on marked nodes.
+func TestReconfigure_AnOldLeaseWithMetadataIsNotExtendedPastTheChange(t *testing.T) {
+	oldLeaseExtendedThroughTheChange(t, WithMetadata("host=old"))
+}
+
+func oldLeaseExtendedThroughTheChange(t *testing.T, opts ...CallOption) {
 	ctx := context.Background()
 	cl := newCluster(t, 5)
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
@@ -348,7 +360,7 @@ func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
 	require.NoError(t, oldc.Bootstrap(ctx))
 	fold.fail(errors.New("unreachable"), "", 2)
 	key := testenv.Key(t)
-	l1, err := oldc.TryLock(ctx, key, time.Second)
+	l1, err := oldc.TryLock(ctx, key, time.Second, opts...)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	trusted := l1.Deadline()
@@ -390,6 +402,16 @@ func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
 // refuse those settings: a hand-off is a grant no acquire script checks.
 // The waiter gets a reservation, tries, and is refused.
 func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
+	releaseToAnOldWaiter(t)
+}
+
+// The same with the holder's metadata: its release carries the metadata
+// key after the marker (release.lua KEYS[6], KEYS[7]).
+func TestReconfigure_AReleaseWithMetadataHandsNoKeyToAnOldWaiter(t *testing.T) {
+	releaseToAnOldWaiter(t, WithMetadata("host=old"))
+}
+
+func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	ctx := context.Background()
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
@@ -398,7 +420,7 @@ func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
 	require.NoError(t, holder.Bootstrap(ctx))
 	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
 	key := testenv.Key(t)
-	l1, err := holder.TryLock(ctx, key, time.Second)
+	l1, err := holder.TryLock(ctx, key, time.Second, opts...)
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
@@ -421,4 +443,84 @@ func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
 	require.NoError(t, l1.Release(ctx))
 	require.ErrorIs(t, <-got, ErrConfigMismatch, "the old waiter was handed the key after the nodes refused its settings")
 	require.NoError(t, <-done)
+}
+
+// An old node that stays loses its data between the command's steps:
+// refused in step 1, bare when step 2 reaches it. The old client cannot
+// take it back meanwhile (its peers refuse the old settings), step 2
+// holds it off like the others, and the first lease of the new settings
+// still comes after the old lease's deadline.
+func TestReconfigure_ANodeWipedBetweenTheStepsIsHeldOffToo(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	key := testenv.Key(t)
+	l1, err := oldc.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+
+	// The command's hold-off on node 2 waits until the test has wiped it.
+	fcmd := newFaults(cl)
+	reached, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fcmd.before(func(_ context.Context, c *call) error {
+		if c.Script == "reconfigure" && c.Node == 2 && len(c.Args) > 0 && c.Args[0] == "hold" {
+			once.Do(func() { close(reached) })
+			<-gate
+		}
+		return nil
+	})
+	cmd := cl.over(t, fcmd, idx, WithMaxTTL(900*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...) }()
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Second):
+		close(gate)
+		t.Fatal("step 2 never reached node 2")
+	}
+	moving := script.Moving(cmd.settings)
+	require.Equal(t, moving, cl.markers(t, 2)[0], "step 1 did not refuse the old settings on node 2")
+	cl.wipe(t, 2)
+	_, err = oldc.TryLock(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch, "the old client was not refused with node 2 bare")
+	close(gate)
+
+	require.NoError(t, <-done)
+	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(900*time.Millisecond))
+	require.Equal(t, same(newc.settings, 3), cl.markers(t, idx...))
+	l2, at := lockAfter(t, newc, key, 900*time.Millisecond, 5*time.Second)
+	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was granted %v before the old lease's deadline", l1.Deadline().Sub(at))
+	require.NoError(t, l2.Release(ctx))
+	_, err = oldc.TryLock(ctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, ErrConfigMismatch)
+}
+
+// Old settings that no old client could have run with, or no old nodes,
+// are refused before any node is read or written: the hold-off and the
+// markers would be computed from them.
+func TestReconfigure_RefusesBadOldSettingsWithoutTouchingANode(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldc := cl.over(t, newFaults(cl), idx)
+	require.NoError(t, oldc.Bootstrap(ctx))
+	fcmd := newFaults(cl)
+	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(2*time.Second))
+	for name, opts := range map[string][]Option{
+		"a max ttl of 0":         {WithMaxTTL(0)},
+		"a max ttl over the cap": {WithMaxTTL(MaxMaxTTL + time.Millisecond)},
+		"a fractional max ttl":   {WithMaxTTL(1500 * time.Microsecond)},
+		"a drift factor of 1":    {WithDriftFactor(1)},
+		"no validity left":       {WithMaxTTL(2 * time.Millisecond)},
+		"a nil option":           {nil},
+	} {
+		err := cmd.Reconfigure(ctx, cl.hooked(t, fcmd, idx), opts...)
+		require.ErrorContains(t, err, "redlock: Reconfigure: old settings: ", name)
+	}
+	require.ErrorContains(t, cmd.Reconfigure(ctx, nil), "no old nodes")
+	require.Zero(t, fcmd.total(), "an old node was called")
+	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
 }

@@ -1632,13 +1632,43 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	if tc.published != nil {
 		heard = n.listen(t, ReleaseChannel(ctKey))
 	}
-	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, tc.args(t, n)...).Result()
+	args := tc.args(t, n)
+	requireLayout(t, tc, args)
+	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, args...).Result()
 	tc.check(t, n, res, err)
 	if heard != nil {
 		got := heard()
 		require.Equal(t, len(tc.published), len(got), "published on the release channel: %q", got)
 		if len(got) > 0 {
 			require.Equal(t, tc.published, got, "published on the release channel")
+		}
+	}
+}
+
+// requireLayout checks that a case of a script with optional trailing
+// keys puts them where the typed calls do (NewExtend, Boxes.Release): the
+// scripts find them by position, so a case that sends a metadata key
+// where the marker belongs tests neither.
+func requireLayout(t *testing.T, tc contractCase, args []any) {
+	t.Helper()
+	switch tc.script {
+	case extendScript:
+		n := len(args) / 2
+		if len(tc.keys) > n {
+			require.Equal(t, MarkerKey, tc.keys[n], "extend KEYS[n+1] is the marker")
+		}
+		if len(tc.keys) > n+1 {
+			require.Len(t, tc.keys, 2*n+1, "extend: a metadata key for every lease, or none")
+			for i := range n {
+				require.Equal(t, MetaKey(tc.keys[i]), tc.keys[n+1+i], "extend KEYS[n+1+%d]", i+1)
+			}
+		}
+	case releaseScript:
+		if len(tc.keys) > 5 {
+			require.Equal(t, MarkerKey, tc.keys[5], "release KEYS[6] is the marker")
+		}
+		if len(tc.keys) > 6 {
+			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[6:], "release KEYS[7] is the metadata")
 		}
 	}
 }

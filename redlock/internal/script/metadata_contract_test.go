@@ -82,7 +82,7 @@ var metadataCases = []contractCase{
 			requireKey(t, n, MetaKey("a"), "va\nhost=a")
 			requireTTLNear(t, n, MetaKey("b"), time.Second)
 		}},
-	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, ctMetaKey},
+	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, MarkerKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
@@ -90,6 +90,50 @@ var metadataCases = []contractCase{
 		args: fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctMetaKey, time.Second)
+		}},
+
+	{name: "extend/a batch with metadata on some leases only renews each and creates none", script: extendScript,
+		keys: []string{"a", "b", MarkerKey, MetaKey("a"), MetaKey("b")},
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, "a", "va", time.Second)
+			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
+			n.put(t, "b", "vb", time.Second) // a lease without metadata
+		},
+		args: fixed("va", 6000, "vb", 7000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(1)}, slice(t, res, err))
+			requireTTLNear(t, n, "a", 6*time.Second)
+			requireTTLNear(t, n, MetaKey("a"), 6*time.Second)
+			requireTTLNear(t, n, "b", 7*time.Second)
+			requireNoKey(t, n, MetaKey("b"))
+		}},
+	{name: "extend/a node a reconfiguration marked renews neither our key nor its metadata", script: extendScript,
+		keys: []string{ctKey, MarkerKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, time.Second)
+			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a")
+			requireTTLNear(t, n, ctMetaKey, time.Second)
+		}},
+	{name: "extend/a retired node renews neither our key nor its metadata", script: extendScript,
+		keys: []string{ctKey, MarkerKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Retired(ctOther), 0)
+			n.put(t, ctKey, ctValue, time.Second)
+			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
+		},
+		args: fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireTTLNear(t, n, ctKey, time.Second)
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
 
@@ -118,6 +162,48 @@ var metadataCases = []contractCase{
 			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
 		}},
 
+	{name: "release/a node a reconfiguration marked deletes our key and its metadata, and hands the key to nobody", script: releaseScript,
+		keys: ctRelMetaKeys, published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
+			waiting(t, n, "c1.a+4000", n.nowUs(t)-30, n.nowUs(t))
+		},
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 3000, "", ctLineMs, wakePrefix),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, ctMetaKey)
+			requireKey(t, n, NamedKey(ctKey), "c1.a+4000") // a reservation, not the key
+		}},
+
+	{name: "acquire/a node a reconfiguration marked grants nothing and writes no metadata", script: acquireScript, keys: ctAcqMetaKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
+		args:  withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(-2), int64(0), Moving(ctOther)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, ctMetaKey)
+		}},
+
+	// meta.lua checks no marker: it writes no lock key and no expiry
+	// longer than the key's, so on a marked node it changes nothing a
+	// script decides, and the metadata goes with the key.
+	{name: "meta/on a node a reconfiguration marked stores with the key's expiry, and the key keeps its own", script: metaScript, keys: []string{ctKey, ctMetaKey},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, ctKey, "c1.w~1+4000", 2*time.Second)
+		},
+		args: fixed("c1.w~1+4000", "host=w"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireTTLNear(t, n, ctKey, 2*time.Second)
+			requireTTLNear(t, n, ctMetaKey, 2*time.Second)
+			requireKey(t, n, MarkerKey, Moving(ctOther))
+		}},
 	{name: "meta/stores where the key holds the value, with its expiry", script: metaScript, keys: []string{ctKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "c1.w~1+4000", 4*time.Second) },
 		args:  fixed("c1.w~1+4000", "host=w"),
