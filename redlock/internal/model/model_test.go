@@ -119,3 +119,21 @@ func TestModel_APatchThatChangesNothingIsRefused(t *testing.T) {
 	_, err := Explore(cfg)
 	require.ErrorContains(t, err, "changes nothing")
 }
+
+// `make model` bounds its memory with MaxStates: a search cut short by
+// it says so, breadth and depth first, and stops near the limit (within
+// one state's successors).
+func TestModel_TheStateLimitCutsTheSearchShortAndSaysSo(t *testing.T) {
+	for _, dfs := range []bool{false, true} {
+		cfg := scenario(t, "restart")
+		cfg.DFS = dfs
+		cfg.MaxStates = 1000
+		r, err := Explore(cfg)
+		require.NoError(t, err)
+		t.Log(r)
+		require.False(t, r.Complete, "dfs %v: a search cut short reported itself complete", dfs)
+		require.GreaterOrEqual(t, r.States, cfg.MaxStates)
+		require.Less(t, r.States, cfg.MaxStates+100, "dfs %v: the search went on past its limit", dfs)
+		require.Contains(t, r.String(), "cut short")
+	}
+}
