@@ -105,7 +105,7 @@ bin/quorumlock-bench:
 # So the fencing scenario is left out by default, a scenario stops (and the
 # run fails) past 1,500,000 states, and the Go heap is capped.
 # MODEL_ARGS='-scenario fencing -max-states N' runs it bounded.
-MODEL_ARGS ?= -scenario restart,clocks,deadline,settings -max-states 1500000
+MODEL_ARGS ?= -scenario restart,clocks,deadline,settings,tokens -max-states 1500000
 MODEL_MEMLIMIT ?= 12GiB
 
 model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored

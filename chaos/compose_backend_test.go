@@ -13,21 +13,7 @@ import (
 // TestChaosComposeBackend runs a short profile with every server in a
 // container and checks the verdicts the local backend's smoke checks.
 func TestChaosComposeBackend(t *testing.T) {
-	if backend, err := testenv.SelectedBackend(); err != nil || backend != testenv.BackendDocker {
-		t.Skipf("containers: run with %s=%s", testenv.BackendEnv, testenv.BackendDocker)
-	}
-	if testing.Short() {
-		t.Skip("starts dozens of containers")
-	}
-	b, err := chaos.NewComposeBackend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close backend: %v", err)
-		}
-	})
+	b := composeBackend(t, "starts dozens of containers")
 	p, err := chaos.LookupProfile("smoke")
 	if err != nil {
 		t.Fatal(err)
@@ -55,21 +41,7 @@ func TestChaosComposeBackend(t *testing.T) {
 // container (the images `make images` builds) under the faults that act on
 // the members: one killed, two killed, one cut off from its peers.
 func TestChaosComposeConsensus(t *testing.T) {
-	if backend, err := testenv.SelectedBackend(); err != nil || backend != testenv.BackendDocker {
-		t.Skipf("containers: run with %s=%s", testenv.BackendEnv, testenv.BackendDocker)
-	}
-	if testing.Short() {
-		t.Skip("starts etcd and ZooKeeper containers")
-	}
-	b, err := chaos.NewComposeBackend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close backend: %v", err)
-		}
-	})
+	b := composeBackend(t, "starts etcd and ZooKeeper containers")
 	quick, err := chaos.LookupProfile("quick")
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +75,27 @@ func TestChaosComposeConsensus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// composeBackend returns a compose backend closed with the test, or
+// skips unless the tests are asked to use containers, or in -short mode
+// (saying what the test would start).
+func composeBackend(t *testing.T, starts string) *chaos.ComposeBackend {
+	t.Helper()
+	if backend, err := testenv.SelectedBackend(); err != nil || backend != testenv.BackendDocker {
+		t.Skipf("containers: run with %s=%s", testenv.BackendEnv, testenv.BackendDocker)
+	}
+	if testing.Short() {
+		t.Skip(starts)
+	}
+	b, err := chaos.NewComposeBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
+	})
+	return b
 }

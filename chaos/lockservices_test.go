@@ -36,26 +36,7 @@ func TestChaosLockServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := chaos.Profile{Name: "quick", Runs: append(etcd.Runs, pg.Runs...)}
-	rep := runProfile(t, p, 11, "")
-	if len(rep.Runs) != len(p.Runs) {
-		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
-	}
-	for _, r := range rep.Runs {
-		if !r.Pass {
-			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
-		}
-	}
-	get := func(topo, fault, mode string) chaos.Result {
-		t.Helper()
-		for _, r := range rep.Runs {
-			if r.Topology == topo && r.Fault == fault && r.Fencing == mode {
-				return r
-			}
-		}
-		t.Fatalf("no run %s/%s/%s", topo, fault, mode)
-		return chaos.Result{}
-	}
+	get := runChecked(t, chaos.Profile{Name: "quick", Runs: append(etcd.Runs, pg.Runs...)}, 11)
 
 	// etcd: one member of three down leaves a quorum; two do not, and
 	// the refusal says so.
@@ -82,28 +63,7 @@ func TestChaosLockServices(t *testing.T) {
 			r.LostUpdates, r.Rejected, r.TokenInversions)
 	}
 
-	// The advisory lock has no lease: a frozen holder keeps it, loses
-	// nothing, and the others wait for the whole freeze.
-	r := get(chaos.PgAdvisory, "worker-freeze", "none")
-	if r.LostUpdates != 0 || r.Overlaps != 0 || r.StaleOverlaps != 0 {
-		t.Errorf("pg-advisory worker-freeze: lost %d, overlaps %d, stale overlaps %d; want 0", r.LostUpdates, r.Overlaps, r.StaleOverlaps)
-	}
-	if blocked := time.Duration(r.BlockedMs) * time.Millisecond; blocked < 2*time.Second {
-		t.Errorf("pg-advisory worker-freeze: others blocked %v, want the whole 2s freeze", blocked)
-	}
-	// A crashed holder's connection dies with it; the server rolls its
-	// transaction back and frees the lock at once.
-	r = get(chaos.PgAdvisory, "worker-crash", "none")
-	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
-		t.Errorf("pg-advisory worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", r.BlockedMs, r.LostUpdates)
-	}
-	// Nothing is granted while the database is down, and the workers go
-	// on once it is back.
-	r = get(chaos.PgAdvisory, "db-restart", "none")
-	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
-		t.Errorf("pg-advisory db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
-			r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
-	}
+	requireTransactionLockVerdicts(t, get, chaos.PgAdvisory)
 }
 
 // TestChaosZooKeeper runs the quick profile's runs of a ZooKeeper
@@ -117,13 +77,13 @@ func TestChaosZooKeeper(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ZooKeeper ensembles and PostgreSQL")
 	}
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+	if err := chaos.ZooKeeperInstalled(); err != nil {
 		if os.Getenv("QUORUMLOCK_REQUIRE_ZOOKEEPER") == "1" || os.Getenv("QUORUMLOCK_REQUIRE_BACKENDS") == "1" || os.Getenv("CI") == "true" {
-			t.Fatalf("ZooKeeper is not installed (Debian: zookeeperd; make deps-chaos): %v", err)
+			t.Fatalf("%v (make deps-chaos installs it)", err)
 		}
-		t.Skipf("ZooKeeper is not installed (Debian: zookeeperd; make deps-chaos installs it), and neither CI=true nor QUORUMLOCK_REQUIRE_ZOOKEEPER=1 is set: %v", err)
+		t.Skipf("%v (make deps-chaos installs it), and neither CI=true nor QUORUMLOCK_REQUIRE_ZOOKEEPER=1 is set", err)
 	}
-	_, get := runQuick(t, chaos.ZK3, 25)
+	get := runQuick(t, chaos.ZK3, 25)
 
 	// ZooKeeper: one server of three down leaves a quorum; two do not,
 	// and the refusal says so.
@@ -169,37 +129,43 @@ func TestChaosRowLock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	_, get := runQuick(t, chaos.PgRow, 25)
-
-	// The row lock sits on the data: a frozen holder keeps it and the
-	// others wait for the whole freeze, nothing is lost without a token.
-	r := get(chaos.PgRow, "worker-freeze", "none")
-	if r.LostUpdates != 0 || r.Overlaps != 0 || r.StaleOverlaps != 0 {
-		t.Errorf("pg-row worker-freeze: lost %d, overlaps %d, stale overlaps %d; want 0", r.LostUpdates, r.Overlaps, r.StaleOverlaps)
-	}
-	if blocked := time.Duration(r.BlockedMs) * time.Millisecond; blocked < 2*time.Second {
-		t.Errorf("pg-row worker-freeze: others blocked %v, want the whole 2s freeze", blocked)
-	}
-	// A crashed holder's connection dies with it; the server rolls its
-	// transaction back and frees the row at once.
-	r = get(chaos.PgRow, "worker-crash", "none")
-	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
-		t.Errorf("pg-row worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", r.BlockedMs, r.LostUpdates)
-	}
-	r = get(chaos.PgRow, "db-restart", "none")
-	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
-		t.Errorf("pg-row db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
-			r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
-	}
+	get := runQuick(t, chaos.PgRow, 25)
+	requireTransactionLockVerdicts(t, get, chaos.PgRow)
 	if r := get(chaos.PgRow, "stall", "none"); r.LostUpdates != 0 || r.Overlaps != 0 {
 		t.Errorf("pg-row stall: lost %d, overlaps %d; want 0", r.LostUpdates, r.Overlaps)
 	}
 }
 
-// runQuick runs the quick profile's runs on topo with seed, fails the
-// test for each run that did not show what it must, and returns the
-// report and a lookup of its runs.
-func runQuick(t *testing.T, topo string, seed uint64) (*chaos.Report, func(topo, fault, mode string) chaos.Result) {
+// requireTransactionLockVerdicts checks the verdicts docs/chaos.md's
+// table gives a lock held by the transaction that writes the data
+// (pg-row, pg-advisory): no lease, so a frozen holder keeps it, loses
+// nothing, and the others wait for the whole freeze; a crashed holder's
+// connection dies with it, and the server rolls its transaction back and
+// frees the lock at once; nothing is granted while the database is down,
+// and the workers go on once it is back.
+func requireTransactionLockVerdicts(t *testing.T, get func(topo, fault, mode string) chaos.Result, topo string) {
+	t.Helper()
+	r := get(topo, "worker-freeze", "none")
+	if r.LostUpdates != 0 || r.Overlaps != 0 || r.StaleOverlaps != 0 {
+		t.Errorf("%s worker-freeze: lost %d, overlaps %d, stale overlaps %d; want 0", topo, r.LostUpdates, r.Overlaps, r.StaleOverlaps)
+	}
+	if blocked := time.Duration(r.BlockedMs) * time.Millisecond; blocked < 2*time.Second {
+		t.Errorf("%s worker-freeze: others blocked %v, want the whole 2s freeze", topo, blocked)
+	}
+	r = get(topo, "worker-crash", "none")
+	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
+		t.Errorf("%s worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", topo, r.BlockedMs, r.LostUpdates)
+	}
+	r = get(topo, "db-restart", "none")
+	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
+		t.Errorf("%s db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
+			topo, r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
+	}
+}
+
+// runQuick runs the quick profile's runs on topo with seed, as
+// runChecked.
+func runQuick(t *testing.T, topo string, seed uint64) func(topo, fault, mode string) chaos.Result {
 	t.Helper()
 	quick, err := chaos.LookupProfile("quick")
 	if err != nil {
@@ -209,6 +175,13 @@ func runQuick(t *testing.T, topo string, seed uint64) (*chaos.Report, func(topo,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runChecked(t, p, seed)
+}
+
+// runChecked runs p with seed, fails the test for each run that did not
+// show what it must, and returns a lookup of its runs.
+func runChecked(t *testing.T, p chaos.Profile, seed uint64) func(topo, fault, mode string) chaos.Result {
+	t.Helper()
 	rep := runProfile(t, p, seed, "")
 	if len(rep.Runs) != len(p.Runs) {
 		t.Fatalf("%d runs reported, %d scheduled", len(rep.Runs), len(p.Runs))
@@ -218,7 +191,7 @@ func runQuick(t *testing.T, topo string, seed uint64) (*chaos.Report, func(topo,
 			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
 		}
 	}
-	return rep, func(topo, fault, mode string) chaos.Result {
+	return func(topo, fault, mode string) chaos.Result {
 		t.Helper()
 		for _, r := range rep.Runs {
 			if r.Topology == topo && r.Fault == fault && r.Fencing == mode {

@@ -21,8 +21,9 @@ import (
 // everything, and every other gate refuses m's peer address; requests
 // already under way (raft's long-lived streams) are broken off.
 type peerGate struct {
-	srv *http.Server
-	ln  net.Listener
+	srv    *http.Server
+	ln     net.Listener
+	served chan struct{} // closed when Serve returned
 
 	mu      sync.Mutex
 	all     bool            // refuse every request
@@ -43,7 +44,7 @@ func newPeerGate() (*peerGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &peerGate{ln: ln, refused: map[string]bool{}, active: map[*gateReq]struct{}{}}
+	g := &peerGate{ln: ln, served: make(chan struct{}), refused: map[string]bool{}, active: map[*gateReq]struct{}{}}
 	rp := &httputil.ReverseProxy{
 		// The request is a proxy request: its URL names the member.
 		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme = "http" },
@@ -72,7 +73,10 @@ func newPeerGate() (*peerGate, error) {
 		defer g.done(req)
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	}), ReadHeaderTimeout: 5 * time.Second, ErrorLog: silentLog}
-	go func() { _ = g.srv.Serve(ln) }()
+	go func() {
+		defer close(g.served)
+		_ = g.srv.Serve(ln)
+	}()
 	return g, nil
 }
 
@@ -132,6 +136,7 @@ func (g *peerGate) close() error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = g.srv.Close() // raft's streams never end by themselves
 	}
+	<-g.served
 	return err
 }
 

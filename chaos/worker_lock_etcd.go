@@ -67,18 +67,6 @@ func (e *etcdService) session(ctx context.Context) (*concurrency.Session, error)
 	return s, nil
 }
 
-// etcdHold is a held Mutex: its token is the revision of the response
-// that granted it, which a later holder's grant always exceeds (its key
-// can only be first once the earlier holder's key was deleted, a later
-// revision).
-type etcdHold struct {
-	token    uint64
-	deadline time.Time
-}
-
-func (h *etcdHold) FencingToken() uint64 { return h.token }
-func (h *etcdHold) Deadline() time.Time  { return h.deadline }
-
 func (e *etcdService) attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error) {
 	// Ask for a leader: a member cut off from the majority then refuses
 	// at once instead of waiting out the lock's deadline.
@@ -108,7 +96,10 @@ func (e *etcdService) attempt(ctx context.Context, w *worker, s *section) (attem
 		e.dropIfExpired(sess)
 		return outcomeNotLocked, fmt.Errorf("etcd: the lock's lease could not be confirmed: %w", explainEtcd(e.cli, err))
 	}
-	h := &etcdHold{token: uint64(m.Header().Revision), deadline: sent.Add(time.Duration(ka.TTL) * time.Second)}
+	// The token is the revision of the response that granted the Mutex,
+	// which a later holder's grant always exceeds (its key can only be
+	// first once the earlier holder's key was deleted, a later revision).
+	h := &tokenHold{token: uint64(m.Header().Revision), deadline: sent.Add(time.Duration(ka.TTL) * time.Second)}
 	outcome, err := w.section(ctx, h, s)
 	unlock()
 	s.releaseNs = stampNs()

@@ -50,18 +50,6 @@ func (z *zkService) close() {
 	}
 }
 
-// zkHold is a held lock: its token is the lock znode's czxid, the
-// transaction that created it. Holders hold in the order of their
-// znodes' sequence numbers, which is the order the ensemble created them
-// in, so a later holder's czxid always exceeds an earlier one's.
-type zkHold struct {
-	token    uint64
-	deadline time.Time
-}
-
-func (h *zkHold) FencingToken() uint64 { return h.token }
-func (h *zkHold) Deadline() time.Time  { return h.deadline }
-
 func (z *zkService) attempt(ctx context.Context, w *worker, s *section) (attemptOutcome, error) {
 	if z.conn == nil {
 		conn, err := newZKConn(z.servers, z.ttl)
@@ -91,7 +79,11 @@ func (z *zkService) attempt(ctx context.Context, w *worker, s *section) (attempt
 		_ = l.Unlock()
 		return outcomeNotLocked, explainZK(z.servers, fmt.Errorf("zk: the lock could not be confirmed: %w", err))
 	}
-	h := &zkHold{token: token, deadline: sent.Add(z.ttl)}
+	// The token is the lock znode's czxid, the transaction that created
+	// it. Holders hold in the order of their znodes' sequence numbers,
+	// which is the order the ensemble created them in, so a later
+	// holder's czxid always exceeds an earlier one's.
+	h := &tokenHold{token: token, deadline: sent.Add(z.ttl)}
 	outcome, err := w.section(ctx, h, s)
 	_ = l.Unlock() // fails with zk.ErrNoNode where the session expired meanwhile
 	s.releaseNs = stampNs()

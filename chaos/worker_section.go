@@ -32,6 +32,19 @@ type held interface {
 
 var _ held = (*redlock.Lease)(nil)
 
+// tokenHold is a held lock of a service that hands out a token and a
+// lease but no object with both (etcd's Mutex on its session, ZooKeeper's
+// lock znode on its session): the service's attempt computes them once,
+// at the grant. Where the token comes from and why it grows with the
+// order of grants is said where each service computes it.
+type tokenHold struct {
+	token    uint64
+	deadline time.Time
+}
+
+func (h *tokenHold) FencingToken() uint64 { return h.token }
+func (h *tokenHold) Deadline() time.Time  { return h.deadline }
+
 // section is one critical section on lease: the "locked" gate, then the
 // body. Its deadline is read at the end, so that extensions count.
 func (w *worker) section(ctx context.Context, lease held, s *section) (attemptOutcome, error) {

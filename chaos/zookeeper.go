@@ -39,6 +39,18 @@ const zkJar = "/usr/share/java/zookeeper.jar"
 // log: without a binding for its logging API, ZooKeeper logs nothing.
 const zkLogJar = "/usr/share/java/slf4j-simple.jar"
 
+// ZooKeeperInstalled reports why the local backend cannot start the zk-3
+// topology's servers (no Java runtime, or no ZooKeeper jar), or nil: the
+// one check the suite and its tests share.
+func ZooKeeperInstalled() error {
+	_, lerr := exec.LookPath("java")
+	_, serr := os.Stat(zkJar)
+	if lerr != nil || serr != nil {
+		return fmt.Errorf("chaos: ZooKeeper is not installed (Debian: apt-get install zookeeperd): %w", errors.Join(lerr, serr))
+	}
+	return nil
+}
+
 // zkEnsemble is a ZooKeeper ensemble whose servers run as children of
 // this process. Every link between two servers runs through a proxy of
 // its own, one per direction and port (server a dials server b through
@@ -73,11 +85,10 @@ type zkServer struct {
 func startZooKeeper(ctx context.Context, n int, image string) (_ *zkEnsemble, err error) {
 	java := ""
 	if image == "" {
-		var lerr error
-		java, lerr = exec.LookPath("java")
-		if _, serr := os.Stat(zkJar); lerr != nil || serr != nil {
-			return nil, fmt.Errorf("chaos: ZooKeeper is not installed (Debian: apt-get install zookeeperd): %w", errors.Join(lerr, serr))
+		if err := ZooKeeperInstalled(); err != nil {
+			return nil, err
 		}
+		java, _ = exec.LookPath("java")
 	}
 	dir, err := os.MkdirTemp("", "chaos-zk-")
 	if err != nil {

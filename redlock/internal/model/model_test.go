@@ -97,7 +97,25 @@ func TestModel_FindsTheDoubleGrantWithoutTheSettingsCheck(t *testing.T) {
 }
 
 // The fencing scenario needs depth 11 for two committed leases, minutes
-// of exploration: `make model` runs it, the tests do not.
+// of exploration: `make model` runs it, the tests do not. At that depth
+// its second lease comes a tick after the first, and the time floor alone
+// orders their tokens; the tokens scenario below leaves no time between
+// them, so the fence must.
+
+func TestModel_TheFenceOrdersTokensWithNoTimeBetweenLeases(t *testing.T) {
+	requireClean(t, scenario(t, "tokens"))
+}
+
+// commit.lua that never raises the fence: the next lease, in the same
+// millisecond, mints the same token. The only test that shows the token
+// invariants failing.
+func TestModel_FindsTheRepeatedTokenWithoutTheFenceWrite(t *testing.T) {
+	cfg := scenario(t, "tokens")
+	cfg.Patches = map[string]func(string) string{"commit": func(src string) string {
+		return strings.Replace(src, "  redis.call('SET', KEYS[2], t, 'PX', math.max(keep, pttl))\n", "", 1)
+	}}
+	requireFound(t, cfg, "token order")
+}
 
 // A script that starts to use a command the model does not implement
 // stops the exploration with an error naming it, instead of passing.
@@ -118,4 +136,22 @@ func TestModel_APatchThatChangesNothingIsRefused(t *testing.T) {
 	cfg.Patches = map[string]func(string) string{"admit": func(src string) string { return src }}
 	_, err := Explore(cfg)
 	require.ErrorContains(t, err, "changes nothing")
+}
+
+// `make model` bounds its memory with MaxStates: a search cut short by
+// it says so, breadth and depth first, and stops near the limit (within
+// one state's successors).
+func TestModel_TheStateLimitCutsTheSearchShortAndSaysSo(t *testing.T) {
+	for _, dfs := range []bool{false, true} {
+		cfg := scenario(t, "restart")
+		cfg.DFS = dfs
+		cfg.MaxStates = 1000
+		r, err := Explore(cfg)
+		require.NoError(t, err)
+		t.Log(r)
+		require.False(t, r.Complete, "dfs %v: a search cut short reported itself complete", dfs)
+		require.GreaterOrEqual(t, r.States, cfg.MaxStates)
+		require.Less(t, r.States, cfg.MaxStates+100, "dfs %v: the search went on past its limit", dfs)
+		require.Contains(t, r.String(), "cut short")
+	}
 }

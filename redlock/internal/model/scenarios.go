@@ -40,12 +40,20 @@ func Scenarios() []Scenario {
 	f := lease(1, 0.01, 1)
 	f.Fencing = true
 	fencing := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, MaxTime: 1, Depth: 11, Symmetry: true}
+	// Two fenced leases of one client in a row with no time passing, so
+	// that the time floor (the node's TIME) cannot order their tokens:
+	// only the fence the first commit wrote can. The second lease needs
+	// the first one's release to run on a node, so this needs depth 12.
+	seq := f
+	seq.Attempts = 2
+	tokens := Config{Nodes: 3, Clients: []ClientConfig{seq}, Admitted: true, Depth: 12, Symmetry: true}
 	return []Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
 		{"deadline", "a lease's deadline counts from the start of its round", deadline},
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
 		{"fencing", "Theorems 1 and 2: tokens follow grant order and never repeat", fencing},
+		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 	}
 }
 
