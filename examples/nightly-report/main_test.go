@@ -2,32 +2,17 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testenv.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Finish(m.Run())) }
 
 // The README's example, run as written against five real redis-server
 // nodes and PostgreSQL: on a new deployment and a new database, and again
