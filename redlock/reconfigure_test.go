@@ -422,3 +422,57 @@ func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
 	require.ErrorIs(t, <-got, ErrConfigMismatch, "the old waiter was handed the key after the nodes refused its settings")
 	require.NoError(t, <-done)
 }
+
+// Old nodes that answer the command's first look and then go away before
+// step 1 reaches them: step 1 marks too few of them, the command stops
+// there (no hold-off is stamped), and the nodes it reached refuse clients
+// of either settings. An old client that does not hear from the marked
+// node still locks on the two old nodes that did not hear from the
+// command, and the new clients could lock on the marked node and the two
+// added ones without meeting that lease's key: only the rerun's hold-off
+// keeps them out until its deadline. (A hold-off of the new, shorter
+// quarantine alone would let them in about 500 ms early.)
+func TestReconfigure_OldNodesGoneDuringStep1StopIt(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 5)
+	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	// 50 ms per node, not this ttl's default 25 ms, for a loaded machine.
+	newOpts := []Option{WithMaxTTL(500 * time.Millisecond), WithNodeTimeout(50 * time.Millisecond)}
+	oldc := cl.over(t, newFaults(cl), oldIdx, oldOpts...)
+	require.NoError(t, oldc.Bootstrap(ctx))
+
+	fold := newFaults(cl)
+	fold.fail(errors.New("connection reset by peer"), "reconfigure", 1, 2)
+	cmd := cl.over(t, newFaults(cl), newIdx, newOpts...)
+	err := cmd.Reconfigure(ctx, cl.hooked(t, fold, oldIdx), oldOpts...)
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	require.ErrorContains(t, err, "step 1 (refuse the old settings) reached 1 of 3 old nodes and needs 2")
+	var ne *NodeError
+	require.ErrorAs(t, err, &ne)
+	moving := script.Moving(cmd.settings)
+	require.Equal(t, []string{moving, oldc.settings, oldc.settings, "", ""}, cl.markers(t, newIdx...))
+	for _, i := range newIdx {
+		_, err := cl.raw[i].HGet(ctx, keyPending, "reconfigure").Result()
+		require.ErrorIs(t, err, redis.Nil, "node %d: a hold-off was stamped", i)
+	}
+
+	newc := cl.over(t, newFaults(cl), newIdx, newOpts...)
+	_, err = newc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
+	require.Error(t, err, "a client of the new settings locked after step 1 stopped")
+
+	fcut := newFaults(cl)
+	fcut.fail(errors.New("unreachable"), "", 0)
+	oldcut := cl.over(t, fcut, oldIdx, oldOpts...)
+	key := testenv.Key(t)
+	l1, err := oldcut.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "an old client cut off from the marked node")
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...) }()
+	l2, at := lockAfter(t, newc, key, 500*time.Millisecond, 5*time.Second)
+	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was granted %v before the deadline of the old lease taken after step 1 stopped", l1.Deadline().Sub(at))
+	require.NoError(t, <-done)
+	require.NoError(t, l2.Release(ctx))
+	require.Equal(t, same(newc.settings, 5), cl.markers(t, newIdx...))
+}
