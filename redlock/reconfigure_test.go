@@ -43,6 +43,15 @@ func (cl *cluster) hooked(t *testing.T, f *faults, idx []int) []redis.UniversalC
 	return out
 }
 
+// deployed is cl.over with the nodes then admitted by Bootstrap: a
+// deployment of those settings in use, to reconfigure.
+func (cl *cluster) deployed(t *testing.T, f *faults, idx []int, opts ...Option) *Client {
+	t.Helper()
+	c := cl.over(t, f, idx, opts...)
+	require.NoError(t, c.Bootstrap(context.Background()))
+	return c
+}
+
 func newFaults(cl *cluster) *faults { return &faults{n: len(cl.nodes), calls: map[scriptAt]int64{}} }
 
 // markers reads the admission marker of the given nodes.
@@ -81,8 +90,7 @@ func lockAfter(t *testing.T, c *Client, key string, ttl, within time.Duration) (
 func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, newTTL time.Duration) {
 	ctx := context.Background()
 	oldOpts := []Option{WithMaxTTL(oldTTL)}
-	oldc := cl.over(t, newFaults(cl), oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, oldTTL)
 	require.NoError(t, err)
@@ -149,8 +157,7 @@ func TestReconfigure_NodesAdded(t *testing.T) {
 func TestReconfigure_RefusesANewNodeListWithTheSameSettings(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 4)
-	oldc := cl.over(t, newFaults(cl), []int{0, 1, 2})
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2})
 	cmd := cl.over(t, newFaults(cl), []int{0, 1, 3})
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}))
 	require.ErrorContains(t, err, "change the max ttl or the drift factor together with the nodes")
@@ -170,8 +177,7 @@ func TestReconfigure_AStalledCommandGrantsNoSecondLease(t *testing.T) {
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	fold := newFaults(cl)
-	oldc := cl.over(t, fold, oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, fold, oldIdx, oldOpts...)
 	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(time.Second))
 
 	// The command's calls to nodes 0 and 1, old and new entries alike,
@@ -217,8 +223,7 @@ func TestReconfigure_ARerunAfterAnInterruptionFinishesIt(t *testing.T) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, 500*time.Millisecond)
 	require.NoError(t, err)
@@ -266,8 +271,7 @@ func TestReconfigure_RefusedWithoutEnoughOldNodes(t *testing.T) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 
 	fcmd := newFaults(cl)
 	fcmd.fail(errors.New("connection refused"), "", 1, 2)
@@ -289,8 +293,7 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...) }()
@@ -318,8 +321,7 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 	ctx := context.Background()
 	cl := newCluster(t, 5)
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), cl.all(), WithMaxTTL(300*time.Millisecond))
 	cl.set(t, keyMarker, cmd.settings, 0, 3, 4)
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
@@ -344,8 +346,7 @@ func TestReconfigure_AnOldLeaseIsNotExtendedPastTheChange(t *testing.T) {
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	fold := newFaults(cl)
-	oldc := cl.over(t, fold, oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, fold, oldIdx, oldOpts...)
 	fold.fail(errors.New("unreachable"), "", 2)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, time.Second)
@@ -394,8 +395,7 @@ func TestReconfigure_AReleaseHandsNoKeyToAnOldWaiter(t *testing.T) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(time.Second), WithKeyHandOff()}
-	holder := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, holder.Bootstrap(ctx))
+	holder := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
 	key := testenv.Key(t)
 	l1, err := holder.TryLock(ctx, key, time.Second)
@@ -439,8 +439,7 @@ func TestReconfigure_OldNodesGoneDuringStep1StopIt(t *testing.T) {
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	// 50 ms per node, not this ttl's default 25 ms, for a loaded machine.
 	newOpts := []Option{WithMaxTTL(500 * time.Millisecond), WithNodeTimeout(50 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
 
 	fold := newFaults(cl)
 	fold.fail(errors.New("connection reset by peer"), "reconfigure", 1, 2)
