@@ -697,7 +697,7 @@ func TestQuarantine_ANewDeploymentSaysSoOnce(t *testing.T) {
 	var mu sync.Mutex
 	var got []QuarantineNotice
 	var log logs
-	c := cl.client(t, WithMaxTTL(maxTTL), WithLogger(log.logger()), WithQuarantineNotice(func(n QuarantineNotice) {
+	c := cl.client(t, WithMaxTTL(maxTTL), roomy, WithLogger(log.logger()), WithQuarantineNotice(func(n QuarantineNotice) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, n)

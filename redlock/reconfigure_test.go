@@ -65,12 +65,6 @@ func same(s string, n int) []string {
 	return out
 }
 
-// roomy is the node timeout of the clients whose Release a test asserts
-// with a max ttl of a few hundred ms: the default, 5% of the ttl (15 ms at
-// 300 ms), is missed under load on a shared 2-core machine, and a release
-// that a majority does not confirm in time is an error.
-var roomy = WithNodeTimeout(50 * time.Millisecond)
-
 // lockAfter has c take key with Lock, and reports when the successful
 // attempt may have been granted at the earliest: the start of the last
 // TryLock before it, tried every 5 ms.
