@@ -15,9 +15,7 @@ import (
 )
 
 func TestMetrics_CountOutcomes(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := meters(t)
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t, WithMeterProvider(mp))
 	ctx := context.Background()
