@@ -228,18 +228,7 @@ func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	ctx := context.Background()
 	cl, sock := aliasedCluster(t)
 	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
-	require.NoError(t, cl.nodes[0].Pause())
-	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
-	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
-	}
-	for _, uc := range list {
-		t.Cleanup(func() { _ = uc.Close() })
-	}
-	c, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, cl.nodes[0].Resume())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := cl.listedTwice(t, sock, WithMaxTTL(ttl))
 	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "node 0's names answered New's probe")
 
 	key := testenv.Key(t)
