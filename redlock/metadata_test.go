@@ -173,13 +173,9 @@ func TestMetadata_WithNodesThatRefuse(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t)
 	ctx := context.Background()
-	deny := func(i int) {
-		require.NoError(t, cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
-		t.Cleanup(func() { _ = cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
-	}
 	const md = "job=nightly-report"
 
-	deny(4)
+	cl.denyScripts(t, 4)
 	key := testenv.Key(t)
 	l, err := c.TryLock(ctx, key, time.Second, WithMetadata(md))
 	require.NoError(t, err, "one refusing node of five must not stop the lock")
@@ -198,8 +194,8 @@ func TestMetadata_WithNodesThatRefuse(t *testing.T) {
 		require.Empty(t, cl.metaOn(t, i, key), "node %d: metadata left after the release", i)
 	}
 
-	deny(2)
-	deny(3)
+	cl.denyScripts(t, 2)
+	cl.denyScripts(t, 3)
 	key = testenv.Key(t)
 	_, err = c.TryLock(ctx, key, time.Second, WithMetadata(md))
 	require.ErrorIs(t, err, ErrConfigMismatch)
