@@ -44,6 +44,7 @@ func TestCancelled_LockTryLockAndDoSendNothing(t *testing.T) {
 	f.requireIdle(t)
 	require.Zero(t, f.total(), "a call with a cancelled ctx reached the nodes")
 	require.Empty(t, cl.values(t, cl.all(), key)[0])
+	require.Equal(t, same("", len(cl.raw)), cl.values(t, cl.all(), key), "the key is on a node")
 }
 
 func TestCancelled_ExtendAndReleaseSendNothingAndKeepTheLease(t *testing.T) {

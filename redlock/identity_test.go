@@ -25,6 +25,26 @@ func aliasedCluster(t *testing.T) (*cluster, string) {
 	return clusterOf(t, nodes), sock
 }
 
+// listedTwice builds a client of cl that lists node 0 twice, by its Unix
+// socket sock and by TCP, then nodes 1-3; it is built while node 0 cannot
+// answer the startup probe, which would refuse the list at once.
+func (cl *cluster) listedTwice(t *testing.T, sock string, opts ...Option) *Client {
+	t.Helper()
+	require.NoError(t, cl.nodes[0].Pause())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
+	for i := range 4 {
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	c, err := New(list, append(opts, WithProbeTimeout(300*time.Millisecond))...)
+	require.NoError(t, cl.nodes[0].Resume())
+	require.NoError(t, err, "New cannot tell: node 0 did not answer")
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // One server, one vote (docs/fencing.md). From a red-team review: a client
 // whose node list named one server twice, and that could not reach it when
 // it started, later counted it as two of five votes and got a lease while
@@ -36,20 +56,8 @@ func TestIdentity_AServerListedTwiceNeverCountsTwice(t *testing.T) {
 	good := cl.client(t, WithMaxTTL(ttl))
 	require.NoError(t, good.Bootstrap(ctx))
 
-	// The misconfigured client: node 0 by its socket and by TCP, nodes 1-3,
-	// built while node 0 cannot answer its startup probe.
-	require.NoError(t, cl.nodes[0].Pause())
-	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
-	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
-	}
-	for _, uc := range list {
-		t.Cleanup(func() { _ = uc.Close() })
-	}
-	bad, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, cl.nodes[0].Resume())
-	require.NoError(t, err, "New cannot tell: node 0 did not answer")
-	t.Cleanup(func() { _ = bad.Close() })
+	// The misconfigured client: node 0 by its socket and by TCP, nodes 1-3.
+	bad := cl.listedTwice(t, sock, WithMaxTTL(ttl))
 
 	// The first lease: nodes 2, 3 and 4 (nodes 0 and 1 busy for a moment).
 	key := testenv.Key(t)
@@ -220,18 +228,7 @@ func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	ctx := context.Background()
 	cl, sock := aliasedCluster(t)
 	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
-	require.NoError(t, cl.nodes[0].Pause())
-	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
-	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
-	}
-	for _, uc := range list {
-		t.Cleanup(func() { _ = uc.Close() })
-	}
-	c, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, cl.nodes[0].Resume())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := cl.listedTwice(t, sock, WithMaxTTL(ttl))
 	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "node 0's names answered New's probe")
 
 	key := testenv.Key(t)

@@ -1,11 +1,8 @@
 package redlock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,41 +11,21 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// logLines is a slog handler's output, safe to write from the client's
-// goroutines, read as JSON records.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logLines) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// named returns the records whose msg is msg.
-func (b *logLines) named(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b.buf.Bytes()))
-	for dec.More() {
-		var rec map[string]any
-		require.NoError(t, dec.Decode(&rec))
-		if rec["msg"] == msg {
-			out = append(out, rec)
+// named returns the attributes of the Debug records whose message is msg.
+func (l *logs) named(msg string) []map[string]slog.Value {
+	var out []map[string]slog.Value
+	for _, r := range l.at(slog.LevelDebug, msg) {
+		if r.Message == msg {
+			out = append(out, recordAttrs(r))
 		}
 	}
 	return out
 }
 
 func TestLogs_DebugLogsEachAcquisitionAndRelease(t *testing.T) {
-	var lines logLines
-	logger := slog.New(slog.NewJSONHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var log logs
 	cl := newCluster(t, 5)
-	c, _ := cl.ready(t, WithFencing(), WithLogger(logger))
+	c, _ := cl.ready(t, WithFencing(), WithLogger(log.logger()))
 	ctx := context.Background()
 	key := testenv.Key(t)
 	cl.hold(t, key, 200*time.Millisecond, cl.all()...)
@@ -58,20 +35,20 @@ func TestLogs_DebugLogsEachAcquisitionAndRelease(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.NoError(t, l.Release(ctx))
 
-	got := lines.named(t, "redlock: lock obtained")
+	got := log.named("redlock: lock obtained")
 	require.Len(t, got, 1)
-	require.Equal(t, key, got[0]["key"])
-	require.GreaterOrEqual(t, got[0]["attempts"], float64(2), "the first attempt found the key held")
-	require.Equal(t, float64(l.FencingToken()), got[0]["token"])
-	require.Greater(t, got[0]["wait"], float64(0)) // nanoseconds in slog's JSON
+	require.Equal(t, key, got[0]["key"].String())
+	require.GreaterOrEqual(t, got[0]["attempts"].Int64(), int64(2), "the first attempt found the key held")
+	require.Equal(t, l.FencingToken(), got[0]["token"].Uint64())
+	require.Greater(t, got[0]["wait"].Duration(), time.Duration(0))
 
-	not := lines.named(t, "redlock: lock not obtained")
+	not := log.named("redlock: lock not obtained")
 	require.Len(t, not, 1)
-	require.Equal(t, "held", not[0]["outcome"])
-	require.Equal(t, float64(1), not[0]["attempts"])
+	require.Equal(t, "held", not[0]["outcome"].String())
+	require.Equal(t, int64(1), not[0]["attempts"].Int64())
 
-	rel := lines.named(t, "redlock: lease released")
+	rel := log.named("redlock: lease released")
 	require.Len(t, rel, 1)
-	require.Equal(t, key, rel[0]["key"])
+	require.Equal(t, key, rel[0]["key"].String())
 	require.NotContains(t, rel[0], "err")
 }

@@ -163,3 +163,45 @@ func TestMetadata_OversizedIsRefusedWithoutTouchingANode(t *testing.T) {
 	require.Equal(t, full, ks.Metadata)
 	require.NoError(t, l.Release(ctx))
 }
+
+// Metadata on a deployment with nodes that refuse the client (their ACL
+// takes the scripts away): one refusing node of five leaves the lease and
+// its metadata on the four others, shown by Inspect and gone after the
+// release; with three refusing, no grant leaves metadata behind on the
+// two that would have granted.
+func TestMetadata_WithNodesThatRefuse(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	const md = "job=nightly-report"
+
+	cl.denyScripts(t, 4)
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, time.Second, WithMetadata(md))
+	require.NoError(t, err, "one refusing node of five must not stop the lock")
+	settled(t, c, 2*time.Second)
+	for i := range 4 {
+		require.Equal(t, l.Value()+"\n"+md, cl.metaOn(t, i, key), "node %d", i)
+	}
+	require.Empty(t, cl.metaOn(t, 4, key), "metadata on the refusing node")
+	ks, err := c.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, VerdictHeld, ks.Verdict, ks.Summary)
+	require.Equal(t, md, ks.Metadata)
+	require.NoError(t, l.Release(ctx))
+	settled(t, c, 2*time.Second)
+	for i := range 5 {
+		require.Empty(t, cl.metaOn(t, i, key), "node %d: metadata left after the release", i)
+	}
+
+	cl.denyScripts(t, 2)
+	cl.denyScripts(t, 3)
+	key = testenv.Key(t)
+	_, err = c.TryLock(ctx, key, time.Second, WithMetadata(md))
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	settled(t, c, 2*time.Second)
+	for i := range 5 {
+		require.Empty(t, cl.metaOn(t, i, key), "node %d: metadata left by a refused attempt", i)
+		require.Empty(t, cl.value(t, i, key), "node %d: the key left by a refused attempt", i)
+	}
+}

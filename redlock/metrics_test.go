@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -16,9 +15,7 @@ import (
 )
 
 func TestMetrics_CountOutcomes(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := meters(t)
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t, WithMeterProvider(mp))
 	ctx := context.Background()
@@ -267,20 +264,7 @@ func TestMetrics_ConfigErrorsCountADuplicateNode(t *testing.T) {
 	cl, sock := aliasedCluster(t)
 	good := cl.client(t)
 	require.NoError(t, good.Bootstrap(ctx))
-	// Node 0 by its socket and by TCP, built while node 0 cannot answer
-	// the startup probe (which would refuse the list at once).
-	require.NoError(t, cl.nodes[0].Pause())
-	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Network: "unix", Addr: sock})}
-	for i := range 4 {
-		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
-	}
-	for _, uc := range list {
-		t.Cleanup(func() { _ = uc.Close() })
-	}
-	bad, err := New(list, WithMeterProvider(mp), WithProbeTimeout(300*time.Millisecond))
-	require.NoError(t, cl.nodes[0].Resume())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = bad.Close() })
+	bad := cl.listedTwice(t, sock, WithMeterProvider(mp))
 
 	// Another owner holds the key on nodes 1-3, so an attempt waits for
 	// node 0's two entries, which makes the client check them; from then

@@ -150,6 +150,24 @@ func TestQuarantine_SurvivesTheClientThatStartedIt(t *testing.T) {
 	require.Equal(t, deploymentOf(c2), cl.value(t, 2, keyMarker))
 }
 
+// servedQuarantineOnNode2 wipes node 2 of cl, holds a new key on nodes 3
+// and 4 for someone else (so that every lock of it needs nodes 0, 1 and
+// 2), starts node 2's quarantine with one refused TryLock of a client
+// that is then closed, and waits until that quarantine is over: the next
+// attempt on the key admits node 2 and tries once more.
+func (cl *cluster) servedQuarantineOnNode2(t *testing.T, maxTTL time.Duration) string {
+	t.Helper()
+	c1, _ := cl.ready(t, WithMaxTTL(maxTTL))
+	key := testenv.Key(t)
+	cl.wipe(t, 2)
+	cl.hold(t, key, time.Minute, 3, 4)
+	_, err := c1.TryLock(context.Background(), key, maxTTL)
+	require.ErrorIs(t, err, ErrNodeQuarantined)
+	require.NoError(t, c1.Close())
+	time.Sleep(quarantineOf(c1) + 50*time.Millisecond)
+	return key
+}
+
 // An attempt that admits nodes whose quarantine is over tries once more at
 // once; that second try waits for the first try's cleanup, or it finds the
 // first try's key still on a node the cleanup has not reached and counts it
@@ -158,15 +176,8 @@ func TestQuarantine_SurvivesTheClientThatStartedIt(t *testing.T) {
 func TestQuarantine_TheTryAfterAnAdmissionWaitsForTheFirstCleanup(t *testing.T) {
 	const maxTTL = 200 * time.Millisecond
 	cl := newCluster(t, 5)
-	c1, _ := cl.ready(t, WithMaxTTL(maxTTL))
 	ctx := context.Background()
-	key := testenv.Key(t)
-	cl.wipe(t, 2)
-	cl.hold(t, key, time.Minute, 3, 4) // every lock needs nodes 0, 1 and 2
-	_, err := c1.TryLock(ctx, key, maxTTL)
-	require.ErrorIs(t, err, ErrNodeQuarantined)
-	require.NoError(t, c1.Close())
-	time.Sleep(quarantineOf(c1) + 50*time.Millisecond)
+	key := cl.servedQuarantineOnNode2(t, maxTTL)
 
 	// A node timeout of 50 ms, not the default 10 ms of this ttl: under
 	// load (CI runs the packages side by side) the lease's own Release
@@ -189,15 +200,8 @@ func TestQuarantine_TheTryAfterAnAdmissionWaitsForTheFirstCleanup(t *testing.T) 
 func TestQuarantine_TheTryAfterAnAdmissionIsBoundedWithANodeFrozen(t *testing.T) {
 	const maxTTL = 500 * time.Millisecond
 	cl := newCluster(t, 5)
-	c1, _ := cl.ready(t, WithMaxTTL(maxTTL))
 	ctx := context.Background()
-	key := testenv.Key(t)
-	cl.wipe(t, 2)
-	cl.hold(t, key, time.Minute, 3, 4) // every lock needs nodes 0, 1 and 2
-	_, err := c1.TryLock(ctx, key, maxTTL)
-	require.ErrorIs(t, err, ErrNodeQuarantined)
-	require.NoError(t, c1.Close())
-	time.Sleep(quarantineOf(c1) + 50*time.Millisecond)
+	key := cl.servedQuarantineOnNode2(t, maxTTL)
 
 	const nodeTimeout, cleanup = 100 * time.Millisecond, 200 * time.Millisecond
 	c2 := cl.client(t, WithMaxTTL(maxTTL), WithNodeTimeout(nodeTimeout), WithCleanupTimeout(cleanup))
@@ -693,7 +697,7 @@ func TestQuarantine_ANewDeploymentSaysSoOnce(t *testing.T) {
 	var mu sync.Mutex
 	var got []QuarantineNotice
 	var log logs
-	c := cl.client(t, WithMaxTTL(maxTTL), WithLogger(log.logger()), WithQuarantineNotice(func(n QuarantineNotice) {
+	c := cl.client(t, WithMaxTTL(maxTTL), roomy, WithLogger(log.logger()), WithQuarantineNotice(func(n QuarantineNotice) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, n)

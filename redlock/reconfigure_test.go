@@ -43,6 +43,15 @@ func (cl *cluster) hooked(t *testing.T, f *faults, idx []int) []redis.UniversalC
 	return out
 }
 
+// deployed is cl.over with the nodes then admitted by Bootstrap: a
+// deployment of those settings in use, to reconfigure.
+func (cl *cluster) deployed(t *testing.T, f *faults, idx []int, opts ...Option) *Client {
+	t.Helper()
+	c := cl.over(t, f, idx, opts...)
+	require.NoError(t, c.Bootstrap(context.Background()))
+	return c
+}
+
 func newFaults(cl *cluster) *faults { return &faults{n: len(cl.nodes), calls: map[scriptAt]int64{}} }
 
 // markers reads the admission marker of the given nodes.
@@ -81,13 +90,12 @@ func lockAfter(t *testing.T, c *Client, key string, ttl, within time.Duration) (
 func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, newTTL time.Duration) {
 	ctx := context.Background()
 	oldOpts := []Option{WithMaxTTL(oldTTL)}
-	oldc := cl.over(t, newFaults(cl), oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, oldTTL)
 	require.NoError(t, err)
 
-	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(newTTL))
+	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(newTTL), roomy)
 	cmd := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(newTTL))
 	done := make(chan error, 1)
 	start := time.Now()
@@ -149,8 +157,7 @@ func TestReconfigure_NodesAdded(t *testing.T) {
 func TestReconfigure_RefusesANewNodeListWithTheSameSettings(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 4)
-	oldc := cl.over(t, newFaults(cl), []int{0, 1, 2})
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2})
 	cmd := cl.over(t, newFaults(cl), []int{0, 1, 3})
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}))
 	require.ErrorContains(t, err, "change the max ttl or the drift factor together with the nodes")
@@ -170,8 +177,7 @@ func TestReconfigure_AStalledCommandGrantsNoSecondLease(t *testing.T) {
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	fold := newFaults(cl)
-	oldc := cl.over(t, fold, oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, fold, oldIdx, oldOpts...)
 	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(time.Second))
 
 	// The command's calls to nodes 0 and 1, old and new entries alike,
@@ -216,9 +222,8 @@ func TestReconfigure_ARerunAfterAnInterruptionFinishesIt(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
-	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond), roomy}
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, 500*time.Millisecond)
 	require.NoError(t, err)
@@ -236,7 +241,7 @@ func TestReconfigure_ARerunAfterAnInterruptionFinishesIt(t *testing.T) {
 	cmd := cl.over(t, fcmd, idx, WithMaxTTL(300*time.Millisecond))
 	err = cmd.Reconfigure(cctx, cl.hooked(t, newFaults(cl), idx), oldOpts...)
 	require.ErrorIs(t, err, ErrReconfigureIncomplete)
-	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond))
+	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond), roomy)
 	require.Equal(t, same(script.Moving(newc.settings), 3), cl.markers(t, idx...))
 
 	_, err = oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
@@ -265,9 +270,8 @@ func TestReconfigure_RefusedWithoutEnoughOldNodes(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
-	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond), roomy}
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 
 	fcmd := newFaults(cl)
 	fcmd.fail(errors.New("connection refused"), "", 1, 2)
@@ -289,8 +293,7 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...) }()
@@ -317,9 +320,8 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 5)
-	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond)}
-	oldc := cl.over(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond), roomy}
+	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), cl.all(), WithMaxTTL(300*time.Millisecond))
 	cl.set(t, keyMarker, cmd.settings, 0, 3, 4)
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
@@ -356,8 +358,7 @@ func oldLeaseExtendedThroughTheChange(t *testing.T, opts ...CallOption) {
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	fold := newFaults(cl)
-	oldc := cl.over(t, fold, oldIdx, oldOpts...)
-	require.NoError(t, oldc.Bootstrap(ctx))
+	oldc := cl.deployed(t, fold, oldIdx, oldOpts...)
 	fold.fail(errors.New("unreachable"), "", 2)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, time.Second, opts...)
@@ -416,8 +417,7 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
 	oldOpts := []Option{WithMaxTTL(time.Second), WithKeyHandOff()}
-	holder := cl.over(t, newFaults(cl), idx, oldOpts...)
-	require.NoError(t, holder.Bootstrap(ctx))
+	holder := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
 	key := testenv.Key(t)
 	l1, err := holder.TryLock(ctx, key, time.Second, opts...)
@@ -523,4 +523,56 @@ func TestReconfigure_RefusesBadOldSettingsWithoutTouchingANode(t *testing.T) {
 	require.ErrorContains(t, cmd.Reconfigure(ctx, nil), "no old nodes")
 	require.Zero(t, fcmd.total(), "an old node was called")
 	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
+}
+
+// Old nodes that answer the command's first look and then go away before
+// step 1 reaches them: step 1 marks too few of them, the command stops
+// there (no hold-off is stamped), and the nodes it reached refuse clients
+// of either settings. An old client that does not hear from the marked
+// node still locks on the two old nodes that did not hear from the
+// command, and the new clients could lock on the marked node and the two
+// added ones without meeting that lease's key: only the rerun's hold-off
+// keeps them out until its deadline. (A hold-off of the new, shorter
+// quarantine alone would let them in about 500 ms early.)
+func TestReconfigure_OldNodesGoneDuringStep1StopIt(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 5)
+	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 1, 2, 3, 4}
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	newOpts := []Option{WithMaxTTL(500 * time.Millisecond), roomy}
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
+
+	fold := newFaults(cl)
+	fold.fail(errors.New("connection reset by peer"), "reconfigure", 1, 2)
+	cmd := cl.over(t, newFaults(cl), newIdx, newOpts...)
+	err := cmd.Reconfigure(ctx, cl.hooked(t, fold, oldIdx), oldOpts...)
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	require.ErrorContains(t, err, "step 1 (refuse the old settings) reached 1 of 3 old nodes and needs 2")
+	var ne *NodeError
+	require.ErrorAs(t, err, &ne)
+	moving := script.Moving(cmd.settings)
+	require.Equal(t, []string{moving, oldc.settings, oldc.settings, "", ""}, cl.markers(t, newIdx...))
+	for _, i := range newIdx {
+		_, err := cl.raw[i].HGet(ctx, keyPending, "reconfigure").Result()
+		require.ErrorIs(t, err, redis.Nil, "node %d: a hold-off was stamped", i)
+	}
+
+	newc := cl.over(t, newFaults(cl), newIdx, newOpts...)
+	_, err = newc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
+	require.Error(t, err, "a client of the new settings locked after step 1 stopped")
+
+	fcut := newFaults(cl)
+	fcut.fail(errors.New("unreachable"), "", 0)
+	oldcut := cl.over(t, fcut, oldIdx, oldOpts...)
+	key := testenv.Key(t)
+	l1, err := oldcut.TryLock(ctx, key, time.Second)
+	require.NoError(t, err, "an old client cut off from the marked node")
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...) }()
+	l2, at := lockAfter(t, newc, key, 500*time.Millisecond, 5*time.Second)
+	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was granted %v before the deadline of the old lease taken after step 1 stopped", l1.Deadline().Sub(at))
+	require.NoError(t, <-done)
+	require.NoError(t, l2.Release(ctx))
+	require.Equal(t, same(newc.settings, 5), cl.markers(t, newIdx...))
 }

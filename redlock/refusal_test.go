@@ -95,6 +95,15 @@ func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
 	}
 }
 
+// denyScripts takes the scripts away from node i's default user (its ACL
+// refuses them with NOPERM) until the test ends.
+func (cl *cluster) denyScripts(t *testing.T, i int) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
+	t.Cleanup(func() { _ = cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
+}
+
 // A refusal that starts after New (here: the ACL takes the scripts away
 // from the client's user) is typed on the per-node causes. With one node
 // refusing the lock is still served by the others; with three, the
@@ -105,12 +114,8 @@ func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, f := cl.ready(t)
 	ctx := context.Background()
-	deny := func(i int) {
-		require.NoError(t, cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
-		t.Cleanup(func() { _ = cl.raw[i].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
-	}
 
-	deny(4)
+	cl.denyScripts(t, 4)
 	l, err := c.TryLock(ctx, testenv.Key(t), time.Second)
 	require.NoError(t, err, "one refusing node of five must not stop the lock")
 	require.NoError(t, l.Release(ctx))
@@ -134,8 +139,8 @@ func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
 	require.NotErrorIs(t, err, ErrConfigMismatch)
 	f.heal()
 
-	deny(2)
-	deny(3)
+	cl.denyScripts(t, 2)
+	cl.denyScripts(t, 3)
 	_, err = c.TryLock(ctx, testenv.Key(t), time.Second)
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	require.ErrorIs(t, err, ErrNodeRefused)

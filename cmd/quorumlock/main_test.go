@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
@@ -42,17 +41,7 @@ func TestMain(m *testing.M) {
 		}
 		return m.Run()
 	}()
-	if err := testenv.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "testenv.Shutdown:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.Finish(code))
 }
 
 // cliTimeout bounds every quorumlock process a test starts; generous, the

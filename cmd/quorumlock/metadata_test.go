@@ -30,6 +30,7 @@ func TestRunStoresWhoHoldsTheLock(t *testing.T) {
 	}{
 		{"by default", nil, []string{"host=" + host + " pid=", ` cmd="sh -c touch held; while`}},
 		{"--metadata", []string{"--metadata", "job=nightly-report owner=ops"}, []string{"job=nightly-report owner=ops"}},
+		{"--metadata ''", []string{"--metadata", ""}, nil}, // none at all
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -44,9 +45,15 @@ func TestRunStoresWhoHoldsTheLock(t *testing.T) {
 					t.Errorf("holder_metadata %q does not contain %q", rep.HolderMetadata, w)
 				}
 			}
+			if tc.want == nil && rep.HolderMetadata != "" {
+				t.Errorf("holder_metadata %q, want none", rep.HolderMetadata)
+			}
 			r := runCLI(t, "", nil, "status", "--nodes", arg, "--key", key)
-			if !strings.Contains(r.stdout, "holder: "+rep.HolderMetadata+"\n") {
+			if tc.want != nil && !strings.Contains(r.stdout, "holder: "+rep.HolderMetadata+"\n") {
 				t.Errorf("status does not show the holder's metadata:\n%s", r.stdout)
+			}
+			if tc.want == nil && strings.Contains(r.stdout, "holder:") {
+				t.Errorf("status shows a holder's metadata where none was stored:\n%s", r.stdout)
 			}
 			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 				t.Fatal(err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"maps"
 	"net"
 	"strings"
 	"testing"
@@ -71,4 +73,70 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+// Bad flags are a usage error (exit 2) that names the flag, and no node is
+// touched: the nodes' data is byte for byte what it was.
+func TestReconfigure_BadFlagsTouchNoNode(t *testing.T) {
+	nodes := emptyRedisNodes(t, 4)
+	oldArg, newArg := nodesArg(nodes[:3]), nodesArg([]*testenv.RedisNode{nodes[0], nodes[1], nodes[3]})
+	if r := runCLI(t, "", nil, "bootstrap", "--nodes", oldArg, "--max-ttl", "400ms"); r.code != exitOK {
+		t.Fatalf("bootstrap: exit %d: %s", r.code, r.stderr)
+	}
+	before := dataOf(t, nodes)
+	good := []string{"--from-nodes", oldArg, "--from-max-ttl", "400ms", "--nodes", newArg, "--max-ttl", "250ms"}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--timeout", "0"}, "--timeout must be positive"},
+		{[]string{"--from-max-ttl", "1500us"}, "--from-max-ttl"},
+		{[]string{"--max-ttl", "25h"}, "--max-ttl"},
+		{[]string{"--max-ttl", "abc"}, "max-ttl"},
+		{[]string{"--drift", "1"}, "--drift"},
+		{[]string{"--from-drift", "-0.1"}, "--from-drift"},
+		{[]string{"--from-nodes", ""}, "--from-nodes"},
+		{[]string{"--from-nodes", "127.0.0.1"}, "--from-nodes"},
+		{[]string{"--from-nodes", nodes[0].Addr() + "," + nodes[0].Addr()}, "the same address"},
+		{[]string{"--nodes", "127.0.0.1"}, "host:port"},
+	} {
+		args := append(append([]string{"reconfigure"}, good...), tc.args...)
+		r := runCLI(t, "", nil, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.says) {
+			t.Errorf("reconfigure %v: exit %d, want %d saying %q\nstderr: %s", tc.args, r.code, exitUsage, tc.says, r.stderr)
+		}
+		if after := dataOf(t, nodes); !maps.Equal(before, after) {
+			t.Fatalf("reconfigure %v wrote to the nodes:\nbefore %q\nafter  %q", tc.args, before, after)
+		}
+	}
+	// The flags were right: the same command, with nothing wrong, moves it.
+	if r := runCLI(t, "", nil, append([]string{"reconfigure"}, good...)...); r.code != exitOK {
+		t.Fatalf("reconfigure with good flags: exit %d: %s", r.code, r.stderr)
+	}
+	if after := dataOf(t, nodes); maps.Equal(before, after) {
+		t.Fatalf("reconfigure with good flags wrote nothing: %q", after)
+	}
+}
+
+// dataOf returns every key of every node with its DUMP, as node/key.
+func dataOf(t *testing.T, nodes []*testenv.RedisNode) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := map[string]string{}
+	for _, n := range nodes {
+		c := n.Client(t)
+		keys, err := c.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			v, err := c.Dump(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n.Addr()+"/"+k] = v
+		}
+	}
+	return out
 }

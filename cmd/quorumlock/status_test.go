@@ -22,8 +22,8 @@ func statusJSON(t *testing.T, env []string, args ...string) (*statusReport, resu
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
 	}
 	// The exit status is the verdict, for scripts: 0 free, 3 held, 4 unknown.
-	if want := map[string]int{verdictFree: 0, verdictHeld: 3, verdictUnknown: 4}[rep.Verdict]; r.code != want {
-		t.Errorf("status with verdict %q: exit %d, want %d", rep.Verdict, r.code, want)
+	if want, ok := map[string]int{verdictFree: 0, verdictHeld: 3, verdictUnknown: 4}[rep.Verdict]; !ok || r.code != want {
+		t.Errorf("status with verdict %q: exit %d, want %d (known verdict: %v)", rep.Verdict, r.code, want, ok)
 	}
 	return &rep, r
 }

@@ -14,16 +14,10 @@
 //
 // One PostgreSQL server is shared by all tests of a test binary, because
 // initdb takes seconds. It starts on first use; the package's TestMain must
-// call Shutdown after m.Run to stop it and remove its data directory:
+// call Shutdown after m.Run to stop it and remove its data directory;
+// Finish does that and then the goleak check:
 //
-//	func TestMain(m *testing.M) {
-//		code := m.Run()
-//		if err := testenv.Shutdown(); err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			code = 1
-//		}
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { os.Exit(testenv.Finish(m.Run())) }
 //
 // Without that call the server still dies with the test binary (parent-death
 // signal), but its temporary directory is left behind. Call Shutdown before any
