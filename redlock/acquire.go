@@ -319,6 +319,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 		for _, i := range a.unadmitted {
 			c.admit.kick(i) // start its admission; the lock did not need it
 		}
+		if len(a.unverified) > 0 {
+			c.proveSoon(ttl) // nor its vote, but the next lock may
+		}
 		return outcome{lease: l}
 	}
 	a.abandon()
