@@ -102,9 +102,35 @@ func (a *attempt) await(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
 	defer cancel()
 	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.c.votes, a.c.missedLast)
+	if a.refusalsInDoubt() {
+		// Whether the refusals are why the attempt failed depends on the
+		// nodes not heard from yet (see failure): hear them out, up to
+		// the node timeout, so that contention is not called a
+		// configuration error, which ends Lock at once.
+		all := func(quorum.Reply[script.AcquireReply]) bool { return true }
+		a.replies = append(a.replies, a.round.Await(wctx, len(a.c.nodes)-len(a.replies), all)...)
+	}
 	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
 	a.c.sawRound(a.elapsed)
 	a.tally(ctx.Err() == nil && wctx.Err() != nil)
+}
+
+// refusalsInDoubt reports whether a round decided without a majority of
+// votes has refusals among its replies and cannot yet tell whether they
+// are why: counting them as grants makes no majority with the grants
+// heard so far, but might with the nodes not heard from.
+func (a *attempt) refusalsInDoubt() bool {
+	granted, refused := 0, 0
+	for _, r := range a.replies {
+		switch {
+		case a.c.votes(r):
+			granted++
+		case refusal(r.Err) != nil:
+			refused++
+		}
+	}
+	q := a.c.quorum
+	return refused > 0 && granted+refused < q && granted+refused+len(a.c.nodes)-len(a.replies) >= q
 }
 
 // tally classifies the replies. timedOut says the round ran out of time.
@@ -211,10 +237,13 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		e.Reason, e.Detail = ReasonFenceCommit, "fencing commit failed"
 	case a.granted >= c.quorum:
 		e.Reason, e.Detail = ReasonValidity, fmt.Sprintf("validity used up: the round took %v of a %v ttl", a.elapsed, a.ttl)
-	case a.refused > 0 && n-(len(a.errs)-a.refused) >= c.quorum:
-		// The refusals are why: counting them as grants, the nodes that
-		// did not fail for another reason (granted, or not heard from
-		// when the round was decided) would make a majority.
+	case a.refused > 0 && a.granted+a.refused >= c.quorum:
+		// The refusals are why: counting them as grants would make a
+		// majority. A node not heard from counts as neither: await heard
+		// the round out when that could change the answer
+		// (refusalsInDoubt). Counting it as a possible grant called
+		// contention a configuration error whenever a refusal came in
+		// before the holder's nodes did.
 		e.Reason, e.Detail = ReasonRefused, fmt.Sprintf("%d of %d nodes refused this client's configuration (password, ACL user, database or role): %d granted, %d needed", a.refused, n, a.granted, c.quorum)
 	case len(a.busy) > 0:
 		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
@@ -289,6 +318,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 		c.tried(ctx, a, "obtained")
 		for _, i := range a.unadmitted {
 			c.admit.kick(i) // start its admission; the lock did not need it
+		}
+		if len(a.unverified) > 0 {
+			c.proveSoon(ttl) // nor its vote, but the next lock may
 		}
 		return outcome{lease: l}
 	}

@@ -109,11 +109,8 @@ func WaitAtMost(d time.Duration) CallOption {
 // policy.
 func WithCallRetry(delay func(attempt int) time.Duration, maxAttempts int) CallOption {
 	return callOptionFunc(func(c *callConfig) error {
-		if delay == nil {
-			return errors.New("redlock: WithCallRetry: nil delay function")
-		}
-		if maxAttempts < 0 {
-			return fmt.Errorf("redlock: WithCallRetry: maxAttempts %d < 0", maxAttempts)
+		if err := checkRetry(delay, maxAttempts); err != nil {
+			return fmt.Errorf("redlock: WithCallRetry: %w", err)
 		}
 		c.retry, c.maxAttempts, c.retrySet = delay, maxAttempts, true
 		return nil

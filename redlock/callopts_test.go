@@ -3,7 +3,9 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,4 +275,69 @@ func TestLock_WaitAtMostBoundsTheWaitBehindALocalCall(t *testing.T) {
 	require.Contains(t, e.Detail, "WaitAtMost")
 	require.Zero(t, f.count("acquire", -1), "the call behind the local holder sent an attempt")
 	require.NoError(t, l.Release(ctx))
+}
+
+// The wait bound does not cut an attempt under way: one that is still
+// waiting for its nodes when the bound passes runs to its end, and its
+// lease is returned.
+func TestLock_WaitAtMostLetsTheAttemptUnderWayFinish(t *testing.T) {
+	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	f.delay(100*time.Millisecond, "acquire")
+	start := time.Now()
+	l, err := c.Lock(ctx, key, ttl, WaitAtMost(30*time.Millisecond))
+	took := time.Since(start)
+	require.NoError(t, err, "the bound cut the attempt under way")
+	require.GreaterOrEqual(t, took, 100*time.Millisecond, "the attempt ended before the bound passed: the test proves nothing")
+	f.heal()
+	require.NoError(t, l.Release(ctx))
+}
+
+// A Lock that gave up at its bound leaves nothing behind: no attempt
+// after it returned (the last one's calls to the nodes it did not wait
+// for may still go out; they carry its value), and no place in the key's
+// line on any node (a release would otherwise keep the key for a call
+// that is gone).
+func TestLock_WaitAtMostLeavesNothingBehind(t *testing.T) {
+	cl := newCluster(t, 5)
+	a := cl.client(t)
+	c, f := cl.ready(t)
+	key, la := heldKey(t, a)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var returned bool
+	before := map[string]bool{} // the attempts' values sent before Lock returned
+	var late []string           // values first sent after it returned
+	f.before(func(_ context.Context, call *call) error {
+		if call.Script != "acquire" || call.Keys[0] != key {
+			return nil
+		}
+		v := fmt.Sprint(call.Args[0])
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !returned:
+			before[v] = true
+		case !before[v]:
+			late = append(late, v)
+		}
+		return nil
+	})
+	_, err := c.Lock(ctx, key, time.Second, WaitAtMost(300*time.Millisecond),
+		WithCallRetry(func(int) time.Duration { return 20 * time.Millisecond }, 0))
+	mu.Lock()
+	returned = true
+	attempts := len(before)
+	mu.Unlock()
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.Greater(t, attempts, 1, "one attempt only: the test proves nothing about later ones")
+	cl.requireLineLen(t, key, 0, "the call that gave up is still in the key's line")
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	require.Empty(t, late, "attempts went out after Lock returned")
+	mu.Unlock()
+	require.NoError(t, la.Release(ctx))
 }

@@ -81,6 +81,33 @@ func TestCancelled_ExtendAndReleaseSendNothingAndKeepTheLease(t *testing.T) {
 	cl.requireGone(t, key, "after the second Release")
 }
 
+// A lease whose Release was not sent (its ctx had ended) and that the
+// caller then drops does not keep its key forever: the key expires with
+// its ttl on the nodes, and the lease's timer passes this Client's local
+// line for the key on at its deadline, so the next Lock of the same
+// Client gets it (docs/fencing.md, "A call whose ctx has already ended
+// sends nothing").
+func TestCancelled_ADroppedLeaseFreesTheKeyAtItsDeadline(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	key := testenv.Key(t)
+	l, err := c.Lock(context.Background(), key, ttl) // Lock, which holds the local gate
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, l.Release(ctx), context.Canceled)
+	deadline := l.Deadline()
+	// The caller drops l here, as after a failed deferred Release.
+
+	lctx, lcancel := context.WithTimeout(context.Background(), 10*ttl)
+	defer lcancel()
+	next, err := c.Lock(lctx, key, ttl)
+	require.NoError(t, err, "the dropped lease kept the key past its deadline")
+	require.False(t, time.Now().Before(deadline), "the key was taken again before the dropped lease's deadline")
+	require.NoError(t, next.Release(context.Background()))
+}
+
 // From a review: Inspect with a cancelled ctx returned a nil error and
 // the verdict unknown, as if the nodes had not answered.
 func TestCancelled_InspectReturnsTheCtxError(t *testing.T) {

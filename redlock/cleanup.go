@@ -30,9 +30,10 @@ func (c *Client) releaseOne(key string, i int, p *script.Release) {
 
 // leave hands the round's stragglers to background work that waits for
 // them; on success they are part of the lock. A straggler that says it is
-// not admitted starts its admission, as one that answered in time does.
+// not admitted starts its admission, as one that answered in time does,
+// and one not verified yet its proof (see proveSoon).
 func (a *attempt) leave() {
-	c, round, stop := a.c, a.round, a.stop
+	c, round, stop, ttl := a.c, a.round, a.stop, a.ttl
 	c.spawn(func() {
 		defer stop()
 		// One reply at a time, so that a node's admission does not wait
@@ -43,7 +44,11 @@ func (a *attempt) leave() {
 			if len(got) == 0 {
 				break
 			}
-			if r := got[0]; r.Err == nil && r.Val.Status == script.Unadmitted {
+			r := got[0]
+			if r.Err == nil && !c.verified(r.Node) {
+				c.proveSoon(ttl)
+			}
+			if r.Err == nil && r.Val.Status == script.Unadmitted {
 				c.admit.lost(r.Node)
 				c.admit.kick(r.Node)
 			}

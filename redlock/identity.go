@@ -37,10 +37,11 @@ import (
 // proves nothing), and only New's probe (an entry down at start was never
 // checked: the double grant above).
 type identity struct {
-	mu   sync.Mutex // one proof at a time
-	last time.Time  // when the last proof that verified nothing ended; guarded by mu
-	ok   []atomic.Bool
-	dup  atomic.Pointer[DuplicateNodeError]
+	mu      sync.Mutex // one proof at a time
+	last    time.Time  // when the last proof that verified nothing ended; guarded by mu
+	ok      []atomic.Bool
+	dup     atomic.Pointer[DuplicateNodeError]
+	proving atomic.Bool // a background proof (proveSoon) is under way
 }
 
 // proofEvery is how often a proof that verified nothing (a verified entry
@@ -93,6 +94,26 @@ func (c *Client) verify(ctx context.Context) (bool, error) {
 		}
 	}
 	return c.proveLocked(ids)
+}
+
+// proveSoon starts a proof in the background, unless one is under way or
+// every entry is verified: an entry answered a won attempt (in time or
+// late) before it was verified. Its vote then counts from the next
+// attempt on. Waiting for a failed attempt to ask for the proof instead
+// cost liveness: by then a verified entry may be down, and a proof waits
+// for every verified entry, so a client whose entries were down at New
+// got no lock with four of five servers up.
+func (c *Client) proveSoon(ttl time.Duration) {
+	id := c.ident
+	if id.dup.Load() != nil || id.allVerified() || !id.proving.CompareAndSwap(false, true) {
+		return
+	}
+	c.spawn(func() {
+		defer id.proving.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*c.nodeTimeout(ttl))
+		defer cancel()
+		_, _ = c.verify(ctx) // a duplicate is kept in id.dup; the next call returns it
+	})
 }
 
 // prove is verify for identities read elsewhere (New's probe reads them

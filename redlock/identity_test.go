@@ -244,3 +244,42 @@ func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	require.Error(t, err, "node 0's two names renewed the lease as two votes beside node 1's")
 	require.Equal(t, before, l.Deadline(), "a failed extend moved the deadline")
 }
+
+// An entry that was down when New ran is verified soon after it first
+// answers, not only once an attempt fails for want of its vote: by then a
+// verified entry may be down, and a proof waits for every verified entry
+// (one that does not answer may be this one under another name), so no
+// lock could be had with four of five servers up. Here nodes 0 and 1 are
+// frozen at New, answer the attempts after they thaw (late: they missed
+// the probe, so the attempts do not wait for them), and node 2 freezes
+// later.
+func TestIdentity_AnEntryDownAtNewIsVerifiedWhenItFirstAnswers(t *testing.T) {
+	const ttl = 5 * time.Second
+	ctx := context.Background()
+	cl := newCluster(t, 5)
+	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
+	cl.freeze(t, 0, 1)
+	var list []redis.UniversalClient
+	for i := range 5 {
+		uc := redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()})
+		t.Cleanup(func() { _ = uc.Close() })
+		list = append(list, uc)
+	}
+	c, err := New(list, WithMaxTTL(ttl), WithProbeTimeout(300*time.Millisecond))
+	cl.thaw(t, 0, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "nodes 0 and 1 answered New's probe: the test proves nothing")
+
+	l, err := c.TryLock(ctx, testenv.Key(t), ttl)
+	require.NoError(t, err, "nodes 2-4 are verified")
+	require.NoError(t, l.Release(ctx))
+	require.Eventually(t, func() bool { return verifiedOn(c, 0) && verifiedOn(c, 1) }, 3*time.Second, 5*time.Millisecond,
+		"nodes 0 and 1 answered and were never verified")
+
+	cl.freeze(t, 2)
+	l, err = c.TryLock(ctx, testenv.Key(t), ttl)
+	require.NoError(t, err, "four of five servers are up")
+	require.NoError(t, l.Release(ctx))
+	cl.thaw(t, 2)
+}

@@ -505,3 +505,27 @@ func TestTryLock_CountsOfAnEarlyDecisionSayAtLeast(t *testing.T) {
 	require.Less(t, e.Replied, 5)
 	require.Contains(t, e.Detail, fmt.Sprintf("by another owner on at least %d of 5 nodes", e.Replied))
 }
+
+// A Lock whose ctx ends while its attempt waits for the nodes returns
+// ReasonCancelled, and the grants that land after it gave up are released:
+// nobody holds the key until its ttl for a call that is gone (the
+// attempt's calls are detached from ctx, so they do land).
+func TestLock_GrantsThatLandAfterTheCallGaveUpAreReleased(t *testing.T) {
+	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	key := testenv.Key(t)
+	f.delay(100*time.Millisecond, "acquire")
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock(cctx, key, ttl)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonCancelled, e.Reason, e.Detail)
+	settled(t, c, 3*time.Second)
+	require.GreaterOrEqual(t, f.count("acquire", -1), int64(5), "the attempt's calls did not all go out: the test proves nothing")
+	cl.requireGone(t, key, "after the call gave up")
+	cl.requireLineLen(t, key, 0, "the call that gave up is still in the key's line")
+}

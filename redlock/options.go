@@ -109,15 +109,24 @@ func WithDriftFactor(f float64) Option {
 // unlimited attempts.
 func WithRetry(delay func(attempt int) time.Duration, maxAttempts int) Option {
 	return optionFunc(func(c *config) error {
-		if delay == nil {
-			return errors.New("WithRetry: nil delay function")
-		}
-		if maxAttempts < 0 {
-			return fmt.Errorf("WithRetry: maxAttempts %d < 0", maxAttempts)
+		if err := checkRetry(delay, maxAttempts); err != nil {
+			return fmt.Errorf("WithRetry: %w", err)
 		}
 		c.retry, c.maxAttempts = delay, maxAttempts
 		return nil
 	})
+}
+
+// checkRetry is the rule for a retry policy: WithRetry's, and a call's
+// WithCallRetry.
+func checkRetry(delay func(attempt int) time.Duration, maxAttempts int) error {
+	if delay == nil {
+		return errors.New("nil delay function")
+	}
+	if maxAttempts < 0 {
+		return fmt.Errorf("maxAttempts %d < 0", maxAttempts)
+	}
+	return nil
 }
 
 // WithClock sets the clock validity is measured on. Its Now must be

@@ -164,3 +164,42 @@ func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	require.NoError(t, lctx.Err(), "Lock waited for its ctx on a configuration error")
 }
+
+// A refusal that arrives before the round is decided does not make
+// contention a configuration error. Held elsewhere on a majority (nodes
+// 0-2) with node 4 refusing and answering first: the round is decided at
+// its third failed vote, by then node 4's refusal and two of the holder's
+// nodes, with node 3 (free) not heard from. Counting node 3 as a possible
+// grant called the refusal the reason, and Lock returned at once with an
+// error matching ErrConfigMismatch (the CLI's run exits 125) while the key
+// was merely held. The attempt now hears from the rest before it blames
+// the refusal: counting node 4 as a grant still makes no majority.
+func TestRefusal_AnEarlyRefusalDoesNotMakeContentionAConfigurationError(t *testing.T) {
+	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	ctx := context.Background()
+	require.NoError(t, cl.raw[4].Do(ctx, "ACL", "SETUSER", "default", "-@scripting").Err())
+	t.Cleanup(func() { _ = cl.raw[4].Do(ctx, "ACL", "SETUSER", "default", "+@all").Err() })
+
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, 0, 1, 2)
+	f.delay(60*time.Millisecond, "acquire", 0, 1, 2, 3)
+	_, err := c.TryLock(ctx, key, ttl)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.NotErrorIs(t, err, ErrConfigMismatch, "contention reported as a configuration error")
+	require.ErrorIs(t, err, ErrNodeRefused, "the refusing node's cause is typed")
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonHeld, e.Reason, e.Detail)
+
+	// Lock waits for the holder instead of giving up on a configuration
+	// error.
+	lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(lctx, key, ttl)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.NotErrorIs(t, err, ErrConfigMismatch)
+	require.ErrorIs(t, lctx.Err(), context.DeadlineExceeded, "Lock returned before its ctx ended")
+	f.heal()
+}
