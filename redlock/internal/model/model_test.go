@@ -62,6 +62,20 @@ func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantine(t *testing.T) {
 	requireFound(t, cfg, "double grant")
 }
 
+func TestModel_AWipedNodeIsAdmittedOnlyAfterItsQuarantine(t *testing.T) {
+	requireClean(t, scenario(t, "admit"))
+}
+
+// admit.lua without its age check admits a wiped node at once, and the
+// node grants while the lease it forgot is trusted.
+func TestModel_FindsTheDoubleGrantWithoutTheAdmissionsAgeCheck(t *testing.T) {
+	cfg := scenario(t, "admit")
+	cfg.Patches = map[string]func(string) string{"admit": func(src string) string {
+		return strings.Replace(src, "if now - tonumber(p[2]) < tonumber(p[4]) then\n  return 0\nend\n", "", 1)
+	}}
+	requireFound(t, cfg, "double grant")
+}
+
 func TestModel_TheDriftCoversClocksThatRunAhead(t *testing.T) {
 	requireClean(t, scenario(t, "clocks"))
 }

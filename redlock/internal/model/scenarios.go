@@ -47,8 +47,15 @@ func Scenarios() []Scenario {
 	seq := f
 	seq.Attempts = 2
 	tokens := Config{Nodes: 3, Clients: []ClientConfig{seq}, Admitted: true, Depth: 12, Symmetry: true}
+	// One node, so that a wiped node's admission and a second attempt fit
+	// the bound: the admit script's checks alone stand between the wipe
+	// and a second grant.
+	again := c
+	again.Attempts = 2
+	admit := Config{Nodes: 1, Clients: []ClientConfig{c, again}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 12}
 	return []Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
+		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
 		{"deadline", "a lease's deadline counts from the start of its round", deadline},
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
