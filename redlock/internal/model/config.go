@@ -32,6 +32,9 @@ type ClientConfig struct {
 	NoQuarantine bool
 	// Attempts is how many TryLock calls the client makes in a run.
 	Attempts int
+	// Extends is how many Lease.Extend calls (each with the lease's ttl)
+	// the client may make per lease.
+	Extends int
 }
 
 // Config is one exploration: the deployment, the clients, the faults
@@ -90,6 +93,11 @@ type Config struct {
 	DeadlineFromEnd bool
 	// NoDrift leaves the drift out of validity (a defect).
 	NoDrift bool
+	// ClockJumps lifts assumption 1: node clocks may run ahead by more
+	// than the drift of a lease (Skew is then not checked against it), so
+	// two holders may overlap, and the invariants are only those that use
+	// no clock: the fencing tokens' (Theorems 1 and 2 of docs/fencing.md).
+	ClockJumps bool
 }
 
 // settings is σ, as redlock's deployment.go writes it: the string the
@@ -108,6 +116,11 @@ func (cfg *Config) check() error {
 	if len(cfg.Clients) == 0 {
 		return fmt.Errorf("model: no clients")
 	}
+	for i, cc := range cfg.Clients {
+		if cc.Extends < 0 || cc.Attempts < 0 {
+			return fmt.Errorf("model: client %d: negative attempts or extends", i)
+		}
+	}
 	if cfg.Depth <= 0 || cfg.MaxTime < 0 || cfg.Skew < 0 || cfg.ClientSkew < 0 || cfg.Wipes < 0 || cfg.Pendings < 0 {
 		return fmt.Errorf("model: bounds must not be negative, and the depth positive")
 	}
@@ -120,7 +133,7 @@ func (cfg *Config) check() error {
 		}
 		// Clients with the deployment's settings must meet assumption 1;
 		// one with other settings is what the nodes must refuse.
-		if cc.settings(cfg.Nodes) != cfg.Clients[0].settings(cfg.Nodes) {
+		if cfg.ClockJumps || cc.settings(cfg.Nodes) != cfg.Clients[0].settings(cfg.Nodes) {
 			continue
 		}
 		if d := drift.Drift(cc.TTL, cc.Factor); d < time.Duration(max(cfg.Skew, cfg.ClientSkew))*Unit {

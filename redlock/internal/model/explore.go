@@ -110,7 +110,7 @@ func Explore(cfg Config) (res Result, err error) {
 				}
 				t := st.next
 				if t.bad == "" {
-					t.bad = m.exclusion(t)
+					t.bad = m.invariants(t)
 				}
 				h := canonical(t, ps, invs)
 				if _, ok := visited[h]; ok {
@@ -144,6 +144,47 @@ func Explore(cfg Config) (res Result, err error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// invariants checks the invariants that read a state (the token
+// invariants are checked where a token is committed, in tallyCommit): no
+// two leases trusted at once, and no lease trusted beyond its keys. With
+// ClockJumps (assumption 1 lifted) neither holds, and neither is checked.
+func (m *machine) invariants(s *state) string {
+	if m.cfg.ClockJumps {
+		return ""
+	}
+	if bad := m.exclusion(s); bad != "" {
+		return bad
+	}
+	return m.keys(s)
+}
+
+// keys is "a lease never outlives the keys that justify it": while a
+// client trusts a lease, a majority of the nodes still hold its value,
+// unexpired on their clocks, except nodes that lost their data since
+// its attempt began (the restart quarantine answers for those: Theorem 3).
+func (m *machine) keys(s *state) string {
+	n := m.cfg.Nodes
+	for c, cl := range s.clients {
+		if cl.phase != holding || time.Duration(s.clientNow(n, c))*Unit >= cl.deadline {
+			continue
+		}
+		v := value(c, cl.attempt)
+		held := cl.wiped
+		for i := 0; i < n; i++ {
+			// Not keyspace.live, which deletes an expired key: states
+			// share key spaces.
+			if e := s.nodes[i][lockKey]; e != nil && (e.exp == 0 || s.nodeNow(i) < e.exp) && e.kind == 's' && e.str == v {
+				held |= 1 << i
+			}
+		}
+		if count(held) < m.q {
+			return fmt.Sprintf("a lease outlives its keys at real time %d: client %d trusts %s until %v on its clock, which reads %d, but only %d nodes hold it",
+				s.T, c, v, cl.deadline, s.clientNow(n, c), count(held))
+		}
+	}
+	return ""
 }
 
 // exclusion is the mutual-exclusion invariant: no two clients trust a
@@ -232,7 +273,7 @@ func (m *machine) exploreDFS(start time.Time, ps, invs [][]int) Result {
 			res.Steps++
 			t := st.next
 			if t.bad == "" {
-				t.bad = m.exclusion(t)
+				t.bad = m.invariants(t)
 			}
 			g := canonical(t, ps, invs)
 			if b, ok := left[g]; ok && b >= budget-1 {

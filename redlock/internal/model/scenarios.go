@@ -47,6 +47,12 @@ func Scenarios() []Scenario {
 	seq := f
 	seq.Attempts = 2
 	tokens := Config{Nodes: 3, Clients: []ClientConfig{seq}, Admitted: true, Depth: 12, Symmetry: true}
+	// Client 0 may extend its lease once (with its ttl), while client 1
+	// contends: an extend never brings back a key that expired or was
+	// taken, and never lets the holder trust beyond the keys it renewed.
+	e := d
+	e.Extends = 1
+	extend := Config{Nodes: 3, Clients: []ClientConfig{e, d}, Admitted: true, MaxTime: 2, Depth: 9, Symmetry: true}
 	// One node, so that a wiped node's admission and a second attempt fit
 	// the bound: the admit script's checks alone stand between the wipe
 	// and a second grant.
@@ -58,6 +64,7 @@ func Scenarios() []Scenario {
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
 		{"deadline", "a lease's deadline counts from the start of its round", deadline},
+		{"extend", "an extend renews only keys that still hold the lease's value, counted from the start of its round", extend},
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
 		{"fencing", "Theorems 1 and 2: tokens follow grant order and never repeat", fencing},
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},

@@ -39,6 +39,17 @@ type client struct {
 	commits  uint8
 	cfails   uint8
 	deadline time.Duration // holding: trusted while its clock is before this
+	// An extend round in progress (extending), the number of the round
+	// (extends: how many this lease has sent), its start on the client's
+	// clock, and the nodes that renewed the key or found it gone.
+	extending bool
+	extends   int
+	e0        int
+	eyes      uint8
+	egone     uint8
+	// wiped: the nodes that lost their data since this attempt began
+	// (what the invariant "a lease never outlives its keys" excuses).
+	wiped uint8
 	// since is the largest token committed, by anyone, before this
 	// attempt's round began: Theorem 1 says this attempt's token must be
 	// larger.
@@ -60,6 +71,7 @@ type msg struct {
 	client  int
 	node    int
 	attempt int
+	round   int // an extend's round (0 for every other call)
 	req     script.Request
 	res     any
 	key     string
@@ -67,9 +79,9 @@ type msg struct {
 
 func newMsg(m msg) msg {
 	if m.reply {
-		m.key = fmt.Sprintf("R>%d#%d:%s=%v", m.client, m.attempt, m.req.Script, m.res)
+		m.key = fmt.Sprintf("R>%d#%d.%d:%s=%v", m.client, m.attempt, m.round, m.req.Script, m.res)
 	} else {
-		m.key = fmt.Sprintf("Q%d#%d:%s%v%v", m.client, m.attempt, m.req.Script, m.req.Keys, m.req.Args)
+		m.key = fmt.Sprintf("Q%d#%d.%d:%s%v%v", m.client, m.attempt, m.round, m.req.Script, m.req.Keys, m.req.Args)
 	}
 	return m
 }
@@ -148,6 +160,14 @@ func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
 		mask(c.cfails)
 		mask(c.unadmitted)
 		mask(c.admitting)
+		mask(c.wiped)
+		if c.extending {
+			b = append(b, 'e')
+			num(int64(c.e0))
+			mask(c.eyes)
+			mask(c.egone)
+		}
+		num(int64(c.extends))
 		if c.phase == acquiring || c.phase == committing {
 			for j := 0; j < n; j++ {
 				i := inv[j]

@@ -137,6 +137,11 @@ func (m *machine) successors(s *state, emit func(step)) {
 			t := s.clone()
 			t.nodes[i] = keyspace{}
 			t.wipes++
+			for c := range t.clients {
+				if p := t.clients[c].phase; p != idle && p != done {
+					t.clients[c].wiped |= 1 << i
+				}
+			}
 			emit(step{func() string { return fmt.Sprintf("node %d loses its data (restart without persistence)", i) }, t})
 		}
 	}
@@ -184,12 +189,14 @@ func (m *machine) reads(s *state, q msg, res any) bool {
 		return err != nil || rep.Status == script.Unadmitted
 	case "commit":
 		return cl.phase == committing && cl.attempt == q.attempt
+	case "extend":
+		return cl.phase == holding && cl.extending && cl.attempt == q.attempt && cl.extends == q.round
 	}
 	return true
 }
 
 func msg2reply(q msg, res any) msg {
-	return msg{reply: true, client: q.client, node: q.node, attempt: q.attempt, req: script.Request{Script: q.req.Script}, res: res}
+	return msg{reply: true, client: q.client, node: q.node, attempt: q.attempt, round: q.round, req: script.Request{Script: q.req.Script}, res: res}
 }
 
 // clientSteps are the steps client c may take on its own: start an
@@ -229,6 +236,7 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 		m.cleanup(t, c)
 		m.end(t, c)
 		emit(step{func() string { return fmt.Sprintf("client %d releases its lease (attempt %d)", c, cl.attempt) }, t})
+		m.extendSteps(s, c, emit)
 	}
 	m.admissionSteps(s, c, emit)
 }
@@ -263,6 +271,11 @@ func (m *machine) deliver(t *state, r msg) string {
 			cl.cfails |= 1 << r.node
 		}
 		return m.tallyCommit(t, c)
+	case "extend":
+		if cl.phase != holding || !cl.extending || cl.attempt != r.attempt || cl.extends != r.round {
+			return " (late: ignored)"
+		}
+		return m.tallyExtend(t, c, r)
 	case "pending":
 		cl.admitting &^= 1 << r.node
 		p, err := script.ParsePending(r.res.([]any))
@@ -478,4 +491,74 @@ func insert(xs []uint64, x uint64) []uint64 {
 	copy(xs[i+1:], xs[i:])
 	xs[i] = x
 	return xs
+}
+
+// extendSteps are a holder's Lease.Extend (extend.go): while it trusts
+// its lease, it sends the extend script to every node, with the lease's
+// ttl; or it gives up a round in progress (the node timeout), which
+// changes nothing.
+func (m *machine) extendSteps(s *state, c int, emit func(step)) {
+	cl := s.clients[c]
+	cc := m.cfg.Clients[c]
+	n := m.cfg.Nodes
+	now := s.clientNow(n, c)
+	if cl.extending {
+		t := s.clone()
+		t.clients[c].extending = false
+		emit(step{func() string { return fmt.Sprintf("client %d gives up extend %d (timeout)", c, cl.extends) }, t})
+		return
+	}
+	// Extend refuses to send for a lease past its deadline (l.over()).
+	if cl.extends >= cc.Extends || time.Duration(now)*Unit >= cl.deadline {
+		return
+	}
+	t := s.clone()
+	tc := &t.clients[c]
+	tc.extending, tc.extends, tc.e0, tc.eyes, tc.egone = true, cl.extends+1, now, 0, 0
+	req := script.NewExtend([]script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}).Request()
+	for i := 0; i < n; i++ {
+		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, round: tc.extends, req: req}))
+	}
+	emit(step{func() string {
+		return fmt.Sprintf("client %d starts extend %d of %s (ttl %v) at its clock %d: extend to every node", c, tc.extends, value(c, cl.attempt), cc.TTL, now)
+	}, t})
+}
+
+// tallyExtend counts one extend reply as extendRound and applyExtend do:
+// a majority of renewals with validity left, counted from the round's
+// start, moves the deadline to e0 + ttl - drift if that is later; a
+// majority that found the key gone loses the lease (the model then
+// releases it, as a caller would).
+func (m *machine) tallyExtend(t *state, c int, r msg) string {
+	cl := &t.clients[c]
+	cc := m.cfg.Clients[c]
+	n := m.cfg.Nodes
+	rep, ok := r.res.([]any)
+	if !ok || len(rep) != 1 {
+		panic(fmt.Errorf("model: extend replied %v", r.res))
+	}
+	if rep[0] == int64(1) {
+		cl.eyes |= 1 << r.node
+	} else {
+		cl.egone |= 1 << r.node
+	}
+	switch {
+	case count(cl.eyes) >= m.q:
+		cl.extending = false
+		now := t.clientNow(n, c)
+		if m.validity(cc, time.Duration(now-cl.e0)*Unit) <= 0 {
+			return fmt.Sprintf(" -> extend %d renewed on %d nodes but took its whole validity: the deadline stays", cl.extends, count(cl.eyes))
+		}
+		if d := m.deadline(cc, cl.e0, now); d > cl.deadline {
+			cl.deadline = d
+		}
+		return fmt.Sprintf(" -> extend %d: client %d holds %s until its clock reads %v", cl.extends, c, value(c, cl.attempt), cl.deadline)
+	case n-count(cl.egone) < m.q:
+		m.fail(t, c)
+		return fmt.Sprintf(" -> extend %d: the key is gone on %d nodes: the lease is lost (released)", cl.extends, count(cl.egone))
+	case count(cl.eyes|cl.egone) == n:
+		cl.extending = false
+		return fmt.Sprintf(" -> extend %d reached too few nodes: the deadline stays", cl.extends)
+	}
+	return ""
 }
