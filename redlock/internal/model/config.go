@@ -93,6 +93,14 @@ type Config struct {
 	DeadlineFromEnd bool
 	// NoDrift leaves the drift out of validity (a defect).
 	NoDrift bool
+	// Prompt delivers every reply at once (a bound: a call may still wait
+	// on the wire before a node runs it, but its reply is never delayed
+	// or lost), for scenarios whose point is elsewhere and whose depth
+	// would not fit otherwise.
+	Prompt bool
+	// Live checks the bounded liveness property in every state reached:
+	// see machine.liveness.
+	Live bool
 	// ClockJumps lifts assumption 1: node clocks may run ahead by more
 	// than the drift of a lease (Skew is then not checked against it), so
 	// two holders may overlap, and the invariants are only those that use

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Result is what an exploration found.
@@ -157,7 +159,106 @@ func (m *machine) invariants(s *state) string {
 	if bad := m.exclusion(s); bad != "" {
 		return bad
 	}
-	return m.keys(s)
+	if bad := m.keys(s); bad != "" {
+		return bad
+	}
+	if m.cfg.Live {
+		return m.liveness(s)
+	}
+	return ""
+}
+
+// liveness is the bounded liveness check: in a state where no client
+// holds a lease or has an attempt out, no acquire call is on the wire
+// and every node is admitted, a client with an attempt left gets a lease
+// with no fault injected: time passes (every clock at real time's rate)
+// until no node holds the key, at most max ttl + 1 ticks, then its
+// attempt alone runs on every node in turn, each reply heard at once,
+// and its commit round likewise. The bound is k = that wait + 1 + 2n
+// steps; a key no lease can still justify that outlives the wait, or an
+// attempt that fails, breaks it.
+func (m *machine) liveness(s *state) string {
+	n := m.cfg.Nodes
+	idler := -1
+	for c, cl := range s.clients {
+		switch cl.phase {
+		case acquiring, committing, holding:
+			return ""
+		case idle:
+			if cl.attempt < m.cfg.Clients[c].Attempts && idler < 0 {
+				idler = c
+			}
+		}
+	}
+	if idler < 0 {
+		return ""
+	}
+	for _, q := range s.msgs {
+		if !q.reply && q.req.Script == "acquire" {
+			return ""
+		}
+	}
+	for i := range s.nodes {
+		e := s.nodes[i][script.MarkerKey]
+		if e == nil || e.str != m.sigma[idler] {
+			return ""
+		}
+	}
+	t := s.clone()
+	t.msgs = nil
+	wait := 0
+	maxTTL := 0
+	for _, cc := range m.cfg.Clients {
+		maxTTL = max(maxTTL, int(cc.MaxTTL/Unit))
+	}
+	for {
+		held := false
+		for i := range t.nodes {
+			if e := t.nodes[i][lockKey]; e != nil && (e.exp == 0 || t.nodeNow(i) < e.exp) {
+				held = true
+			}
+		}
+		if !held {
+			break
+		}
+		if wait > maxTTL {
+			return fmt.Sprintf("liveness: at real time %d no client holds a lease, yet a node still holds the key %d ticks later", s.T, wait)
+		}
+		t.T++
+		wait++
+	}
+	c := idler
+	var start *state
+	m.clientSteps(t, c, func(st step) {
+		if start == nil && st.next.clients[c].phase == acquiring {
+			start = st.next
+		}
+	})
+	if start == nil {
+		return fmt.Sprintf("liveness: client %d cannot start an attempt", c)
+	}
+	t = start
+	for round := 0; round < 2 && t.clients[c].phase != holding; round++ {
+		for i := 0; i < n && t.clients[c].phase != holding; i++ {
+			for k, q := range t.msgs {
+				if q.reply || q.client != c || q.node != i || q.attempt != t.clients[c].attempt {
+					continue
+				}
+				ks := t.nodes[i].clone()
+				res := m.lua.run(ks, t.nodeNow(i), q.req)
+				t.nodes[i] = ks
+				t.msgs = append(t.msgs[:k:k], t.msgs[k+1:]...)
+				if m.reads(t, q, res) {
+					m.deliver(t, newMsg(msg2reply(q, res)))
+				}
+				break
+			}
+		}
+	}
+	if t.clients[c].phase != holding {
+		return fmt.Sprintf("liveness: at real time %d the key is free, yet client %d's attempt alone, with no fault, got no lease (it is %v)", s.T+wait, c, t.clients[c].phase)
+	}
+	return ""
 }
 
 // keys is "a lease never outlives the keys that justify it": while a

@@ -117,6 +117,16 @@ func TestModel_FindsALeaseBeyondItsKeysWithoutTheExtendOwnershipCheck(t *testing
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
 
+// acquire.lua whose SET has no expiry: a key whose cleanup was lost
+// blocks every later attempt.
+func TestModel_FindsTheStuckKeyWithoutTheLocksExpiry(t *testing.T) {
+	cfg := scenario(t, "deadline")
+	cfg.Patches = map[string]func(string) string{"acquire": func(src string) string {
+		return strings.Replace(src, "redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", "redis.call('SET', KEYS[1], ARGV[1], 'NX')", 1)
+	}}
+	requireFound(t, cfg, "liveness")
+}
+
 func TestModel_OtherSettingsGetNoLease(t *testing.T) {
 	requireClean(t, scenario(t, "settings"))
 }
@@ -151,6 +161,21 @@ func TestModel_FindsTheRepeatedTokenWithoutTheFenceWrite(t *testing.T) {
 		return strings.Replace(src, "  redis.call('SET', KEYS[2], t, 'PX', math.max(keep, pttl))\n", "", 1)
 	}}
 	requireFound(t, cfg, "token order")
+}
+
+func TestModel_TwoFencedLeasesInOneInstantGetDifferentTokens(t *testing.T) {
+	requireClean(t, scenario(t, "commit"))
+}
+
+// commit.lua without its ownership check raises the fence on a node held
+// by the other client, after that client read it: both leases get the
+// same token (Theorem 2), with no clock involved.
+func TestModel_FindsTheRepeatedTokenWithoutTheCommitOwnershipCheck(t *testing.T) {
+	cfg := scenario(t, "commit")
+	cfg.Patches = map[string]func(string) string{"commit": func(src string) string {
+		return strings.Replace(src, "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return 0\nend\n", "", 1)
+	}}
+	requireFound(t, cfg, "token uniqueness", "token order")
 }
 
 // A script that starts to use a command the model does not implement

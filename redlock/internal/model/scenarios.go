@@ -29,7 +29,7 @@ func Scenarios() []Scenario {
 	// No skew and a small drift factor: a round that took a tick still
 	// wins, with a tick of validity left.
 	d := lease(2, 0.01, 1)
-	deadline := Config{Nodes: 3, Clients: []ClientConfig{d, d}, Admitted: true, MaxTime: 2, Depth: 8, Symmetry: true}
+	deadline := Config{Nodes: 3, Clients: []ClientConfig{d, d}, Admitted: true, MaxTime: 2, Depth: 8, Symmetry: true, Live: true}
 	// Client 1 was built with a drift factor that leaves it no margin for
 	// the clocks: its settings differ, and the nodes must refuse it.
 	settings := clocks
@@ -52,21 +52,49 @@ func Scenarios() []Scenario {
 	// taken, and never lets the holder trust beyond the keys it renewed.
 	e := d
 	e.Extends = 1
-	extend := Config{Nodes: 3, Clients: []ClientConfig{e, d}, Admitted: true, MaxTime: 2, Depth: 9, Symmetry: true}
+	extend := Config{Nodes: 3, Clients: []ClientConfig{e, d}, Admitted: true, MaxTime: 2, Depth: 9, Symmetry: true, Live: true}
 	// One node, so that a wiped node's admission and a second attempt fit
 	// the bound: the admit script's checks alone stand between the wipe
 	// and a second grant.
 	again := c
 	again.Attempts = 2
 	admit := Config{Nodes: 1, Clients: []ClientConfig{c, again}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 12}
+	// Two fenced clients, no time passing, replies at once: a lease's
+	// commit counts only on nodes that hold its key, or a node the other
+	// client read before that commit counts towards both tokens.
+	commit := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Prompt: true, Depth: 12, Symmetry: true}
+	// Assumption 1 lifted: two node clocks may jump a whole ttl ahead, so
+	// two fenced leases can overlap; their tokens must still differ and
+	// follow grant order (Theorems 1 and 2 use no clock). No time passes,
+	// so the time floor gives both leases the same floor where they read
+	// the same clocks: only the fences tell them apart.
+	jump := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Skew: 1, SkewedNodes: 2, ClockJumps: true, Prompt: true, Depth: 12, Symmetry: true}
+	// The residual case (docs/fencing.md) on one node: client 0 holds a
+	// lease, the node is wiped (every node of the deployment), and client
+	// 1, built with a max ttl of one tick (other settings), comes first:
+	// the node keeps nothing to refuse it with. The scenario is its clean
+	// half, client 1 with the deployment's settings and a short ttl: then
+	// the quarantine is the deployment's, and client 1 waits it out.
+	short := lease(1, 0.01, 2)
+	short.MaxTTL = c.MaxTTL
+	residual := Config{Nodes: 1, Clients: []ClientConfig{c, short}, Admitted: true, Wipes: 1, Pendings: 1, MaxTime: 2, Depth: 13}
+	// Five nodes, a smaller bound: the restart scenario's faults.
+	five := Config{Nodes: 5, Clients: []ClientConfig{c, c}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 8}
+	// Three clients, a smaller bound.
+	three := Config{Nodes: 3, Clients: []ClientConfig{c, c, c}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 8, Symmetry: true}
 	return []Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
+		{"residual", "the residual case needs other settings: after every node's data is lost, a client with the deployment's settings waits its quarantine", residual},
+		{"five", "Theorem 3 with five nodes", five},
+		{"three", "Theorem 3 with three clients", three},
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
 		{"deadline", "a lease's deadline counts from the start of its round", deadline},
 		{"extend", "an extend renews only keys that still hold the lease's value, counted from the start of its round", extend},
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
 		{"fencing", "Theorems 1 and 2: tokens follow grant order and never repeat", fencing},
+		{"commit", "Theorem 2: two fenced leases in the same instant get different tokens", commit},
+		{"jump", "Theorems 1 and 2 with node clocks that jump past a lease: overlapping leases still get different tokens", jump},
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 	}
 }

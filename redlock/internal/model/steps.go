@@ -114,6 +114,9 @@ func (m *machine) successors(s *state, emit func(step)) {
 			now := t.clone()
 			what := m.deliver(now, r)
 			emit(step{func() string { return ran() + "; client " + fmt.Sprint(msg.client) + " hears it at once" + what }, now})
+			if m.cfg.Prompt {
+				continue
+			}
 			t.msgs = append(t.msgs, r)
 			emit(step{func() string { return ran() + " (the reply is on the wire)" }, t})
 			continue
