@@ -155,3 +155,38 @@ func TestModel_TheStateLimitCutsTheSearchShortAndSaysSo(t *testing.T) {
 		require.Contains(t, r.String(), "cut short")
 	}
 }
+
+func TestModel_BootstrapAdmitsNoNodeOfADeploymentInUse(t *testing.T) {
+	requireClean(t, scenario(t, "bootstrap"))
+}
+
+// The old Bootstrap: a node admitted with its settings was no sign of
+// use, and it admitted every node it found bare. Client 0 holds a lease
+// on nodes {0,1}, node 1 loses its data, Bootstrap admits it, and client
+// 1 gets nodes {1,2}.
+func TestModel_FindsTheDoubleGrantWhenBootstrapIgnoresMarkers(t *testing.T) {
+	cfg := scenario(t, "bootstrap")
+	cfg.BootstrapIgnoresMarkers = true
+	requireFound(t, cfg, "double grant")
+}
+
+func TestModel_AServerListedTwiceVotesOnce(t *testing.T) {
+	requireClean(t, scenario(t, "identity"))
+}
+
+// Every entry votes: client 1 counts node 0's two grants (acquire.lua
+// answers a repeated SET of its value as granted) while client 0 holds
+// nodes {1,2}.
+func TestModel_FindsTheDoubleGrantWithoutTheIdentityCheck(t *testing.T) {
+	cfg := scenario(t, "identity")
+	cfg.NoIdentityCheck = true
+	requireFound(t, cfg, "double grant")
+}
+
+// A proof round that verifies client 1's entry 1 although its verified
+// entry 0, the same server, did not answer.
+func TestModel_FindsTheDoubleGrantWhenAProofIgnoresAMissingEntry(t *testing.T) {
+	cfg := scenario(t, "identity")
+	cfg.ProofIgnoresMissing = true
+	requireFound(t, cfg, "double grant")
+}

@@ -47,6 +47,20 @@ func Scenarios() []Scenario {
 	seq := f
 	seq.Attempts = 2
 	tokens := Config{Nodes: 3, Clients: []ClientConfig{seq}, Admitted: true, Depth: 12, Symmetry: true}
+	// An operator runs Bootstrap while the clients use the deployment and
+	// a node loses its data. Replies arrive at once and no attempt is
+	// given up, so that the exploration reaches the 13 steps the defect
+	// (Bootstrap admitting a node of a deployment in use) takes.
+	bootstrap := Config{Nodes: 3, Clients: []ClientConfig{c, c}, Admitted: true, Wipes: 1, Bootstraps: 1,
+		RepliesAtOnce: true, NoGiveUps: true, Depth: 13, Symmetry: true}
+	// Client 1's node list names node 0 twice (a host name and its IP)
+	// and leaves node 2 out; New's probe heard its entries 0 and 2 only,
+	// and two proof rounds may follow. Its entries do not map one to one
+	// to the nodes, so no symmetry reduction.
+	dup := c
+	dup.Servers, dup.Probed = []int{0, 0, 1}, []int{0, 2}
+	identity := Config{Nodes: 3, Clients: []ClientConfig{c, dup}, Admitted: true, Proofs: 2,
+		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
 	return []Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
@@ -54,6 +68,8 @@ func Scenarios() []Scenario {
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
 		{"fencing", "Theorems 1 and 2: tokens follow grant order and never repeat", fencing},
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
+		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
+		{"identity", "one server, one vote: a server listed twice counts once", identity},
 	}
 }
 
