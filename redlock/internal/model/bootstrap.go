@@ -192,12 +192,13 @@ func (m *machine) bootRead(t *state) string {
 		m.bootInUse(t, set)
 		return fmt.Sprintf(" -> signs of use: ErrNotNew, the quarantine of nodes %v started", unmarked)
 	}
-	// The library claims every node; with no sign of use and no other
-	// settings that is every unmarked node. The defect claims only those.
-	if !m.cfg.BootstrapIgnoresMarkers && set != allNodes(n) {
-		panic(fmt.Errorf("model: Bootstrap would claim nodes %v, not every node", unmarked))
+	// The library claims every node (with no sign of use, every node is
+	// unmarked); the defect only the unmarked ones, leaving the admitted
+	// ones as they are.
+	o.claimed, o.pass = allNodes(n), 0
+	if m.cfg.BootstrapIgnoresMarkers {
+		o.claimed = set
 	}
-	o.claimed, o.pass = set, 0
 	m.bootClaim(t)
 	return fmt.Sprintf(" -> nodes %v bare: claim (id %s) to each", unmarked, bootID(o.runs))
 }

@@ -163,7 +163,8 @@ func TestModel_BootstrapAdmitsNoNodeOfADeploymentInUse(t *testing.T) {
 // The old Bootstrap: a node admitted with its settings was no sign of
 // use, and it admitted every node it found bare. Client 0 holds a lease
 // on nodes {0,1}, node 1 loses its data, Bootstrap admits it, and client
-// 1 gets nodes {1,2}.
+// 1 gets nodes {1,2}. (Ignoring the markers in the reading alone is not
+// enough: the claim round, sent to every node, finds them too.)
 func TestModel_FindsTheDoubleGrantWhenBootstrapIgnoresMarkers(t *testing.T) {
 	cfg := scenario(t, "bootstrap")
 	cfg.BootstrapIgnoresMarkers = true
