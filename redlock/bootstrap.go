@@ -89,19 +89,7 @@ func (c *Client) Bootstrap(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var unmarked []int
-	used := false
-	for i, s := range states {
-		switch {
-		case s.Marker == c.settings:
-			used = true
-		case s.Pending != "":
-			used = true
-			unmarked = append(unmarked, i)
-		default:
-			unmarked = append(unmarked, i)
-		}
-	}
+	unmarked, used := script.BootstrapUse(states, c.settings)
 	switch {
 	case len(unmarked) == 0:
 		return nil

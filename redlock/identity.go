@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // One server listed twice under two names (a host name and its IP, two
@@ -125,37 +126,29 @@ func (c *Client) prove(ids []string) (bool, error) {
 	return c.proveLocked(ids)
 }
 
-// proveLocked verifies the entries of one round's ids; c.ident.mu is held.
+// proveLocked verifies the entries of one round's ids (the rule is
+// script.Prove); c.ident.mu is held.
 func (c *Client) proveLocked(ids []string) (bool, error) {
 	id := c.ident
-	n := len(c.nodes)
-	byID := map[string]int{}
-	for i, v := range ids {
-		if v == "" {
-			continue
-		}
-		if j, ok := byID[v]; ok {
-			e := &DuplicateNodeError{Node: j, Addr: c.nodes[j].name, Other: i, OtherAddr: c.nodes[i].name}
-			id.dup.CompareAndSwap(nil, e)
-			c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", errAttr(e))
-			return false, id.dup.Load()
-		}
-		byID[v] = i
+	verified := make([]bool, len(c.nodes))
+	for i := range verified {
+		verified[i] = id.ok[i].Load()
 	}
-	for i := range n {
-		if id.ok[i].Load() && ids[i] == "" {
-			id.last = time.Now()
-			return false, nil // a verified entry did not answer: prove nothing new
-		}
+	p := script.Prove(ids, verified)
+	switch {
+	case p.Dup:
+		e := &DuplicateNodeError{Node: p.First, Addr: c.nodes[p.First].name, Other: p.Second, OtherAddr: c.nodes[p.Second].name}
+		id.dup.CompareAndSwap(nil, e)
+		c.cfg.logger.Error("redlock: two entries of the node list are one Redis server", errAttr(e))
+		return false, id.dup.Load()
+	case p.Missed:
+		id.last = time.Now()
+		return false, nil // a verified entry did not answer: prove nothing new
 	}
-	var grew bool
-	for i := range n {
-		if ids[i] != "" && !id.ok[i].Load() {
-			id.ok[i].Store(true)
-			grew = true
-		}
+	for _, i := range p.Verified {
+		id.ok[i].Store(true)
 	}
-	return grew, nil
+	return len(p.Verified) > 0, nil
 }
 
 // DuplicateNodeError reports two entries of a client's node list that

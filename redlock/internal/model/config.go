@@ -35,6 +35,14 @@ type ClientConfig struct {
 	// Extends is how many Lease.Extend calls (each with the lease's ttl)
 	// the client may make per lease.
 	Extends int
+	// Servers maps the client's node list to the nodes: entry i reaches
+	// node Servers[i] (nil: entry i is node i). An entry repeated is one
+	// server listed twice (identity.go).
+	Servers []int
+	// Probed, with Servers: the entries verified at the start, as New's
+	// probe leaves them when it heard those entries and not the others
+	// (which must then be proven by a proof round, see identity.go).
+	Probed []int
 }
 
 // Config is one exploration: the deployment, the clients, the faults
@@ -73,6 +81,19 @@ type Config struct {
 	// Pendings bounds the pending calls (quarantine starts) each client
 	// sends in a run.
 	Pendings int
+	// Bootstraps bounds the runs of Client.Bootstrap an operator makes,
+	// with the settings of Clients[0] (bootstrap.go).
+	Bootstraps int
+	// Proofs bounds the identity proof rounds each client takes
+	// (identity.go).
+	Proofs int
+	// RepliesAtOnce: every reply that is read arrives in the step its
+	// node runs the call, none is delayed or lost (calls still wait on
+	// the wire as long as any run). NoGiveUps: no client gives up an
+	// attempt it has not decided (no timeout). Both are bounds, like
+	// Wipes: fewer runs, so that a scenario can be explored deeper.
+	RepliesAtOnce bool
+	NoGiveUps     bool
 	// Depth bounds the steps of a run.
 	Depth int
 	// DFS explores depth first (see Explore).
@@ -93,11 +114,6 @@ type Config struct {
 	DeadlineFromEnd bool
 	// NoDrift leaves the drift out of validity (a defect).
 	NoDrift bool
-	// Prompt delivers every reply at once (a bound: a call may still wait
-	// on the wire before a node runs it, but its reply is never delayed
-	// or lost), for scenarios whose point is elsewhere and whose depth
-	// would not fit otherwise.
-	Prompt bool
 	// Live checks the bounded liveness property in every state reached:
 	// see machine.liveness.
 	Live bool
@@ -106,6 +122,19 @@ type Config struct {
 	// two holders may overlap, and the invariants are only those that use
 	// no clock: the fencing tokens' (Theorems 1 and 2 of docs/fencing.md).
 	ClockJumps bool
+	// BootstrapIgnoresMarkers: Bootstrap counts no node admitted with its
+	// settings as a sign of use, and claims and admits the nodes it found
+	// bare while others carry the marker (a defect: the old Bootstrap,
+	// which admitted every bare node and left the admitted ones as they
+	// were).
+	BootstrapIgnoresMarkers bool
+	// NoIdentityCheck counts every entry's replies as votes from the
+	// start, with no identity proof (a defect).
+	NoIdentityCheck bool
+	// ProofIgnoresMissing verifies the entries that answered a proof
+	// round even when a verified entry did not (a defect: that entry may
+	// be one of them under another name).
+	ProofIgnoresMissing bool
 }
 
 // settings is σ, as redlock's deployment.go writes it: the string the
@@ -148,7 +177,7 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("model: client %d: drift %v of ttl %v is below the skew of %d ticks: assumption 1 would not hold", i, d, cc.TTL, max(cfg.Skew, cfg.ClientSkew))
 		}
 	}
-	return nil
+	return cfg.checkActors()
 }
 
 func (cfg *Config) quorum() int { return quorum.Majority(cfg.Nodes) }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,18 +41,84 @@ func (r Result) String() string {
 type hash [16]byte
 
 // canonical is the identity of s up to a renaming of the nodes: the
-// smallest hash over every renaming in ps (symmetry reduction: the nodes
-// are interchangeable, since every round goes to all of them and they
-// start alike, so renamed states have renamed futures).
-func canonical(s *state, ps, invs [][]int) hash {
+// smallest hash over the renamings that sort the nodes by what each holds
+// on its own (its clock, its key space, the calls and replies on the wire
+// to and from it). Such a signature does not depend on the node's name,
+// so the renamings that sort a renamed state are those of s renamed, and
+// the smallest hash is the same: sound symmetry reduction, and exact. It
+// tries every order of nodes whose signatures tie (all of them in the
+// initial state), few once the nodes differ; the nodes are
+// interchangeable since every round goes to all of them and they start
+// alike, so renamed states have renamed futures. Without Symmetry it is
+// the plain hash.
+func (m *machine) canonical(s *state) hash {
 	enc := s.nodeEncodings()
-	var h hash
-	for k, p := range ps {
-		sum := sha256.Sum256(s.encode(p, invs[k], enc))
-		if k == 0 || bytes.Compare(sum[:16], h[:]) < 0 {
-			copy(h[:], sum[:16])
-		}
+	n := len(enc)
+	id := make([]int, n)
+	for i := range id {
+		id[i] = i
 	}
+	if !m.cfg.Symmetry {
+		var h hash
+		sum := sha256.Sum256(s.encode(id, id, enc))
+		copy(h[:], sum[:16])
+		return h
+	}
+	sig := make([]string, n)
+	for i := 0; i < n; i++ {
+		var keys []string
+		for k := range s.msgs {
+			if s.msgs[k].node == i {
+				keys = append(keys, s.msgs[k].key)
+			}
+		}
+		sort.Strings(keys)
+		sig[i] = strconv.Itoa(s.ahead[i]) + "|" + string(enc[i]) + "|" + strings.Join(keys, "|")
+	}
+	order := append([]int(nil), id...)
+	sort.SliceStable(order, func(x, y int) bool { return sig[order[x]] < sig[order[y]] })
+	// groups of positions whose nodes tie
+	var groups [][2]int
+	for j := 0; j < n; {
+		k := j + 1
+		for k < n && sig[order[k]] == sig[order[j]] {
+			k++
+		}
+		groups = append(groups, [2]int{j, k})
+		j = k
+	}
+	var h hash
+	first := true
+	inv := append([]int(nil), order...) // position -> node
+	perm := make([]int, n)              // node -> position
+	var try func(g int)
+	try = func(g int) {
+		if g == len(groups) {
+			for j, i := range inv {
+				perm[i] = j
+			}
+			sum := sha256.Sum256(s.encode(perm, inv, enc))
+			if first || bytes.Compare(sum[:16], h[:]) < 0 {
+				copy(h[:], sum[:16])
+				first = false
+			}
+			return
+		}
+		lo, hi := groups[g][0], groups[g][1]
+		if hi-lo == 1 {
+			try(g + 1)
+			return
+		}
+		base := append([]int(nil), order[lo:hi]...)
+		for _, p := range m.perms[hi-lo] {
+			for k, q := range p {
+				inv[lo+k] = base[q]
+			}
+			try(g + 1)
+		}
+		copy(inv[lo:hi], base)
+	}
+	try(0)
 	return h
 }
 
@@ -83,15 +151,10 @@ func Explore(cfg Config) (res Result, err error) {
 	}
 	start := time.Now()
 	init := m.initial()
-	ps := perms(cfg.Nodes)
-	if !cfg.Symmetry {
-		ps = ps[:1]
-	}
-	invs := inverses(ps)
 	if cfg.DFS {
-		return m.exploreDFS(start, ps, invs), nil
+		return m.exploreDFS(start), nil
 	}
-	root := canonical(init, ps, invs)
+	root := m.canonical(init)
 	visited := map[hash]seen{root: {index: -1}}
 	frontier := []*state{init}
 	hashes := []hash{root}
@@ -114,7 +177,7 @@ func Explore(cfg Config) (res Result, err error) {
 				if t.bad == "" {
 					t.bad = m.invariants(t)
 				}
-				h := canonical(t, ps, invs)
+				h := m.canonical(t)
 				if _, ok := visited[h]; ok {
 					return
 				}
@@ -244,9 +307,10 @@ func (m *machine) liveness(s *state) string {
 				if q.reply || q.client != c || q.node != i || q.attempt != t.clients[c].attempt {
 					continue
 				}
-				ks := t.nodes[i].clone()
-				res := m.lua.run(ks, t.nodeNow(i), q.req)
-				t.nodes[i] = ks
+				srv := m.server(q)
+				ks := t.nodes[srv].clone()
+				res := m.lua.run(ks, t.nodeNow(srv), q.req)
+				t.nodes[srv] = ks
 				t.msgs = append(t.msgs[:k:k], t.msgs[k+1:]...)
 				if m.reads(t, q, res) {
 					m.deliver(t, newMsg(msg2reply(q, res)))
@@ -334,23 +398,11 @@ func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
 	return out
 }
 
-func inverses(ps [][]int) [][]int {
-	out := make([][]int, len(ps))
-	for k, p := range ps {
-		inv := make([]int, len(p))
-		for i, j := range p {
-			inv[j] = i
-		}
-		out[k] = inv
-	}
-	return out
-}
-
 // exploreDFS is Explore depth first: it reaches deep counterexamples
 // long before a breadth-first search would, though not the shortest one.
 // A state is explored again when it is reached with more steps left
 // than before, so the bound means the same as breadth first.
-func (m *machine) exploreDFS(start time.Time, ps, invs [][]int) Result {
+func (m *machine) exploreDFS(start time.Time) Result {
 	cfg := m.cfg
 	res := Result{Complete: true}
 	left := map[hash]int{}
@@ -376,7 +428,7 @@ func (m *machine) exploreDFS(start time.Time, ps, invs [][]int) Result {
 			if t.bad == "" {
 				t.bad = m.invariants(t)
 			}
-			g := canonical(t, ps, invs)
+			g := m.canonical(t)
 			if b, ok := left[g]; ok && b >= budget-1 {
 				continue
 			} else if !ok {
@@ -396,7 +448,7 @@ func (m *machine) exploreDFS(start time.Time, ps, invs [][]int) Result {
 		return false
 	}
 	init := m.initial()
-	root := canonical(init, ps, invs)
+	root := m.canonical(init)
 	left[root] = cfg.Depth
 	res.States = 1
 	visit(init, root, cfg.Depth)

@@ -62,13 +62,13 @@ func Scenarios() []Scenario {
 	// Two fenced clients, no time passing, replies at once: a lease's
 	// commit counts only on nodes that hold its key, or a node the other
 	// client read before that commit counts towards both tokens.
-	commit := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Prompt: true, Depth: 12, Symmetry: true}
+	commit := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, RepliesAtOnce: true, Depth: 12, Symmetry: true}
 	// Assumption 1 lifted: two node clocks may jump a whole ttl ahead, so
 	// two fenced leases can overlap; their tokens must still differ and
 	// follow grant order (Theorems 1 and 2 use no clock). No time passes,
 	// so the time floor gives both leases the same floor where they read
 	// the same clocks: only the fences tell them apart.
-	jump := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Skew: 1, SkewedNodes: 2, ClockJumps: true, Prompt: true, Depth: 12, Symmetry: true}
+	jump := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Skew: 1, SkewedNodes: 2, ClockJumps: true, RepliesAtOnce: true, Depth: 12, Symmetry: true}
 	// The residual case (docs/fencing.md) on one node: client 0 holds a
 	// lease, the node is wiped (every node of the deployment), and client
 	// 1, built with a max ttl of one tick (other settings), comes first:
@@ -77,11 +77,26 @@ func Scenarios() []Scenario {
 	// the quarantine is the deployment's, and client 1 waits it out.
 	short := lease(1, 0.01, 2)
 	short.MaxTTL = c.MaxTTL
-	residual := Config{Nodes: 1, Clients: []ClientConfig{c, short}, Admitted: true, Wipes: 1, Pendings: 1, MaxTime: 2, Depth: 13}
-	// Five nodes, a smaller bound: the restart scenario's faults.
-	five := Config{Nodes: 5, Clients: []ClientConfig{c, c}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 8}
+	residual := Config{Nodes: 1, Clients: []ClientConfig{c, short}, Admitted: true, Wipes: 1, Pendings: 1, MaxTime: 2, RepliesAtOnce: true, Depth: 13}
+	// Five nodes: the restart scenario's faults, replies at once (a
+	// smaller bound).
+	five := Config{Nodes: 5, Clients: []ClientConfig{c, c}, Admitted: true, Wipes: 1, Pendings: 1, RepliesAtOnce: true, Depth: 9, Symmetry: true}
 	// Three clients, a smaller bound.
 	three := Config{Nodes: 3, Clients: []ClientConfig{c, c, c}, Admitted: true, Wipes: 1, Pendings: 1, Depth: 8, Symmetry: true}
+	// An operator runs Bootstrap while the clients use the deployment and
+	// a node loses its data. Replies arrive at once and no attempt is
+	// given up, so that the exploration reaches the 13 steps the defect
+	// (Bootstrap admitting a node of a deployment in use) takes.
+	bootstrap := Config{Nodes: 3, Clients: []ClientConfig{c, c}, Admitted: true, Wipes: 1, Bootstraps: 1,
+		RepliesAtOnce: true, NoGiveUps: true, Depth: 13, Symmetry: true}
+	// Client 1's node list names node 0 twice (a host name and its IP)
+	// and leaves node 2 out; New's probe heard its entries 0 and 2 only,
+	// and two proof rounds may follow. Its entries do not map one to one
+	// to the nodes, so no symmetry reduction.
+	dup := c
+	dup.Servers, dup.Probed = []int{0, 0, 1}, []int{0, 2}
+	identity := Config{Nodes: 3, Clients: []ClientConfig{c, dup}, Admitted: true, Proofs: 2,
+		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
 	return []Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
@@ -96,6 +111,8 @@ func Scenarios() []Scenario {
 		{"commit", "Theorem 2: two fenced leases in the same instant get different tokens", commit},
 		{"jump", "Theorems 1 and 2 with node clocks that jump past a lease: overlapping leases still get different tokens", jump},
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
+		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
+		{"identity", "one server, one vote: a server listed twice counts once", identity},
 	}
 }
 

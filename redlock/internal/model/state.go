@@ -98,6 +98,8 @@ type state struct {
 	wipes   int
 	tokens  []uint64 // committed, sorted
 	maxTok  uint64
+	boot    operator // the operator's Bootstrap runs (bootstrap.go)
+	ident   []prover // per client: its identity proofs (identity.go)
 	// bad is the invariant this state broke, if any.
 	bad string
 }
@@ -109,6 +111,7 @@ func (s *state) clone() *state {
 	c.clients = append([]client(nil), s.clients...)
 	c.msgs = append([]msg(nil), s.msgs...)
 	c.tokens = append([]uint64(nil), s.tokens...)
+	c.ident = append([]prover(nil), s.ident...)
 	return &c
 }
 
@@ -189,6 +192,7 @@ func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
 		}
 		b = append(b, '|')
 	}
+	b = s.encodeActors(b, perm, inv)
 	order := make([]int, len(s.msgs))
 	for k := range order {
 		order[k] = k

@@ -22,6 +22,8 @@ type machine struct {
 	quar  []time.Duration // per client: its quarantine Q(σ)
 	lua   *interp
 	boxes script.Boxes
+	// perms[k] lists the orders of k things, for canonical.
+	perms [][][]int
 }
 
 func newMachine(cfg Config) (*machine, error) {
@@ -33,6 +35,9 @@ func newMachine(cfg Config) (*machine, error) {
 		return nil, err
 	}
 	m := &machine{cfg: cfg, q: cfg.quorum(), lua: in}
+	for k := 0; k <= cfg.Nodes; k++ {
+		m.perms = append(m.perms, perms(k))
+	}
 	for _, cc := range cfg.Clients {
 		q, err := redlock.Quarantine(cc.MaxTTL, cc.Factor)
 		if err != nil {
@@ -46,7 +51,7 @@ func newMachine(cfg Config) (*machine, error) {
 
 func (m *machine) initial() *state {
 	n, c := m.cfg.Nodes, len(m.cfg.Clients)
-	s := &state{ahead: make([]int, n+c), nodes: make([]keyspace, n), clients: make([]client, c)}
+	s := &state{ahead: make([]int, n+c), nodes: make([]keyspace, n), clients: make([]client, c), ident: m.initialIdent()}
 	for i := range s.nodes {
 		s.nodes[i] = keyspace{}
 		if m.cfg.Admitted {
@@ -91,17 +96,19 @@ func (m *machine) successors(s *state, emit func(step)) {
 	n := m.cfg.Nodes
 	for c := range s.clients {
 		m.clientSteps(s, c, emit)
+		m.identSteps(s, c, emit)
 	}
+	m.bootSteps(s, emit)
 	for i, msg := range s.msgs {
 		if !msg.reply {
 			t := s.clone()
 			t.msgs = append(t.msgs[:i:i], t.msgs[i+1:]...)
-			ks := s.nodes[msg.node].clone()
-			res := m.lua.run(ks, s.nodeNow(msg.node), msg.req)
-			t.nodes[msg.node] = ks
+			srv := m.server(msg)
+			ks := s.nodes[srv].clone()
+			res := m.lua.run(ks, s.nodeNow(srv), msg.req)
+			t.nodes[srv] = ks
 			ran := func() string {
-				return fmt.Sprintf("node %d runs %s of client %d (attempt %d) at %d ms: replies %v",
-					msg.node, msg.req.Script, msg.client, msg.attempt, s.nodeNow(msg.node), res)
+				return fmt.Sprintf("node %d runs %s at %d ms: replies %v", srv, m.call(msg), s.nodeNow(srv), res)
 			}
 			if !m.reads(s, msg, res) {
 				emit(step{ran, t})
@@ -113,8 +120,8 @@ func (m *machine) successors(s *state, emit func(step)) {
 			r := newMsg(msg2reply(msg, res))
 			now := t.clone()
 			what := m.deliver(now, r)
-			emit(step{func() string { return ran() + "; client " + fmt.Sprint(msg.client) + " hears it at once" + what }, now})
-			if m.cfg.Prompt {
+			emit(step{func() string { return ran() + "; " + m.who(msg) + " hears it at once" + what }, now})
+			if m.cfg.RepliesAtOnce {
 				continue
 			}
 			t.msgs = append(t.msgs, r)
@@ -125,7 +132,7 @@ func (m *machine) successors(s *state, emit func(step)) {
 		t.msgs = append(t.msgs[:i:i], t.msgs[i+1:]...)
 		what := m.deliver(t, msg)
 		emit(step{func() string {
-			return fmt.Sprintf("client %d hears node %d's %s reply %v%s", msg.client, msg.node, msg.req.Script, msg.res, what)
+			return fmt.Sprintf("%s hears node %d's %s reply %v%s", m.who(msg), m.server(msg), msg.req.Script, msg.res, what)
 		}, t})
 		// A lost reply is one that is never delivered: it stays on the
 		// wire, and every state a loss leads to is reached without it,
@@ -180,6 +187,9 @@ func (m *machine) successors(s *state, emit func(step)) {
 // reads and spares the explorer their deliveries. A late "not admitted"
 // is read: it starts the admission.
 func (m *machine) reads(s *state, q msg, res any) bool {
+	if q.client == operatorID {
+		return m.bootReads(s, q)
+	}
 	cl := s.clients[q.client]
 	switch q.req.Script {
 	case "release":
@@ -194,6 +204,8 @@ func (m *machine) reads(s *state, q msg, res any) bool {
 		return cl.phase == committing && cl.attempt == q.attempt
 	case "extend":
 		return cl.phase == holding && cl.extending && cl.attempt == q.attempt && cl.extends == q.round
+	case "ident":
+		return m.identReads(s, q)
 	}
 	return true
 }
@@ -210,7 +222,7 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 	n := m.cfg.Nodes
 	switch cl.phase {
 	case idle:
-		if cl.attempt < cc.Attempts {
+		if cl.attempt < cc.Attempts && !s.ident[c].dup {
 			t := s.clone()
 			tc := &t.clients[c]
 			a := cl.attempt + 1
@@ -229,6 +241,9 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 		// The node timeout, or ctx: the attempt may end at any moment
 		// before it decided. (The model lets it end at any step, which
 		// covers every timeout.)
+		if m.cfg.NoGiveUps {
+			break
+		}
 		t := s.clone()
 		m.fail(t, c)
 		emit(step{func() string {
@@ -247,6 +262,9 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 // deliver hands a reply to its client, which acts on it as the library
 // does, and says what the client decided, if anything.
 func (m *machine) deliver(t *state, r msg) string {
+	if r.client == operatorID {
+		return m.deliverBoot(t, r)
+	}
 	c := r.client
 	cl := &t.clients[c]
 	switch r.req.Script {
@@ -298,6 +316,8 @@ func (m *machine) deliver(t *state, r msg) string {
 			cl.unadmitted &^= 1 << r.node
 		}
 		return ""
+	case "ident":
+		return m.deliverIdent(t, r)
 	}
 	return ""
 }
@@ -317,8 +337,9 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	} else {
 		cl.refused |= 1 << node
 	}
-	if count(cl.granted) < m.q {
-		if quorum.Decided(n, m.q, count(cl.granted), count(cl.refused)) {
+	votes := cl.granted & t.ident[c].verified // only a verified entry votes (identity.go)
+	if count(votes) < m.q {
+		if quorum.Decided(n, m.q, count(votes), count(cl.answered&^votes)) {
 			m.fail(t, c)
 			return fmt.Sprintf(" -> a majority is out of reach: attempt %d fails, cleanup sent", cl.attempt)
 		}
@@ -328,7 +349,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	elapsed := time.Duration(now-cl.t0) * Unit
 	if m.validity(cc, elapsed) <= 0 {
 		m.fail(t, c)
-		return fmt.Sprintf(" -> %d grants but no validity left: attempt %d fails, cleanup sent", count(cl.granted), cl.attempt)
+		return fmt.Sprintf(" -> %d grants but no validity left: attempt %d fails, cleanup sent", count(votes), cl.attempt)
 	}
 	if !cc.Fencing {
 		cl.phase, cl.deadline = holding, m.deadline(cc, cl.t0, now)
@@ -351,7 +372,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	for i := 0; i < n; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, req: req}))
 	}
-	return fmt.Sprintf(" -> %d grants: commit of token %d to every node", count(cl.granted), token)
+	return fmt.Sprintf(" -> %d grants: commit of token %d to every node", count(votes), token)
 }
 
 // tallyCommit counts the commit round (fence.go's commit): a majority of
@@ -361,8 +382,9 @@ func (m *machine) tallyCommit(t *state, c int) string {
 	cl := &t.clients[c]
 	cc := m.cfg.Clients[c]
 	n := m.cfg.Nodes
-	if count(cl.commits) < m.q {
-		if quorum.Decided(n, m.q, count(cl.commits), count(cl.cfails)) {
+	votes := cl.commits & t.ident[c].verified // only a verified entry votes (identity.go)
+	if count(votes) < m.q {
+		if quorum.Decided(n, m.q, count(votes), count((cl.commits|cl.cfails)&^votes)) {
 			m.fail(t, c)
 			return fmt.Sprintf(" -> the commit cannot reach a majority: attempt %d fails", cl.attempt)
 		}
@@ -545,8 +567,9 @@ func (m *machine) tallyExtend(t *state, c int, r msg) string {
 	} else {
 		cl.egone |= 1 << r.node
 	}
+	votes := cl.eyes & t.ident[c].verified // only a verified entry votes (identity.go)
 	switch {
-	case count(cl.eyes) >= m.q:
+	case count(votes) >= m.q:
 		cl.extending = false
 		now := t.clientNow(n, c)
 		if m.validity(cc, time.Duration(now-cl.e0)*Unit) <= 0 {

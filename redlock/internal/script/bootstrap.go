@@ -40,13 +40,46 @@ const (
 
 // Claim runs the claim step on n.
 func (n *Node) Claim(ctx context.Context, a ClaimArgs) (BootstrapStatus, error) {
-	v, err := bootstrapScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, "claim", a.Settings, a.ID,
-		micros(a.Quarantine), a.TTL.Milliseconds()).Int64()
+	keys, args := a.call()
+	v, err := bootstrapScript.Run(ctx, n.uc, keys, args...).Int64()
 	return BootstrapStatus(v), err
 }
 
 // AdmitClaimed runs the admit step on n.
 func (n *Node) AdmitClaimed(ctx context.Context, a ClaimedArgs) (BootstrapStatus, error) {
-	v, err := bootstrapScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}, "admit", a.Settings, a.ID, micros(a.Window)).Int64()
+	keys, args := a.call()
+	v, err := bootstrapScript.Run(ctx, n.uc, keys, args...).Int64()
 	return BootstrapStatus(v), err
+}
+
+func (a ClaimArgs) call() ([]string, []any) {
+	return []string{MarkerKey, PendingKey}, []any{"claim", a.Settings, a.ID, micros(a.Quarantine), a.TTL.Milliseconds()}
+}
+
+func (a ClaimedArgs) call() ([]string, []any) {
+	return []string{MarkerKey, PendingKey}, []any{"admit", a.Settings, a.ID, micros(a.Window)}
+}
+
+// BootstrapUse is how Client.Bootstrap reads the admission states of
+// every node (states, in node order, none admitted under other
+// settings) for a client with settings: the nodes without its marker,
+// and whether the deployment shows signs of use, that is, a node
+// admitted with these settings or a quarantine in progress
+// (docs/fencing.md, "Bootstrap"). Bootstrap claims every node only when
+// some node is unmarked and none shows use; with signs of use it starts
+// the unmarked nodes' ordinary quarantine instead. The model checker
+// (redlock/internal/model) decides with it too.
+func BootstrapUse(states []State, settings string) (unmarked []int, used bool) {
+	for i, s := range states {
+		switch {
+		case s.Marker == settings:
+			used = true
+		case s.Pending != "":
+			used = true
+			unmarked = append(unmarked, i)
+		default:
+			unmarked = append(unmarked, i)
+		}
+	}
+	return unmarked, used
 }

@@ -35,6 +35,29 @@ func AdmitRequest(a AdmitArgs) Request {
 	return Request{Script: "admit", Keys: keys, Args: strs(args)}
 }
 
+// StateRequest returns the call Node.State sends.
+func StateRequest() Request {
+	return Request{Script: "state", Keys: []string{MarkerKey, PendingKey}}
+}
+
+// ClaimRequest returns the call Node.Claim sends for a.
+func ClaimRequest(a ClaimArgs) Request {
+	keys, args := a.call()
+	return Request{Script: "bootstrap", Keys: keys, Args: strs(args)}
+}
+
+// ClaimedRequest returns the call Node.AdmitClaimed sends for a.
+func ClaimedRequest(a ClaimedArgs) Request {
+	keys, args := a.call()
+	return Request{Script: "bootstrap", Keys: keys, Args: strs(args)}
+}
+
+// IdentRequest returns the call Node.Ident sends for fresh.
+func IdentRequest(fresh string) Request {
+	keys, args := identCall(fresh)
+	return Request{Script: "ident", Keys: keys, Args: strs(args)}
+}
+
 func (a PendingArgs) call() ([]string, []any) {
 	replace := "0"
 	if a.Replace {
@@ -89,6 +112,9 @@ func ParseAcquire(res []any) (AcquireReply, error) { return parseAcquire(res) }
 
 // ParsePending reads a pending script's reply, as ParseAcquire.
 func ParsePending(res []any) (PendingReply, error) { return parsePending(res) }
+
+// ParseState reads a state script's reply, as ParseAcquire.
+func ParseState(res []any) (State, error) { return parseState(res) }
 
 // Token is the fencing token a lease mints from the acquire replies of its
 // round (docs/fencing.md, "The protocol"): one more than the largest fence

@@ -35,7 +35,8 @@ type State struct {
 
 // State reads n's admission state.
 func (n *Node) State(ctx context.Context) (State, error) {
-	res, err := stateScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey}).Slice()
+	r := StateRequest()
+	res, err := stateScript.Run(ctx, n.uc, r.Keys).Slice()
 	if err != nil {
 		return State{}, err
 	}

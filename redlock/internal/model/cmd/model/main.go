@@ -63,8 +63,36 @@ func bounds(c model.Config) string {
 		if cc.Fencing {
 			s += ", fencing"
 		}
+		if cc.Extends > 0 {
+			s += fmt.Sprintf(", %d extend(s) per lease", cc.Extends)
+		}
+		if cc.NoQuarantine {
+			s += ", no restart quarantine"
+		}
+		if len(cc.Servers) > 0 {
+			s += fmt.Sprintf(", entries to nodes %v (%v verified at New)", cc.Servers, cc.Probed)
+		}
 		cs = append(cs, s)
 	}
-	return fmt.Sprintf("%d nodes; clients [%s]; depth %d; real time %d ticks of %v; node clocks up to %d tick(s) ahead (%d of them at most, 0: all), client clocks %d; %d data loss(es); %d pending call(s) per client",
+	out := fmt.Sprintf("%d nodes; clients [%s]; depth %d; real time %d ticks of %v; node clocks up to %d tick(s) ahead (%d of them at most, 0: all), client clocks %d; %d data loss(es); %d pending call(s) per client",
 		c.Nodes, strings.Join(cs, "; "), c.Depth, c.MaxTime, model.Unit, c.Skew, c.SkewedNodes, c.ClientSkew, c.Wipes, c.Pendings)
+	if c.Bootstraps > 0 {
+		out += fmt.Sprintf("; %d Bootstrap run(s)", c.Bootstraps)
+	}
+	if c.Proofs > 0 {
+		out += fmt.Sprintf("; %d identity proof(s) per client", c.Proofs)
+	}
+	if c.RepliesAtOnce {
+		out += "; replies arrive at once"
+	}
+	if c.NoGiveUps {
+		out += "; no attempt given up"
+	}
+	if c.Live {
+		out += "; liveness checked"
+	}
+	if c.ClockJumps {
+		out += "; assumption 1 lifted (clocks jump): token invariants only"
+	}
+	return out
 }
