@@ -47,6 +47,13 @@ func TestHelp(t *testing.T) {
 			t.Errorf("--help of --scenarios does not list %q:\n%s", s, doc)
 		}
 	}
+	// Every scenario the JSON's results can carry is one --scenarios
+	// accepts (uncontended-fenced was not).
+	for _, s := range []string{"uncontended", "uncontended-fenced", "slow-node", "two-down", "contended", "contended-separate", "many-keys", "renew-many"} {
+		if !slices.Contains(suite.All, s) {
+			t.Errorf("--scenarios does not accept %q", s)
+		}
+	}
 	stdout.Reset()
 	if code := run([]string{"--no-such-flag"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--help") {
 		t.Errorf("bad flag: exit %d, stderr %q; want 2 and a pointer to --help", code, stderr.String())

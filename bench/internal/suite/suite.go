@@ -35,9 +35,11 @@ const (
 const RenewFew = "renew-few"
 
 // All lists the scenarios --scenarios accepts, in the order they run.
-// contended runs contended-separate too; contended-separate alone runs it
-// and the redsync rows it is compared with.
-var All = []string{Uncontended, SlowNode, TwoDown, ThreeDown, Contended, ContendedSeparate, ManyKeys, RenewMany}
+// uncontended and uncontended-fenced run together (their rows are
+// interleaved, so that their ratio is taken on one stretch of the
+// machine); contended runs contended-separate too, and contended-separate
+// alone runs it and the redsync rows it is compared with.
+var All = []string{Uncontended, UncontendedFenced, SlowNode, TwoDown, ThreeDown, Contended, ContendedSeparate, ManyKeys, RenewMany}
 
 // Config sets the size of a run.
 type Config struct {
@@ -91,7 +93,8 @@ func Run(ctx context.Context, cfg Config, ns []*servers.RedisProcess) ([]Result,
 		return nil, err
 	}
 	for _, s := range steps {
-		if !cfg.want(s.name) && !(s.name == Contended && cfg.want(ContendedSeparate)) {
+		if !cfg.want(s.name) && !(s.name == Contended && cfg.want(ContendedSeparate)) &&
+			!(s.name == Uncontended && cfg.want(UncontendedFenced)) {
 			continue
 		}
 		if ctx.Err() != nil {
