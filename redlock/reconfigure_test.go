@@ -416,17 +416,21 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	ctx := context.Background()
 	cl := newCluster(t, 3)
 	idx := []int{0, 1, 2}
-	oldOpts := []Option{WithMaxTTL(time.Second), WithKeyHandOff()}
+	// The lease must outlive the waiter's first try, step 1 of the
+	// command and the release; with a 1 s ttl it expired first under
+	// load (the line was found empty).
+	const ttl = 3 * time.Second
+	oldOpts := []Option{WithMaxTTL(ttl), WithKeyHandOff()}
 	holder := cl.deployed(t, newFaults(cl), idx, oldOpts...)
 	waiter := cl.over(t, newFaults(cl), idx, append(oldOpts, slowRetry)...)
 	key := testenv.Key(t)
-	l1, err := holder.TryLock(ctx, key, time.Second, opts...)
+	l1, err := holder.TryLock(ctx, key, ttl, opts...)
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 3*ttl)
 		defer cancel()
-		l, err := waiter.Lock(wctx, key, time.Second)
+		l, err := waiter.Lock(wctx, key, ttl)
 		if err == nil {
 			_ = l.Release(ctx)
 		}
@@ -434,9 +438,9 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	}()
 	cl.requireLineLen(t, key, 1, "the waiter is not in line")
 
-	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(900*time.Millisecond))
+	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(ttl-100*time.Millisecond))
 	done := make(chan error, 1)
-	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), WithMaxTTL(time.Second)) }()
+	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), WithMaxTTL(ttl)) }()
 	moving := script.Moving(cmd.settings)
 	require.Eventually(t, func() bool { return slices.Equal(same(moving, 3), cl.markers(t, idx...)) },
 		2*time.Second, time.Millisecond, "step 1 did not mark the nodes")
