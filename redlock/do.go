@@ -18,7 +18,9 @@ import (
 // error wrapping ErrNotHeld when the lease was lost before fn returned
 // (and ErrMaxHold, or the Extend error, that ended it; context.Cause of
 // fn's ctx is the same error), or
-// Lock's error when the lock was not obtained. opts apply to the Lock
+// Lock's error when the lock was not obtained. A release that a majority
+// did not confirm (ErrReleaseUnconfirmed) is logged as a Warn, not
+// returned: fn's work stands, and the key expires with its ttl. opts apply to the Lock
 // call: WaitAtMost bounds the wait for the lock, and only that wait, so a
 // fn that runs past the bound goes on with its ctx, derived from ctx. Safe
 // for concurrent use.
@@ -77,6 +79,12 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		// The validity ran out while fn was finishing.
 		outcome = "lost"
 		return errors.Join(ferr, rerr)
+	}
+	if rerr != nil {
+		// fn ran as the holder to the end: that the key may stay on some
+		// nodes until it expires (ErrReleaseUnconfirmed) delays the next
+		// holder, it does not undo fn's work, so Do does not fail for it.
+		c.cfg.logger.Warn("redlock: release after Do not confirmed by a majority", "key", keyText(key), "err", rerr.Error())
 	}
 	return ferr
 }

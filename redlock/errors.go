@@ -23,6 +23,14 @@ var (
 	// returned it must not be used to act as the lock holder.
 	ErrNotHeld = errors.New("redlock: lease not held")
 
+	// ErrReleaseUnconfirmed reports that Release could not confirm the
+	// delete on a majority of nodes before the cleanup timeout: nodes
+	// failed, did not answer in time, or no longer held our value on some
+	// of them. The lease is released all the same; a key left on a node
+	// expires with its ttl. The error returned is a *ReleaseError, which
+	// says until when the key may block other holders.
+	ErrReleaseUnconfirmed = errors.New("redlock: release not confirmed by a majority")
+
 	// ErrNodeHeld is the per-node cause when a node's key holds another
 	// owner's value.
 	ErrNodeHeld = errors.New("held by another owner")
@@ -192,6 +200,46 @@ func (e *NotObtainedError) NodeErrors() []*NodeError {
 	}
 	return out
 }
+
+// ReleaseError is what Release returns when fewer than a majority of
+// nodes confirmed the delete before the cleanup timeout (or the caller's
+// ctx) ran out, and the key may still be held on the nodes that did not
+// confirm. It matches ErrReleaseUnconfirmed. The lease is released all the
+// same (Done is closed, a second Release returns ErrNotHeld) and safety
+// is not at stake: a key left behind on a node expires with its ttl, by
+// FreeBy at the latest, and blocks other holders until then. A caller has
+// nothing to undo; it may log the error and go on.
+type ReleaseError struct {
+	Key        string
+	Confirmed  int       // nodes that deleted our key
+	Gone       int       // nodes where the key no longer held our value (expired or taken over)
+	Unanswered int       // nodes not heard from when Release judged: too late, or after a majority became impossible
+	Needed     int       // the majority
+	Nodes      int       // nodes in the deployment
+	FreeBy     time.Time // when the key has expired on every node, on the client's clock
+	Errs       []error   // the ctx error, if any, then one *NodeError per node that failed
+}
+
+func (e *ReleaseError) Error() string {
+	msg := fmt.Sprintf("redlock: release of %s confirmed by %d of %d nodes (%d needed); the rest expire with the ttl, by %s at the latest",
+		keyText(e.Key), e.Confirmed, e.Nodes, e.Needed, e.FreeBy.Format("15:04:05.000"))
+	if e.Gone > 0 {
+		msg += fmt.Sprintf("; the key no longer held our value on %d", e.Gone)
+	}
+	if e.Unanswered > 0 {
+		msg += fmt.Sprintf("; %d not heard from", e.Unanswered)
+	}
+	for _, err := range e.Errs {
+		msg += "; " + err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrReleaseUnconfirmed.
+func (e *ReleaseError) Is(target error) bool { return target == ErrReleaseUnconfirmed }
+
+// Unwrap returns the ctx error and the per-node errors.
+func (e *ReleaseError) Unwrap() []error { return e.Errs }
 
 // ConfigError reports a node whose deployment settings differ from the
 // client's. It matches ErrConfigMismatch with errors.Is.

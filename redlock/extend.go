@@ -42,7 +42,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
 	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl})
-	err = l.applyExtend(r.t0, r.elapsed, ttl, r.leases[0])
+	err = l.applyExtend(r, ttl, r.leases[0])
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		err = errors.Join(err, ctx.Err())
 	}
@@ -60,6 +60,7 @@ type extended struct {
 // per node, not one per lease).
 type extendResult struct {
 	t0      time.Time     // before the first request
+	wire    time.Duration // the bound on each call of the round
 	elapsed time.Duration // until every lease was decided
 	leases  []extended
 }
@@ -79,7 +80,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		shortest = min(shortest, ttls[i])
 	}
 	p := script.NewExtend(args)
-	res := extendResult{t0: c.cfg.clock.Now(), leases: make([]extended, len(ls))}
+	res := extendResult{t0: c.cfg.clock.Now(), wire: c.nodeTimeout(shortest), leases: make([]extended, len(ls))}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
 	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
 		v, err := p.Run(ctx, c.nodes[i].sn)
@@ -123,12 +124,19 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	return res
 }
 
-// applyExtend turns one lease's part of an extend round that started at
-// t0 into the lease's new deadline, or an error: ErrNotHeld (closing Done)
-// when a majority no longer holds it, another error when too few nodes
-// answered (the lease stays valid until its old deadline).
-func (l *Lease) applyExtend(t0 time.Time, elapsed, ttl time.Duration, e extended) error {
+// applyExtend turns one lease's part of extend round r into the lease's
+// new deadline, or an error: ErrNotHeld (closing Done) when a majority no
+// longer holds it, another error when too few nodes answered (the lease
+// stays valid until its old deadline).
+func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error {
 	c := l.c
+	t0, elapsed := r.t0, r.elapsed
+	// Whatever the outcome, the nodes that renewed keep the key longer.
+	l.mu.Lock()
+	if x := l.keyExpiry(t0, r.wire, ttl); x.After(l.expiresBy) {
+		l.expiresBy = x
+	}
+	l.mu.Unlock()
 	if e.yes >= c.quorum {
 		c.inst.extend("ok", l.key)
 		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {

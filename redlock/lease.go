@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,6 +25,11 @@ type Lease struct {
 	mu       sync.Mutex
 	ttl      time.Duration // the longest ttl the lease was granted or extended with
 	deadline time.Time
+	// expiresBy is when the key has expired on every node, on our clock:
+	// every call that set or renewed its expiry started before a round's
+	// start plus that round's call bound, and node clocks run slow by at
+	// most the drift. Release reports it.
+	expiresBy time.Time
 	timer    drift.Timer
 	state    leaseState
 	done     chan struct{}
@@ -87,11 +91,18 @@ func (c *Client) newLease(a *attempt) *Lease {
 	// (granting nodes already dropped it): no place to go back to.
 	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.release(false), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
+	l.expiresBy = l.keyExpiry(a.t0, c.nodeTimeout(a.ttl), a.ttl)
 	c.held.Add(1)
 	l.mu.Lock()
 	l.armLocked()
 	l.mu.Unlock()
 	return l
+}
+
+// keyExpiry is when a key that calls sent from t0 on, each bounded by
+// wire, set to expire after ttl has expired on every node, on our clock.
+func (l *Lease) keyExpiry(t0 time.Time, wire, ttl time.Duration) time.Time {
+	return t0.Add(wire + ttl + drift.Drift(ttl, l.c.cfg.factor))
 }
 
 // armLocked (re)starts the timer that closes Done at the deadline.
@@ -195,19 +206,24 @@ func (l *Lease) lostCause() error {
 // never delete another holder's key; where the key is not (yet) ours it
 // leaves a tombstone, so an acquire of ours still on its way cannot take
 // the key afterwards. Done is closed at once. It returns nil once a
-// majority confirmed the delete; calls to slow nodes go on in the
-// background, bounded by the cleanup timeout (the node timeout, at least
-// 100 ms, for a node that missed its last deadline or could not be
-// reached), detached from ctx. It
-// returns ErrNotHeld when the lease had already ended (a second Release,
-// or the key expired or was taken over on a majority), and the joined
-// per-node errors when too few nodes answered in time. It works after
-// Client.Close too (then it waits for every node, up to the cleanup
-// timeout). A ctx that has already ended sends nothing: Release then
-// returns an error wrapping ctx's error (and ErrNotHeld if the lease had
-// already ended), and the lease is unchanged (a live one is still held
-// until its deadline, Done open), to be released with a live ctx.
-// Safe for concurrent use.
+// majority confirmed the delete, without waiting for the other nodes
+// (their calls go on in the background, bounded by the cleanup timeout and
+// detached from ctx). Replies that come after the node timeout still
+// count: Release judges only when a majority confirmed, when that became
+// impossible, when every node answered, or at the cleanup timeout (a node
+// that missed its last deadline or could not be reached gets the node
+// timeout, at least 100 ms), whichever is first, and never after ctx
+// ends. It returns ErrNotHeld when the lease had already ended (a second
+// Release, or the key expired or was taken over on a majority), and a
+// *ReleaseError (ErrReleaseUnconfirmed) when fewer than a majority
+// confirmed and the key may outlive the call on the others, to expire
+// with its ttl; a key that has expired on every node by then is released
+// and Release returns nil. It works after Client.Close too (then it waits
+// for every node, up to the cleanup timeout). A ctx that has already
+// ended sends nothing: Release then returns an error wrapping ctx's error
+// (and ErrNotHeld if the lease had already ended), and the lease is
+// unchanged (a live one is still held until its deadline, Done open), to
+// be released with a live ctx. Safe for concurrent use.
 func (l *Lease) Release(ctx context.Context) (err error) {
 	c := l.c
 	ctx, span := c.startSpan(ctx, "quorumlock.Release", l.key, 0)
@@ -225,7 +241,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
 	}
 	l.endLocked(released)
-	ttl := l.ttl
+	ttl, freeBy := l.ttl, l.expiresBy
 	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
@@ -247,9 +263,11 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		}
 		return c.releaseOn(ctx, i, l.rel)
 	})
-	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
-	wcancel()
+	// Every call is bounded (by the cleanup timeout, or less for a node
+	// that seems down), so this wait is too. Replies that come after the
+	// node timeout count: a release is not a race against validity, and a
+	// late "deleted" on a busy host is as good as an early one.
+	replies := round.Await(ctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
 	// Wake this client's waiters only now that the deletes have landed:
 	// woken earlier, they would find the key still held and go back to
 	// sleep until its expiry.
@@ -283,10 +301,16 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	case len(c.nodes)-gone < c.quorum:
 		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
 	}
-	if ctx.Err() != nil {
-		errs = append(errs, ctx.Err())
+	// A key that has expired everywhere by now does not outlive the call:
+	// the lock is as free as a confirmed delete would have left it.
+	if gone == 0 && !c.cfg.clock.Now().Before(freeBy) {
+		return nil
 	}
-	return errors.Join(append([]error{fmt.Errorf("redlock: release of %s confirmed by %d of %d nodes; the rest expire with the ttl", keyText(l.key), yes, len(c.nodes))}, errs...)...)
+	if ctx.Err() != nil {
+		errs = append([]error{ctx.Err()}, errs...)
+	}
+	return &ReleaseError{Key: l.key, Confirmed: yes, Gone: gone, Unanswered: len(c.nodes) - len(replies), Needed: c.quorum,
+		Nodes: len(c.nodes), FreeBy: freeBy, Errs: errs}
 }
 
 // tally counts a compare-and-act round's replies: yes where the node held

@@ -102,7 +102,15 @@ func TestLease_ExtendAndReleaseWithAMajorityDown(t *testing.T) {
 	err = l.Release(ctx)
 	require.ErrorIs(t, err, boom)
 	require.NotErrorIs(t, err, ErrNotHeld)
-	require.ErrorContains(t, err, "nodes; the rest expire with the ttl")
+	require.ErrorIs(t, err, ErrReleaseUnconfirmed)
+	var re *ReleaseError
+	require.ErrorAs(t, err, &re)
+	// Three failures decide the release: the other two may not have been
+	// heard from yet.
+	require.Equal(t, 2, re.Confirmed+re.Unanswered)
+	require.Equal(t, 0, re.Gone)
+	require.Len(t, re.Errs, 3, "one *NodeError per failed node")
+	require.ErrorContains(t, err, "of 5 nodes (3 needed); the rest expire with the ttl")
 }
 
 // A shorter Extend after a longer one leaves the longer expiry on the

@@ -50,6 +50,14 @@ func (c *Client) handedLease(key string, ttl time.Duration, waiter string, first
 	a.value, a.t0 = waiter, first
 	a.rel.Value, a.rel.Tomb = waiter, 0
 	l := c.newLease(a)
+	if l != nil {
+		// The releases that handed us the key set its ttl when they ran:
+		// before now where we counted them, and within the cleanup
+		// timeout of now where one is still on its way.
+		l.mu.Lock()
+		l.expiresBy = l.keyExpiry(c.cfg.clock.Now(), c.cfg.cleanup, ttl)
+		l.mu.Unlock()
+	}
 	if l != nil && meta != "" {
 		c.storeMeta(l)
 	}

@@ -169,7 +169,7 @@ func (r *renewer) run() {
 		res := c.extendRound(ctx, ls, ttls)
 		cancel()
 		for i, l := range ls {
-			err := l.applyExtend(res.t0, res.elapsed, ttls[i], res.leases[i])
+			err := l.applyExtend(res, ttls[i], res.leases[i])
 			var deadline time.Time // a lease that ended keeps the old cadence
 			if !l.over() {
 				deadline = l.Deadline()
