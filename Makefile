@@ -36,7 +36,7 @@ HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anish
 HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-chaos build test test-short vet lint lean-check tidy-check model
+.PHONY: help deps deps-chaos build test test-short stress vet lint lean-check tidy-check model
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,13 @@ test: deps-chaos ## Run every module's tests with the race detector against real
 	@echo "--- .: go test $(MODEL_PKG)"
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(MODEL_PKG)
 	$(call each-module-but-root,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...)
+
+# Extra settings for make stress, e.g. `make stress STRESS_RUNS=3 STRESS_PKGS=./redlock/`.
+STRESS_RUNS ?= 5
+STRESS_PKGS ?=
+
+stress: deps-chaos ## Run the race-tested packages STRESS_RUNS times (5) beside 4 busy loops, and print failures per test
+	STRESS_RUNS=$(STRESS_RUNS) ./scripts/stress.sh $(STRESS_PKGS)
 
 test-short: ## Run every module's tests in -short mode, without the race detector (quick feedback)
 	$(call each-module,$(GO) test -short -count=1 ./...)

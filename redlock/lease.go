@@ -30,11 +30,11 @@ type Lease struct {
 	// start plus that round's call bound, and node clocks run slow by at
 	// most the drift. Release reports it.
 	expiresBy time.Time
-	timer    drift.Timer
-	state    leaseState
-	done     chan struct{}
-	pass     func() // passes this Client's gate for the key on; nil for TryLock
-	lostBy   error  // why an extend found it lost
+	timer     drift.Timer
+	state     leaseState
+	done      chan struct{}
+	pass      func() // passes this Client's gate for the key on; nil for TryLock
+	lostBy    error  // why an extend found it lost
 	// With WithKeyHandOff: the Lock call's waiter id and its last failed
 	// attempt's cleanup (see leaveAfter).
 	waiter  string
