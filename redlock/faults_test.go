@@ -266,6 +266,7 @@ type faults struct {
 	closed  bool // releaseAll ran: holds let everything through
 
 	started, ended atomic.Int64
+	held           atomic.Int64 // calls waiting on a hold now
 }
 
 type scriptAt struct {
@@ -391,6 +392,15 @@ func (f *faults) requireIdle(t *testing.T) {
 	require.Eventually(t, f.idle, 5*time.Second, time.Millisecond, "script calls still in flight")
 }
 
+// requireOnlyHeld waits until every script call in flight is one a hold
+// keeps: the calls that were already past the hold when it was set have
+// returned.
+func (f *faults) requireOnlyHeld(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.started.Load()-f.ended.Load() == f.held.Load() },
+		5*time.Second, time.Millisecond, "script calls other than held ones still in flight")
+}
+
 // releaseAll lets every held call go, now and from now on.
 func (f *faults) releaseAll() {
 	f.mu.Lock()
@@ -429,9 +439,12 @@ func (f *faults) stage(ctx context.Context, c *call) error {
 				return ctx.Err()
 			}
 		case r.hold != nil && !closed:
+			f.held.Add(1)
 			select {
 			case <-r.hold:
+				f.held.Add(-1)
 			case <-ctx.Done():
+				f.held.Add(-1)
 				return ctx.Err()
 			}
 		}

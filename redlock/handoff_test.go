@@ -612,7 +612,7 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 	// The split is set up while the waiter's attempts are held back, so
 	// that none sees half of it.
 	resume := f.hold("acquire")
-	time.Sleep(100 * time.Millisecond) // an attempt already past the hold lands first
+	f.requireOnlyHeld(t) // an attempt already past the hold lands first
 	for i, rc := range cl.raw {
 		require.NoError(t, rc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(placeOf(t, ahead)), Member: ahead}).Err())
 		switch i {
@@ -637,13 +637,17 @@ func TestHandOff_AGiveBackForgetsTheRetiredIDsNodes(t *testing.T) {
 		t.FailNow()
 	}
 	node4.Store(0)
+	// The give-back goes to every node at once: that nodes 0 and 1 show
+	// it says nothing of node 4 yet.
 	var next string
-	for _, id := range cl.line(t, 4, key) {
-		if id != ahead && clientIDOf(id) == clientIDOf(old) && id != old {
-			next = id
+	require.Eventually(t, func() bool {
+		for _, id := range cl.line(t, 4, key) {
+			if id != ahead && clientIDOf(id) == clientIDOf(old) && id != old {
+				next = id
+			}
 		}
-	}
-	require.NotEmpty(t, next, "the give-back left no new id in line on node 4")
+		return next != ""
+	}, 3*time.Second, time.Millisecond, "the give-back left no new id in line on node 4")
 	// A release on node 4 hands the key to the new id.
 	require.NoError(t, cl.raw[4].Set(ctx, key, next, 5*time.Second).Err())
 	require.NoError(t, cl.raw[4].ZRem(ctx, keyLine(key), next).Err())

@@ -60,7 +60,13 @@ func TestLock_BadInputTouchesNoNode(t *testing.T) {
 	// Inspect refuses the same keys, and Extend the same ttls.
 	_, err = c.Inspect(ctx, keyMarker)
 	requireInputError(t, err, ErrInvalidKey, "own namespace")
-	l, err = c.TryLock(ctx, testenv.Key(t), time.Second)
+	// Lock, not TryLock: the 3 ms attempt's 5 ms node timeout may have
+	// run out on every node of a loaded machine, and an attempt does not
+	// wait for nodes that missed their last deadline (their replies to it
+	// clear that, for the next attempt).
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err = c.Lock(lctx, testenv.Key(t), time.Second)
 	require.NoError(t, err)
 	f.requireIdle(t)
 	f.reset()
