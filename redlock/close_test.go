@@ -25,7 +25,9 @@ func TestClose_ALockWaitingGetsNoLease(t *testing.T) {
 	c := cl.client(t)
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
-	l1, err := c.Lock(ctx, key, 500*time.Millisecond)
+	// Long enough that the first lease outlives the setup on a loaded
+	// machine: the waiter must still be waiting when Close comes.
+	l1, err := c.Lock(ctx, key, 2*time.Second)
 	require.NoError(t, err)
 	type res struct {
 		l   *Lease
@@ -38,7 +40,7 @@ func TestClose_ALockWaitingGetsNoLease(t *testing.T) {
 		l, err := c.Lock(lctx, key, 500*time.Millisecond)
 		waiting <- res{l, err}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
 	require.NoError(t, c.Close())
 	// The key goes away on the nodes (an operator, or its expiry): when the
 	// first lease's deadline passes, nothing would stop a waiter's attempt.

@@ -392,6 +392,30 @@ func (f *faults) requireIdle(t *testing.T) {
 	require.Eventually(t, f.idle, 5*time.Second, time.Millisecond, "script calls still in flight")
 }
 
+// requireAttempts waits until the Client has sent at least n acquire
+// calls to each of the given nodes (none: every node) and every call it
+// sent has returned: a waiting Lock call's attempts so far are over. A
+// Lock call of a Client new to the key makes two before it sleeps: its
+// first, after which it subscribes, and one more at once, since a release
+// before the subscription was live would have gone unnoticed.
+func (f *faults) requireAttempts(t *testing.T, n int64, idx ...int) {
+	t.Helper()
+	if len(idx) == 0 {
+		idx = make([]int, f.n)
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, i := range idx {
+			if f.count("acquire", i) < n {
+				return false
+			}
+		}
+		return f.idle()
+	}, 5*time.Second, time.Millisecond, "the Lock call's %d attempts were not over", n)
+}
+
 // requireOnlyHeld waits until every script call in flight is one a hold
 // keeps: the calls that were already past the hold when it was set have
 // returned.

@@ -194,7 +194,7 @@ func TestHandOff_ByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 	id, err := ucs[0].ZRange(ctx, keyLine(key), 0, 0).Result()
 	require.NoError(t, err)
 	require.False(t, takesHandOffs(id[0]), "the waiter id offers to take hand-offs")
-	time.Sleep(100 * time.Millisecond)
+	calls.requireAttempts(t, 2) // b's attempts on joining are over; its next waits 5 s
 	calls.reset()
 	l := releaseTo(t, la, lb)
 	require.Positive(t, calls.total(), "the waiter took the key without an attempt")
@@ -462,7 +462,7 @@ func TestReservation_AGoneWaiterCostsOne(t *testing.T) {
 		_ = l.Release(ctx)
 	}()
 	cl.requireLineLen(t, key, 2, "c never joined the line", 0)
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return subscriptionLive(c, key) }, 3*time.Second, time.Millisecond, "c never subscribed")
 	start := time.Now()
 	require.NoError(t, la.Release(ctx))
 	// Release returns once a majority confirmed: node 0 may still be on

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -40,7 +41,9 @@ func TestWake_ALocalReleaseWakesTheWaiter(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter fail and subscribe
+	// The waiter failed, joined the line and listens for the release.
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	require.Eventually(t, func() bool { return subscriptionLive(c, key) }, 3*time.Second, time.Millisecond, "the waiter never subscribed")
 	released := time.Now()
 	require.NoError(t, l.Release(ctx))
 	select {
@@ -71,7 +74,9 @@ func TestWake_AReleaseByAnotherClientWakesTheWaiter(t *testing.T) {
 		}
 		close(got)
 	}()
-	time.Sleep(300 * time.Millisecond) // the waiter fails, subscribes, waits
+	// The waiter failed, joined the line and listens for the release.
+	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	require.Eventually(t, func() bool { return subscriptionLive(waiter, key) }, 3*time.Second, time.Millisecond, "the waiter never subscribed")
 	released := time.Now()
 	require.NoError(t, l.Release(ctx))
 	select {
@@ -256,7 +261,7 @@ func TestWake_OnlyTheFirstInLine(t *testing.T) {
 		done <- err
 	}()
 	cl.requireLineLen(t, key, 2, "c never joined the line")
-	time.Sleep(300 * time.Millisecond) // c's attempts on joining are over; its next waits 5 s
+	calls.requireAttempts(t, 2) // c's attempts on joining are over; its next waits 5 s
 
 	calls.reset()
 	l := releaseTo(t, la, lb)
@@ -407,7 +412,8 @@ func TestWaker_KeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 	require.NoError(t, err)
 	other := cl.client(t)
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		// Released once other waits for it.
+		assert.Eventually(t, func() bool { return subscriptionLive(other, key) }, 3*time.Second, time.Millisecond, "other never subscribed")
 		_ = l.Release(ctx)
 	}()
 	l2, err := other.Lock(ctx, key, 5*time.Second)
