@@ -51,7 +51,9 @@ func TestRealLeasePausedHolderIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	expire(t, a)
 
-	b, err := c.Lock(ctx, key, 150*time.Millisecond)
+	// B's lease outlives its write and release on a loaded machine (A's is
+	// the one that must run out).
+	b, err := c.Lock(ctx, key, time.Second)
 	require.NoError(t, err)
 	require.Greater(t, b.FencingToken(), a.FencingToken())
 	bn, bhist, err := loadCounter(ctx, pool)
@@ -109,7 +111,7 @@ func TestRealLeaseOverlappingHolders(t *testing.T) {
 		an, ahist, err := loadCounter(ctx, pool)
 		require.NoError(t, err)
 		expire(t, a)
-		b, err := c.Lock(ctx, key, 150*time.Millisecond)
+		b, err := c.Lock(ctx, key, time.Second) // outlives its release on a loaded machine
 		require.NoError(t, err)
 		require.NoError(t, g.Claim(ctx, pool, counterKey, b))
 		bn, bhist, err := loadCounter(ctx, pool)
