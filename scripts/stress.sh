@@ -40,13 +40,26 @@ if [ -n "${STRESS_RUN:-}" ]; then
 fi
 
 pids=()
+gotest=
 stop_busy() {
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null || true
 	done
 	pids=()
 }
-trap stop_busy EXIT INT TERM
+stop_all() {
+	stop_busy
+	if [ -n "$gotest" ]; then
+		# go test does not pass a signal on to the test binaries it runs:
+		# interrupt them (they clean up their servers), then go test.
+		pkill -INT -P "$gotest" 2>/dev/null || true
+		kill -INT "$gotest" 2>/dev/null || true
+		wait "$gotest" 2>/dev/null || true
+	fi
+	exit 130
+}
+trap stop_busy EXIT
+trap stop_all INT TERM
 
 # Compile first, so the runs time tests and not the compiler.
 for t in "${targets[@]}"; do
@@ -68,9 +81,13 @@ for r in $(seq "$runs"); do
 	for t in "${targets[@]}"; do
 		read -r dir pkgs <<<"$t"
 		name="$(echo "$dir" | tr '/.' '__')"
+		# In the background, so that an interrupt can stop it (see trap).
 		# shellcheck disable=SC2086
 		"$go" -C "$dir" test -race -count=1 -timeout "${TEST_TIMEOUT:-20m}" -json "${runflag[@]}" $pkgs \
-			>"$out/run$r-$name.json" 2>"$out/run$r-$name.stderr" || status=1
+			>"$out/run$r-$name.json" 2>"$out/run$r-$name.stderr" &
+		gotest=$!
+		wait "$gotest" || status=1
+		gotest=
 	done
 	[ "$status" -eq 0 ] || failed_runs=$((failed_runs + 1))
 	n="$(cat "$out"/run"$r"-*.json | grep -c '"Action":"fail"' || true)"
