@@ -263,11 +263,16 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		}
 		return c.releaseOn(ctx, i, l.rel)
 	})
-	// Every call is bounded (by the cleanup timeout, or less for a node
-	// that seems down), so this wait is too. Replies that come after the
-	// node timeout count: a release is not a race against validity, and a
-	// late "deleted" on a busy host is as good as an early one.
-	replies := round.Await(ctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	// Replies that come after the node timeout count: a release is not a
+	// race against validity, and a late "deleted" on a busy host is as
+	// good as an early one. The wait has its own bound, a little past the
+	// calls' own: a call's ctx does not interrupt a read from a frozen
+	// node at go-redis's defaults, and a call that does end at its
+	// deadline reports in first.
+	end, _ := dctx.Deadline()
+	wctx, wcancel := context.WithDeadline(ctx, end.Add(downWaitMin))
+	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
+	wcancel()
 	// Wake this client's waiters only now that the deletes have landed:
 	// woken earlier, they would find the key still held and go back to
 	// sleep until its expiry.

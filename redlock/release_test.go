@@ -41,13 +41,14 @@ func TestRelease_LateRepliesStillConfirm(t *testing.T) {
 func TestRelease_UnansweredMajorityIsATypedError(t *testing.T) {
 	cl := newCluster(t, 5)
 	const cleanup = 300 * time.Millisecond
-	c, f := cl.ready(t, WithNodeTimeout(20*time.Millisecond), WithCleanupTimeout(cleanup))
+	c, f := cl.ready(t, WithNodeTimeout(500*time.Millisecond), WithCleanupTimeout(cleanup))
 	ctx := context.Background()
 	key := testenv.Key(t)
 	const ttl = 10 * time.Second
 	start := time.Now()
 	l, err := c.TryLock(ctx, key, ttl)
 	require.NoError(t, err)
+	cl.requireHeld(t, key)
 	f.requireIdle(t)
 	resume := f.hold("release", 2, 3, 4)
 	defer resume()
@@ -79,6 +80,7 @@ func TestRelease_CallerCtxBoundsTheWait(t *testing.T) {
 	key := testenv.Key(t)
 	l, err := c.TryLock(context.Background(), key, 10*time.Second)
 	require.NoError(t, err)
+	cl.requireHeld(t, key)
 	f.requireIdle(t)
 	resume := f.hold("release", 2, 3, 4)
 	defer resume()
@@ -100,11 +102,12 @@ func TestRelease_CallerCtxBoundsTheWait(t *testing.T) {
 // even though no majority confirmed the delete.
 func TestRelease_AKeyThatExpiredMeanwhileIsReleased(t *testing.T) {
 	cl := newCluster(t, 5)
-	const ttl = 300 * time.Millisecond
-	c, f := cl.ready(t, WithNodeTimeout(20*time.Millisecond), WithCleanupTimeout(2*time.Second))
+	const ttl = time.Second
+	c, f := cl.ready(t, WithNodeTimeout(200*time.Millisecond), WithCleanupTimeout(3*time.Second))
 	key := testenv.Key(t)
 	l, err := c.TryLock(context.Background(), key, ttl)
 	require.NoError(t, err)
+	cl.requireHeld(t, key)
 	f.requireIdle(t)
 	resume := f.hold("release", 2, 3, 4)
 	defer resume()
@@ -119,7 +122,7 @@ func TestRelease_AKeyThatExpiredMeanwhileIsReleased(t *testing.T) {
 func TestDo_AnUnconfirmedReleaseDoesNotFailFn(t *testing.T) {
 	cl := newCluster(t, 5)
 	var log logs
-	c, f := cl.ready(t, WithNodeTimeout(20*time.Millisecond), WithCleanupTimeout(200*time.Millisecond), WithLogger(log.logger()))
+	c, f := cl.ready(t, WithNodeTimeout(500*time.Millisecond), WithCleanupTimeout(200*time.Millisecond), WithLogger(log.logger()))
 	key := testenv.Key(t)
 	var hold func()
 	defer func() {
@@ -128,6 +131,7 @@ func TestDo_AnUnconfirmedReleaseDoesNotFailFn(t *testing.T) {
 		}
 	}()
 	err := c.Do(context.Background(), key, 10*time.Second, func(ctx context.Context, l *Lease) error {
+		cl.requireHeld(t, key)
 		f.requireIdle(t)
 		hold = f.hold("release", 2, 3, 4)
 		return nil
@@ -135,5 +139,5 @@ func TestDo_AnUnconfirmedReleaseDoesNotFailFn(t *testing.T) {
 	require.NoError(t, err)
 	recs := log.at(slog.LevelWarn, "release after Do not confirmed by a majority")
 	require.Len(t, recs, 1, "no Warn for the unconfirmed release")
-	require.Contains(t, recordAttrs(recs[0])["err"].String(), "confirmed by 2 of 5 nodes")
+	require.Contains(t, recordAttrs(recs[0])["err"].String(), "confirmed by 2 of 5 nodes (3 needed)")
 }
