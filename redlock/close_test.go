@@ -40,7 +40,9 @@ func TestClose_ALockWaitingGetsNoLease(t *testing.T) {
 		l, err := c.Lock(lctx, key, 500*time.Millisecond)
 		waiting <- res{l, err}
 	}()
-	cl.requireLineLen(t, key, 1, "the waiter never joined the line")
+	// The waiter is in this Client's line for the key, behind the lease.
+	require.Eventually(t, func() bool { return gateRefs(c, key) == 2 }, 3*time.Second, time.Millisecond,
+		"the waiter never queued behind the lease")
 	require.NoError(t, c.Close())
 	// The key goes away on the nodes (an operator, or its expiry): when the
 	// first lease's deadline passes, nothing would stop a waiter's attempt.

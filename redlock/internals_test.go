@@ -144,6 +144,16 @@ func subscriptionLive(c *Client, key string) bool {
 	return kw != nil && !kw.liveSince.IsZero()
 }
 
+// gateRefs is how many of c's Lock calls hold or wait at key's gate.
+func gateRefs(c *Client, key string) int {
+	c.gates.mu.Lock()
+	defer c.gates.mu.Unlock()
+	if gt := c.gates.m[key]; gt != nil {
+		return gt.refs
+	}
+	return 0
+}
+
 // missedLast reports whether node i missed the deadline of c's last call
 // to it.
 func missedLast(c *Client, i int) bool { return c.missedLast(i) }

@@ -252,7 +252,9 @@ func TestQuarantine_FirstAdmissionRefusesOtherSettingsInProgress(t *testing.T) {
 	const maxTTL = 100 * time.Millisecond
 	cl := newCluster(t, 5)
 	putPending(t, cl.raw[3], settingsString(5, 2*maxTTL, DefaultDriftFactor))
-	c := cl.client(t, WithMaxTTL(maxTTL))
+	// Node 3's answer decides the outcome: the default node timeout of
+	// a 100 ms ttl, 5 ms, is missed on a loaded machine.
+	c := cl.client(t, WithMaxTTL(maxTTL), WithNodeTimeout(500*time.Millisecond))
 	ctx := context.Background()
 	key := testenv.Key(t)
 	_, err := c.TryLock(ctx, key, maxTTL)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,12 +66,24 @@ func refusingNode(t *testing.T, m misconfigured) (*redis.Client, string) {
 	return rc, nd.Addr()
 }
 
+// New returns once a majority answered its probe and a short grace
+// passed: the good nodes answer only after the refusing one did, so that a
+// loaded machine cannot turn the refusal into a late reply New did not
+// wait for (the refusal then shows at the first attempt instead).
 func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
-	good := testenv.Clients(t, testenv.RedisNodes(t, 4))
+	goodNodes := testenv.RedisNodes(t, 4)
 	for _, m := range misconfigurations {
 		t.Run(m.name, func(t *testing.T) {
 			rc, addr := refusingNode(t, m)
-			nodes := append([]redis.UniversalClient{rc}, good...)
+			refused := make(chan struct{})
+			rc.AddHook(onError{once: &sync.Once{}, then: func() { close(refused) }})
+			nodes := []redis.UniversalClient{rc}
+			for _, nd := range goodNodes {
+				gc := redis.NewClient(&redis.Options{Addr: nd.Addr()})
+				t.Cleanup(func() { _ = gc.Close() })
+				gc.AddHook(holdUntil{ready: refused})
+				nodes = append(nodes, gc)
+			}
 			c, err := New(nodes)
 			require.Nil(t, c)
 			require.ErrorIs(t, err, ErrNodeRefused)
@@ -92,6 +105,66 @@ func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
 			require.Equal(t, AdmissionUnknown, ns.Admission)
 			require.Contains(t, ks.Summary, "refused this client", "the summary calls a refusing node silent")
 		})
+	}
+}
+
+// onError runs then once, after the first command of its client that
+// failed.
+type onError struct {
+	once *sync.Once
+	then func()
+}
+
+func (h onError) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h onError) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			h.once.Do(h.then)
+		}
+		return err
+	}
+}
+func (h onError) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				h.once.Do(h.then)
+			}
+		}
+		return err
+	}
+}
+
+// holdUntil keeps every command of its client until ready is closed (or
+// the command's ctx ends).
+type holdUntil struct{ ready <-chan struct{} }
+
+func (h holdUntil) wait(ctx context.Context) error {
+	select {
+	case <-h.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h holdUntil) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h holdUntil) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h holdUntil) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
 	}
 }
 

@@ -28,10 +28,9 @@ func TestRelease_LateRepliesStillConfirm(t *testing.T) {
 	require.NoError(t, err)
 	f.requireIdle(t)
 	f.delay(6*nodeTimeout, "release", 2, 3, 4)
+	// Nil needs a late delete: only nodes 0 and 1 answered in time.
 	require.NoError(t, l.Release(ctx), "late but confirmed deletes are a release")
-	require.Equal(t, []string{"", "", "", "", ""}, cl.values(t, cl.all(), key),
-		"Release returned before the late deletes it counted had landed")
-	require.Equal(t, int64(3), f.count("release", 2)+f.count("release", 3)+f.count("release", 4))
+	cl.requireGone(t, key, "after the late deletes")
 }
 
 // A release that fewer than a majority confirm before the cleanup timeout,
