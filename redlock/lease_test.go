@@ -249,9 +249,9 @@ func TestDo_RenewsManyLeasesInBatches(t *testing.T) {
 	// Node timeouts and a ttl with room for a loaded machine under -race:
 	// 200 leases and their renewals share two cores with whatever else
 	// runs.
-	c, f := cl.ready(t, WithNodeTimeout(200*time.Millisecond))
+	c, f := cl.ready(t, WithNodeTimeout(400*time.Millisecond))
 	ctx := context.Background()
-	const leases, ttl, hold = 200, 600 * time.Millisecond, 1800 * time.Millisecond
+	const leases, ttl, hold = 200, 1200 * time.Millisecond, 3600 * time.Millisecond
 	prefix := testenv.Key(t)
 	held := make(chan struct{})
 	var wg sync.WaitGroup

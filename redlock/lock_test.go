@@ -346,7 +346,7 @@ func TestLock_TheRetryLimitAppliesToTheLocalLine(t *testing.T) {
 func TestLock_CallerKeysCannotCollideWithInternalKeys(t *testing.T) {
 	cl := newCluster(t, 5)
 	ctx := context.Background()
-	c := cl.client(t, WithFencing())
+	c := cl.client(t, WithFencing(), WithNodeTimeout(500*time.Millisecond)) // 50 ms is missed under load
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
 	squat, err := c.TryLock(ctx, key+":quorumlock:fence", time.Second)

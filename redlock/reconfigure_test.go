@@ -426,6 +426,7 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	key := testenv.Key(t)
 	l1, err := holder.TryLock(ctx, key, ttl, opts...)
 	require.NoError(t, err)
+	cl.requireHeld(t, key) // TryLock returns at a majority: the waiter must find the key held on each
 	// New returns at a majority of answers: the waiter's first try must
 	// count every node, so that it joins the line on each.
 	require.Eventually(t, waiter.ident.allVerified, 2*time.Second, time.Millisecond, "the waiter never verified every node")

@@ -185,7 +185,9 @@ func (cl *cluster) denyScripts(t *testing.T, i int) {
 // waiting for its ctx.
 func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
 	cl := newCluster(t, 5)
-	c, f := cl.ready(t)
+	// Whether a refusal is why an attempt failed is decided on every
+	// node's answer: the 50 ms default of a 1 s ttl is missed under load.
+	c, f := cl.ready(t, WithNodeTimeout(500*time.Millisecond))
 	ctx := context.Background()
 
 	cl.denyScripts(t, 4)
