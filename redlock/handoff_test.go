@@ -147,7 +147,7 @@ func TestHandOff_AReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	}, 3*time.Second, time.Millisecond, "b never joined the line")
 	// Long enough that a validity counted from the hand-off would show.
 	time.Sleep(500 * time.Millisecond)
-
+	calls.requireAttempts(t, 2) // b's attempts on joining are over; its next waits 5 s
 	calls.reset()
 	l := releaseTo(t, la, lb)
 	require.Zero(t, calls.total(), "the waiter sent script calls after the release: it took the key itself")
