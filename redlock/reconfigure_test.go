@@ -359,6 +359,9 @@ func oldLeaseExtendedThroughTheChange(t *testing.T, opts ...CallOption) {
 	oldOpts := []Option{WithMaxTTL(time.Second)}
 	fold := newFaults(cl)
 	oldc := cl.deployed(t, fold, oldIdx, oldOpts...)
+	// New returns at a majority of answers: with node 2 cut off, the
+	// lease needs nodes 0 and 1 both proven.
+	require.Eventually(t, oldc.ident.allVerified, 2*time.Second, time.Millisecond, "the old client never verified every node")
 	fold.fail(errors.New("unreachable"), "", 2)
 	key := testenv.Key(t)
 	l1, err := oldc.TryLock(ctx, key, time.Second, opts...)

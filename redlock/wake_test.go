@@ -33,6 +33,7 @@ func TestWake_ALocalReleaseWakesTheWaiter(t *testing.T) {
 	key := testenv.Key(t)
 	l, err := c.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
+	cl.requireHeld(t, key) // TryLock returns at a majority: the waiter must find the key on each
 	got := make(chan error, 1)
 	go func() {
 		l2, err := c.Lock(ctx, key, 5*time.Second)
@@ -65,6 +66,7 @@ func TestWake_AReleaseByAnotherClientWakesTheWaiter(t *testing.T) {
 	key := testenv.Key(t)
 	l, err := holder.TryLock(ctx, key, 20*time.Second)
 	require.NoError(t, err)
+	cl.requireHeld(t, key) // TryLock returns at a majority: the waiter must find the key on each
 	got := make(chan time.Time, 1)
 	go func() {
 		l2, err := waiter.Lock(ctx, key, 20*time.Second)
