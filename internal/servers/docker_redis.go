@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +55,11 @@ func WithHostNetwork() ContainerOption {
 func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...ContainerOption) (*RedisContainer, error) {
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, errInvalidPort("redis", cfg.Port)
+	}
+	if cfg.TLS != nil {
+		// The files would have to be mounted and the probe taught TLS:
+		// refuse rather than start a plain node that a test takes for TLS.
+		return nil, errors.New("servers: TLS nodes run only as processes (StartRedisProcess)")
 	}
 	var o containerOptions
 	for _, opt := range opts {
@@ -114,7 +120,7 @@ func StartRedisContainer(ctx context.Context, cfg RedisConfig, opts ...Container
 	}
 }
 
-func (r *RedisContainer) ping(ctx context.Context) error { return pingRedis(ctx, r.Addr(), 0) }
+func (r *RedisContainer) ping(ctx context.Context) error { return pingRedis(ctx, r.Addr(), 0, nil) }
 
 // waitReady waits for PING; ctx bounds it (15s when it has no deadline).
 func (r *RedisContainer) waitReady(ctx context.Context) error {

@@ -63,6 +63,9 @@ func RedisNodes(t testing.TB, n int, opts ...RedisOption) []*RedisNode {
 		t.Fatalf("testenv: RedisNodes(%d): need at least one node", n)
 	}
 	if useDocker(t) {
+		if cfgs := redisConfigs(n, opts); cfgs[0].TLS != nil {
+			t.Skip("testenv: TLS nodes run only as processes, not with the docker backend")
+		}
 		return dockerRedisNodes(t, n, opts...)
 	}
 	RequireBinaries(t, "redis-server")
