@@ -196,13 +196,23 @@ func (a *attempt) tally(timedOut bool) {
 		return
 	}
 	for _, i := range missingOf(n, a.replies) {
+		var ne *NodeError
 		switch {
 		case timedOut:
 			c.nodes[i].missed.Store(true)
-			a.errs = append(a.errs, c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(a.ttl), context.DeadlineExceeded)))
+			ne = c.nodeErr(i, fmt.Errorf("no reply within %v: %w", c.nodeTimeout(a.ttl), context.DeadlineExceeded))
 		case c.missedLast(i):
-			a.errs = append(a.errs, c.nodeErr(i, errNotWaited))
+			ne = c.nodeErr(i, errNotWaited)
+		default:
+			continue
 		}
+		// A node whose TLS handshakes are refused can miss the round
+		// (go-redis backs off between its dials): its cause names the
+		// refusal, and it counts as one.
+		if errors.Is(ne.Err, ErrNodeRefused) {
+			a.refused++
+		}
+		a.errs = append(a.errs, ne)
 	}
 }
 
@@ -244,7 +254,7 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		// (refusalsInDoubt). Counting it as a possible grant called
 		// contention a configuration error whenever a refusal came in
 		// before the holder's nodes did.
-		e.Reason, e.Detail = ReasonRefused, fmt.Sprintf("%d of %d nodes refused this client's configuration (password, ACL user, database or role): %d granted, %d needed", a.refused, n, a.granted, c.quorum)
+		e.Reason, e.Detail = ReasonRefused, fmt.Sprintf("%d of %d nodes refused this client's configuration (password, ACL user, TLS certificates, database or role): %d granted, %d needed", a.refused, n, a.granted, c.quorum)
 	case len(a.busy) > 0:
 		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
 			atLeast, len(a.busy), n, a.granted, c.quorum)

@@ -61,7 +61,11 @@ var (
 	// ErrNodeRefused is the per-node cause (a *RefusalError) when a node
 	// refuses this client for a reason of configuration: a wrong password
 	// or ACL user, an ACL that denies the scripts, a database index the
-	// server does not have, or a replica listed as a primary. Such a node
+	// server does not have, a replica listed as a primary, or a TLS
+	// handshake that one side refuses (the node's certificate is not
+	// signed by a CA the client trusts, has expired, or is for another
+	// name; the node wants a client certificate and gets none, or one it
+	// does not accept). Such a node
 	// is not briefly down: it fails every call until the client or the
 	// node is fixed. New fails when a node refuses its startup probe; later,
 	// a refusal counts as a failed vote, and when refusals are why no

@@ -103,12 +103,13 @@ func (c *Client) nodeErr(i int, err error) *NodeError {
 }
 
 // cause is err as node i's per-node cause: see nodeErr.
+// A call that ran out of time on a node whose handshakes fail (a TLS
+// certificate it refuses) is typed as that refusal.
 func (c *Client) cause(i int, err error) error {
-	err = typed(err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		if last := c.nodes[i].net.last(); last != nil {
 			err = &unfinished{last: last, err: err}
 		}
 	}
-	return err
+	return typed(err)
 }

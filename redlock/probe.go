@@ -162,12 +162,23 @@ func (c *Client) probe() (err error) {
 		}
 	}
 	for _, i := range missingOf(n, replies) {
+		last := c.nodes[i].net.last()
+		if re := refusal(last); re != nil {
+			// A refused TLS handshake: go-redis retries a failed dial
+			// with backoff before the call returns, which outlasts the
+			// grace, but the dial hook has seen the refusal already.
+			if !c.cfg.refusalsOK {
+				return fmt.Errorf("redlock: New: node %d (%s) %w", i, c.nodes[i].name, re)
+			}
+			c.cfg.logger.Warn("redlock: node refused this client", "node", i, "addr", c.nodes[i].name, "err", re)
+			continue
+		}
 		// It missed the probe's deadline: until it answers, attempts do
 		// not wait for it and releases wait for it no longer than the node
 		// timeout (see node.missed).
 		c.nodes[i].missed.Store(true)
 		args := []any{"node", i, "addr", c.nodes[i].name}
-		if last := c.nodes[i].net.last(); last != nil {
+		if last != nil {
 			args = append(args, "err", last)
 		}
 		c.cfg.logger.Warn("redlock: node did not answer the startup probe in time; it is checked when it first answers", args...)

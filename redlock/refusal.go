@@ -1,7 +1,10 @@
 package redlock
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -29,7 +32,7 @@ var refusals = []struct {
 
 // RefusalError is the per-node cause when a node refused this client for
 // a reason of configuration (see ErrNodeRefused, which it matches). Err is
-// the node's reply.
+// the node's reply, or the TLS error of the handshake that failed.
 type RefusalError struct {
 	Problem string // what to check, in a few words
 	Err     error
@@ -54,6 +57,9 @@ func refusal(err error) *RefusalError {
 	if errors.As(err, &re) {
 		return re
 	}
+	if problem := tlsRefusal(err); problem != "" {
+		return &RefusalError{Problem: problem, Err: err}
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return nil
@@ -74,4 +80,71 @@ func typed(err error) error {
 		return re
 	}
 	return err
+}
+
+// TLS handshakes that fail for a reason of configuration: a certificate
+// that one side does not accept, or a node that does not speak TLS on the
+// port. Like the replies above they fail every connection the same way
+// until someone fixes a certificate or an option, so they are refusals:
+// retrying them as a node that is briefly down made Lock wait for its ctx
+// and the CLI say "try later". Each was reproduced against redis-server 7
+// with certificates made by internal/testenv (tls_test.go).
+//
+// A plain client on a TLS port is not among them: the node drops the
+// connection, which looks like any node going away (EOF).
+
+// tlsAlerts are the alerts a node sends when it refuses the client's
+// certificate or the TLS parameters it offered, by the text crypto/tls
+// gives them (its alert type is not exported: a failed handshake reads as
+// a *net.OpError of Op "remote error").
+var tlsAlerts = []struct {
+	text    string
+	problem string
+}{
+	{"tls: certificate required", "the node requires a client certificate (mTLS) and none was sent"},
+	{"tls: unknown certificate authority", "the node does not trust the CA of this client's certificate"},
+	{"tls: expired certificate", "the node refused this client's certificate as expired or not yet valid"},
+	{"tls: bad certificate", "the node refused this client's certificate"},
+	{"tls: unsupported certificate", "the node refused this client's certificate"},
+	{"tls: revoked certificate", "the node refused this client's certificate as revoked"},
+	{"tls: unknown certificate", "the node refused this client's certificate"},
+	{"tls: access denied", "the node refused this client's certificate"},
+	{"tls: handshake failure", "the node refused the TLS handshake (versions, ciphers or certificate)"},
+	{"tls: protocol version not supported", "the node and this client share no TLS version"},
+	{"tls: insufficient security level", "the node refused this client's TLS parameters"},
+}
+
+// tlsRefusal returns what to check when err is a TLS handshake that
+// failed for a reason of configuration, and "" otherwise.
+func tlsRefusal(err error) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		hostname  x509.HostnameError
+		verify    *tls.CertificateVerificationError
+		header    tls.RecordHeaderError
+		op        *net.OpError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return "the node's certificate is not signed by a CA this client trusts"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "the node's certificate has expired or is not yet valid"
+	case errors.As(err, &invalid):
+		return "the node's certificate is not valid for this use"
+	case errors.As(err, &hostname):
+		return "the node's certificate is not for the server name this client verifies"
+	case errors.As(err, &verify):
+		return "the node's certificate failed verification"
+	case errors.As(err, &header):
+		return "the node does not speak TLS on this port"
+	case errors.As(err, &op) && op.Op == "remote error" && op.Err != nil:
+		msg := op.Err.Error()
+		for _, a := range tlsAlerts {
+			if msg == a.text {
+				return a.problem
+			}
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"runtime"
@@ -88,9 +89,43 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			h.t.saw(err)
 		}
+		if _, ok := conn.(*tls.Conn); ok && err == nil {
+			conn = &tlsWatch{Conn: conn, t: h.t}
+		}
 		return conn, err
 	}
 }
+
+// tlsWatch records a TLS alert by which a node refuses the client's
+// certificate. With TLS 1.3 the client's side of the handshake ends
+// before the node has checked the client's certificate, so the dial
+// succeeds and the alert arrives on the first read; go-redis then retries
+// the command with backoff, and without the record New's probe would see
+// a node that is slow, not one that refuses. It changes nothing.
+type tlsWatch struct {
+	net.Conn
+	t *transport
+}
+
+func (c *tlsWatch) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && tlsRefusal(err) != "" {
+		c.t.saw(err)
+	}
+	return n, err
+}
+
+func (c *tlsWatch) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil && tlsRefusal(err) != "" {
+		c.t.saw(err)
+	}
+	return n, err
+}
+
+// NetConn returns the *tls.Conn, for go-redis's health checks, which
+// unwrap connections this way.
+func (c *tlsWatch) NetConn() net.Conn { return c.Conn }
 
 func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
