@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/redis/go-redis/v9"
@@ -101,15 +102,26 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 // before the node has checked the client's certificate, so the dial
 // succeeds and the alert arrives on the first read; go-redis then retries
 // the command with backoff, and without the record New's probe would see
-// a node that is slow, not one that refuses. It changes nothing.
+// a node that is slow, not one that refuses. The node closes the
+// connection after its alert, so the first write can fail with a reset
+// before anything reads the alert: a write that fails on a connection
+// that never read reads the alert, which is then the error.
 type tlsWatch struct {
 	net.Conn
-	t *transport
+	t    *transport
+	read atomic.Bool // a read succeeded: the node accepted the handshake
 }
+
+// alertWait bounds the read of an alert after a failed first write: the
+// alert, when there is one, arrived before the reset did.
+const alertWait = 50 * time.Millisecond
 
 func (c *tlsWatch) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if err != nil && tlsRefusal(err) != "" {
+	switch {
+	case err == nil:
+		c.read.Store(true)
+	case tlsRefusal(err) != "":
 		c.t.saw(err)
 	}
 	return n, err
@@ -117,14 +129,22 @@ func (c *tlsWatch) Read(b []byte) (int, error) {
 
 func (c *tlsWatch) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	if err != nil && tlsRefusal(err) != "" {
+	if err == nil || c.read.Load() {
+		return n, err
+	}
+	if tlsRefusal(err) == "" {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(alertWait))
+		var one [1]byte
+		if _, rerr := c.Conn.Read(one[:]); rerr != nil && tlsRefusal(rerr) != "" {
+			err = rerr
+		}
+	}
+	if tlsRefusal(err) != "" {
 		c.t.saw(err)
 	}
 	return n, err
 }
 
-// NetConn returns the *tls.Conn, for go-redis's health checks, which
-// unwrap connections this way.
 func (c *tlsWatch) NetConn() net.Conn { return c.Conn }
 
 func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }

@@ -97,8 +97,9 @@ Exit codes:
          someone else, or too few nodes answered
   124    the lease was lost or ended while CMD ran; CMD was terminated
   125    quorumlock itself failed, or the configuration is wrong: a node
-         refuses the credentials, ACL user or database, settings that
-         disagree with the deployment's, one server listed twice
+         refuses the credentials, ACL user, database or TLS certificates,
+         settings that disagree with the deployment's, one server listed
+         twice
   126    CMD was found but could not be started
   127    CMD was not found
   128+N  CMD died of signal N; also when quorumlock got signal N while

@@ -229,7 +229,7 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 		}
 	}
 	for i, n := range ks.Nodes {
-		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err),
+		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err) || errors.Is(n.Err, redlock.ErrNodeRefused),
 			LatencyMS: float64(n.Latency.Microseconds()) / 1000, Role: n.Server.Role, UptimeS: int64(n.Server.Uptime / time.Second),
 			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence, Metadata: n.Metadata,
 			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined}
