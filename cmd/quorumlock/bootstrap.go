@@ -72,7 +72,7 @@ func bootstrapMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return usageError(stderr, "bootstrap", err)
 	}
-	redis.SetLogger(redisLogger{l: newLogger(stderr, false), cfg: &nodes})
+	redis.SetLogger(redisLogger{l: newLogger(stderr, false)})
 	warnEven(stderr, "bootstrap", len(opts))
 
 	ctx, cancel := context.WithTimeout(ctx, timeout.d)
@@ -85,12 +85,12 @@ func bootstrapMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	lc, err := redlock.New(ucs, redlock.WithMaxTTL(maxTTL.d), redlock.WithProbeTimeout(timeout.d))
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock bootstrap: %s\n", nodes.scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock bootstrap: %s\n", redact(err.Error()))
 		return exitFailure
 	}
 	defer lc.Close()
 	if err := lc.Bootstrap(ctx); err != nil {
-		fmt.Fprintf(stderr, "quorumlock bootstrap: %s\n", nodes.scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock bootstrap: %s\n", redact(err.Error()))
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "admitted %d nodes (max ttl %v)\n", len(cs), maxTTL.d)

@@ -27,8 +27,7 @@ import (
 // every user of the machine (ps, /proc). Passwords come from the
 // environment, a file, or a node URL (which can itself come from the
 // environment). They are never printed: messages name nodes by host:port,
-// node URLs are shown with the password masked, and error texts pass
-// through scrub.
+// and every text printed passes through redact (redact.go).
 type nodeConfig struct {
 	nodes        string
 	username     string
@@ -40,8 +39,7 @@ type nodeConfig struct {
 	tlsServer    string
 	tlsInsecure  bool
 
-	password string   // from QUORUMLOCK_PASSWORD or passwordFile
-	secrets  []string // every password seen, for scrub
+	password string // from QUORUMLOCK_PASSWORD or passwordFile
 }
 
 // Environment variables read for the node flags.
@@ -130,9 +128,6 @@ func (c *nodeConfig) nodeOptions() ([]*redis.Options, error) {
 		o, useTLS, err := parseNode(e)
 		if err != nil {
 			return nil, fmt.Errorf("node %d (%s): %v", i, redactURL(e), err)
-		}
-		if o.Password != "" {
-			c.secrets = append(c.secrets, o.Password)
 		}
 		if o.Username == "" && o.Password == "" {
 			o.Username, o.Password = c.username, c.password
@@ -230,9 +225,6 @@ func (c *nodeConfig) loadPassword() error {
 			return fmt.Errorf("password file %s: first line is empty", c.passwordFile)
 		}
 	}
-	if c.password != "" {
-		c.secrets = append(c.secrets, c.password)
-	}
 	return nil
 }
 
@@ -260,38 +252,6 @@ func (c *nodeConfig) tlsConfig() (*tls.Config, error) {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
 	}
 	return cfg, nil
-}
-
-// redactURL masks the password of a node URL for display.
-func redactURL(e string) string {
-	scheme, rest, ok := strings.Cut(e, "://")
-	if !ok {
-		return e
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return e
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return e
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
-
-// scrub masks every known password in s: a last line of defence for error
-// texts that come from libraries.
-func (c *nodeConfig) scrub(s string) string {
-	for _, p := range c.secrets {
-		if p != "" {
-			s = strings.ReplaceAll(s, p, "xxxxx")
-		}
-	}
-	return s
 }
 
 // clients builds one go-redis client per node. Deadlines of the caller's
@@ -326,21 +286,51 @@ func warnEven(w io.Writer, cmd string, n int) {
 
 // redisLogger sends go-redis's own log lines to slog (or nowhere), so they
 // do not interleave with the command's output on stderr.
-type redisLogger struct {
-	l   *slog.Logger
-	cfg *nodeConfig
-}
+type redisLogger struct{ l *slog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.DebugContext(ctx, "go-redis: "+r.cfg.scrub(fmt.Sprintf(format, v...)))
+	r.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
-// newLogger returns a debug logger on w, or a silent one.
+// newLogger returns a debug logger on w, or a silent one. Its records,
+// the library's included, pass through redact.
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	if !verbose {
 		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(redactHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: redactAttr})})
+}
+
+// redactHandler redacts a record's message; its attributes are redacted
+// by redactAttr.
+type redactHandler struct{ slog.Handler }
+
+func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Message = redact(r.Message)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return redactHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h redactHandler) WithGroup(name string) slog.Handler {
+	return redactHandler{h.Handler.WithGroup(name)}
+}
+
+// redactAttr redacts the text of a string, error or other value.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value.Resolve(); v.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(redact(v.String()))
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			a.Value = slog.StringValue(redact(err.Error()))
+		} else if s, ok := v.Any().(fmt.Stringer); ok {
+			a.Value = slog.StringValue(redact(s.String()))
+		}
+	}
+	return a
 }
 
 // durationFlag is a duration flag that may be absent ("not given" differs

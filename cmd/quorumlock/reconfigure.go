@@ -120,8 +120,7 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageError(stderr, "reconfigure", fmt.Errorf("--from-nodes: %w", err))
 	}
 	logger := newLogger(stderr, verbose)
-	redis.SetLogger(redisLogger{l: logger, cfg: &nodes})
-	scrub := func(s string) string { return from.scrub(nodes.scrub(s)) }
+	redis.SetLogger(redisLogger{l: logger})
 
 	// The hold-off on top of the bound on reaching the nodes.
 	ctx, cancel := context.WithTimeout(ctx, max(holdOld, holdNew)+timeout.d)
@@ -132,7 +131,7 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	lc, err := redlock.New(universal(ncs), redlock.WithMaxTTL(maxTTL.d), redlock.WithDriftFactor(newDrift),
 		redlock.WithProbeTimeout(timeout.d), redlock.WithLogger(logger))
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", redact(err.Error()))
 		return exitFailure
 	}
 	defer lc.Close()
@@ -142,10 +141,10 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	err = lc.Reconfigure(ctx, universal(ocs), redlock.WithMaxTTL(fromTTL.d), redlock.WithDriftFactor(fromDrift))
 	switch {
 	case errors.Is(err, redlock.ErrReconfigureIncomplete):
-		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", redact(err.Error()))
 		return exitIncomplete
 	case err != nil:
-		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", redact(err.Error()))
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "reconfigured in %v: the nodes carry the new settings\n", time.Since(start).Round(time.Millisecond))

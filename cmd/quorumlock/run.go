@@ -140,7 +140,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
 }
 
 func usageError(w io.Writer, cmd string, err error) int {
-	fmt.Fprintf(w, "quorumlock %s: %v\nRun \"quorumlock %s --help\" for usage.\n", cmd, err, cmd)
+	fmt.Fprintf(w, "quorumlock %s: %s\nRun \"quorumlock %s --help\" for usage.\n", cmd, redact(err.Error()), cmd)
 	return exitUsage
 }
 
@@ -215,7 +215,7 @@ func (e signalError) Error() string { return "got " + signalName(e.sig) }
 
 func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	logger := newLogger(stderr, rc.verbose)
-	redis.SetLogger(redisLogger{l: logger, cfg: &rc.nodes})
+	redis.SetLogger(redisLogger{l: logger})
 
 	// Find the command before touching the lock: a typo must not take it.
 	path, err := exec.LookPath(rc.command[0])
@@ -224,7 +224,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = exitNotFound
 		}
-		fmt.Fprintf(stderr, "quorumlock run: %v\n", err)
+		fmt.Fprintf(stderr, "quorumlock run: %s\n", redact(err.Error()))
 		return code
 	}
 
@@ -282,7 +282,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	}
 	client, err := redlock.New(ucs, ropts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock run: %s\n", rc.nodes.scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock run: %s\n", redact(err.Error()))
 		return exitRunFailed
 	}
 	defer client.Close()
@@ -297,7 +297,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	}
 	derr := client.Do(s.lockCtx, rc.key, rc.ttl.d, s.holding, copts...)
 	if derr != nil {
-		logger.Debug("Do returned", "err", rc.nodes.scrub(derr.Error()))
+		logger.Debug("Do returned", "err", redact(derr.Error()))
 	}
 	return s.outcome(derr)
 }
@@ -333,7 +333,9 @@ func (rc *runConfig) holderMetadata() string {
 		host = "?"
 	}
 	head := fmt.Sprintf("host=%s pid=%d cmd=", host, os.Getpid())
-	cmd := strings.Join(rc.command, " ")
+	// The nodes keep it for anyone who runs status: a password on the
+	// command line (a DSN, PGPASSWORD=...) is masked.
+	cmd := redact(strings.Join(rc.command, " "))
 	if len(cmd) > redlock.MaxMetadata {
 		cmd = strings.ToValidUTF8(cmd[:redlock.MaxMetadata], "")
 	}
@@ -474,7 +476,7 @@ func (s *session) outcome(derr error) int {
 		}
 		if errors.Is(derr, redlock.ErrConfigMismatch) || errors.Is(derr, redlock.ErrNodeRefused) && !errors.Is(derr, redlock.ErrNotObtained) {
 			// Configuration, not contention: trying later does not help.
-			fmt.Fprintf(s.stderr, "quorumlock run: %s; the command was not run\n", rc.nodes.scrub(fmt.Sprint(derr)))
+			fmt.Fprintf(s.stderr, "quorumlock run: %s; the command was not run\n", redact(fmt.Sprint(derr)))
 			return exitRunFailed
 		}
 		if errors.Is(derr, redlock.ErrNotObtained) {
@@ -482,13 +484,13 @@ func (s *session) outcome(derr error) int {
 			if rc.wait.set && rc.wait.d == 0 {
 				how = "in one attempt (--wait 0)"
 			}
-			fmt.Fprintf(s.stderr, "quorumlock run: lock %q not obtained %s: %s; the command was not run\n", rc.key, how, rc.nodes.scrub(describeNotObtained(derr)))
+			fmt.Fprintf(s.stderr, "quorumlock run: lock %q not obtained %s: %s; the command was not run\n", rc.key, how, redact(describeNotObtained(derr)))
 			return exitTempFail
 		}
-		fmt.Fprintf(s.stderr, "quorumlock run: %s\n", rc.nodes.scrub(fmt.Sprint(derr)))
+		fmt.Fprintf(s.stderr, "quorumlock run: %s\n", redact(fmt.Sprint(derr)))
 		return exitRunFailed
 	case s.execErr != nil:
-		fmt.Fprintf(s.stderr, "quorumlock run: cannot start %s: %v\n", rc.command[0], s.execErr)
+		fmt.Fprintf(s.stderr, "quorumlock run: cannot start %s: %s\n", redact(rc.command[0]), redact(s.execErr.Error()))
 		if errors.Is(s.execErr, fs.ErrNotExist) {
 			return exitNotFound
 		}

@@ -163,11 +163,11 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := redlock.CheckTTL(sc.maxTTL.d, redlock.WithMaxTTL(sc.maxTTL.d)); err != nil {
 		return usageError(stderr, "status", fmt.Errorf("--max-ttl: %w", err))
 	}
-	redis.SetLogger(redisLogger{l: newLogger(stderr, false), cfg: &sc.nodes})
+	redis.SetLogger(redisLogger{l: newLogger(stderr, false)})
 
 	rep, err := collectStatus(ctx, sc, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock status: %s\n", sc.nodes.scrub(err.Error()))
+		fmt.Fprintf(stderr, "quorumlock status: %s\n", redact(err.Error()))
 		return exitFailure
 	}
 	if sc.json {
@@ -221,7 +221,7 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	}
 	rep := &statusReport{Key: ks.Key, Settings: ks.Settings, Quorum: ks.Quorum, Reachable: ks.Answered, Voting: ks.Voting,
 		Verdict: string(ks.Verdict), Holder: ks.Holder, Holders: ks.Holders, MaxFence: ks.MaxFence, Summary: ks.Summary,
-		HolderMetadata: ks.Metadata}
+		HolderMetadata: redact(ks.Metadata)}
 	if ks.Verdict == redlock.VerdictHeld {
 		rep.ExpiresMS = ks.ExpiresIn.Milliseconds()
 		if ks.ExpiresIn < 0 {
@@ -231,10 +231,10 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	for i, n := range ks.Nodes {
 		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err) || errors.Is(n.Err, redlock.ErrNodeRefused),
 			LatencyMS: float64(n.Latency.Microseconds()) / 1000, Role: n.Server.Role, UptimeS: int64(n.Server.Uptime / time.Second),
-			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence, Metadata: n.Metadata,
+			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence, Metadata: redact(n.Metadata),
 			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined}
 		if n.Err != nil {
-			ns.Error = sc.nodes.scrub(n.Err.Error())
+			ns.Error = redact(n.Err.Error())
 		}
 		if n.Value != "" {
 			ns.TTLMS = n.TTL.Milliseconds()
