@@ -87,11 +87,15 @@ func typed(err error) error {
 // port. Like the replies above they fail every connection the same way
 // until someone fixes a certificate or an option, so they are refusals:
 // retrying them as a node that is briefly down made Lock wait for its ctx
-// and the CLI say "try later". Each was reproduced against redis-server 7
-// with certificates made by internal/testenv (tls_test.go).
+// and the CLI say "try later". Each certificate case was reproduced
+// against redis-server 7 with certificates made by internal/testenv
+// (tls_test.go). The record-header case is a server that answers the
+// handshake with something other than TLS.
 //
-// A plain client on a TLS port is not among them: the node drops the
-// connection, which looks like any node going away (EOF).
+// Not among them, because nothing tells them from a node that is down: a
+// plain client on a TLS port (redis-server drops the connection: EOF), and
+// a TLS client on a plain port (redis-server waits for the end of an
+// inline command that never comes: the call times out).
 
 // tlsAlerts are the alerts a node sends when it refuses the client's
 // certificate or the TLS parameters it offered, by the text crypto/tls
