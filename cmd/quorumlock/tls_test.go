@@ -159,3 +159,27 @@ func TestTLS_CertificateMistakesExit125AndNameTheNode(t *testing.T) {
 		})
 	}
 }
+
+// bootstrap and reconfigure speak TLS too: a deployment of four mTLS
+// nodes moves to three of them and a shorter max ttl, and run locks with
+// the new settings.
+func TestTLS_BootstrapAndReconfigureOverMutualTLS(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	nodes := testenv.RedisNodes(t, 4, testenv.WithTLS(pki, pki.Server(t), true))
+	cert := pki.Client(t)
+	env := []string{"QUORUMLOCK_TLS_CA=" + pki.CAFile, "QUORUMLOCK_TLS_CERT=" + cert.CertFile, "QUORUMLOCK_TLS_KEY=" + cert.KeyFile}
+	oldArg, newArg := nodesArg(nodes[:3]), nodesArg([]*testenv.RedisNode{nodes[0], nodes[1], nodes[3]})
+	if r := runCLI(t, "", env, "bootstrap", "--nodes", oldArg, "--max-ttl", "400ms"); r.code != exitOK || !strings.Contains(r.stdout, "admitted 3 nodes") {
+		t.Fatalf("bootstrap: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := runCLI(t, "", env, "reconfigure", "--from-nodes", oldArg, "--from-max-ttl", "400ms", "--nodes", newArg, "--max-ttl", "250ms")
+	if r.code != exitOK || !strings.Contains(r.stdout, "reconfigured in") {
+		t.Fatalf("reconfigure: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "", env, "run", "--nodes", newArg, "--max-ttl", "250ms", "--key", testenv.Key(t), "--ttl", "200ms", "--", "true"); r.code != exitOK {
+		t.Errorf("run with the new settings: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, "", nil, "reconfigure", "--from-nodes", oldArg, "--from-max-ttl", "400ms", "--nodes", newArg, "--max-ttl", "250ms", "--tls"); r.code == exitOK || !strings.Contains(r.stderr, "refused this client (") {
+		t.Errorf("reconfigure without the CA and the client certificate: exit %d, stderr: %s", r.code, r.stderr)
+	}
+}
