@@ -260,6 +260,11 @@ func (r *reconfig) run(ctx context.Context) error {
 		for i := range waiting {
 			res := r.step(ctx, news[i], script.StepFinish)
 			switch {
+			case refusal(res.err) != nil:
+				// Retrying cannot help, and the hold-off would run out
+				// meanwhile and read as lost: say why.
+				delete(waiting, i)
+				leftNew = append(leftNew, c.nodeErr(i, res.err))
 			case res.err != nil:
 				waiting[i] = 100 * time.Millisecond
 			case res.rep.Status == script.ReconfigureDone:

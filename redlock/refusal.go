@@ -25,6 +25,10 @@ var refusals = []struct {
 	{"ERR invalid password", "wrong password"},
 	{"ERR invalid username-password pair", "wrong password or ACL user"},
 	{"NOPERM", "the ACL user may not run quorumlock's scripts"},
+	// A command a script runs that the ACL denies (a command, a key or a
+	// channel): redis-server 7 answers the script with this error, not
+	// NOPERM.
+	{"ERR The user executing the script can't", "the ACL user may not run a command, key or channel quorumlock's scripts use"},
 	{"ERR DB index is out of range", "the node has no such database"},
 	{"ERR unknown command 'eval", "scripting is disabled or renamed on the node"},
 	{"READONLY", "the node is a replica, not a primary"},
