@@ -27,6 +27,16 @@ type PostgresConfig struct {
 	// temporary directory that Stop removes. When running as root it must be
 	// reachable by the postgres user, because the server runs as that user.
 	Dir string
+	// TLS, when set, makes the server accept TLS (ssl=on) with this
+	// certificate, besides plain connections. Default: no TLS.
+	TLS *PostgresTLS
+}
+
+// PostgresTLS is the server's certificate and key, PEM files. They are
+// copied into Dir at every start, owned by the server's user and private,
+// as PostgreSQL requires of its key.
+type PostgresTLS struct {
+	CertFile, KeyFile string
 }
 
 // PostgresProcess is a PostgreSQL server running as a child of this process,
@@ -132,6 +142,9 @@ func (p *PostgresProcess) start(ctx context.Context, initdb bool) error {
 			return err
 		}
 	}
+	if err := p.copyTLS(); err != nil {
+		return err
+	}
 	autoPort := p.cfg.Port == 0
 	for attempt := 1; ; attempt++ {
 		if autoPort {
@@ -178,10 +191,42 @@ func (p *PostgresProcess) initdb(ctx context.Context) error {
 	return nil
 }
 
+// tlsFiles are where the server reads its certificate and key.
+func (p *PostgresProcess) tlsFiles() (cert, key string) {
+	return filepath.Join(p.cfg.Dir, "server.crt"), filepath.Join(p.cfg.Dir, "server.key")
+}
+
+// copyTLS puts the configured certificate and key where the server reads
+// them, readable by the server's user only.
+func (p *PostgresProcess) copyTLS() error {
+	if p.cfg.TLS == nil {
+		return nil
+	}
+	cert, key := p.tlsFiles()
+	for _, f := range [][2]string{{p.cfg.TLS.CertFile, cert}, {p.cfg.TLS.KeyFile, key}} {
+		b, err := os.ReadFile(f[0])
+		if err == nil {
+			err = os.WriteFile(f[1], b, 0o600)
+		}
+		if err == nil && p.cred != nil {
+			err = os.Chown(f[1], int(p.cred.Uid), int(p.cred.Gid))
+		}
+		if err != nil {
+			return fmt.Errorf("servers: postgres TLS files: %w", err)
+		}
+	}
+	return nil
+}
+
 func (p *PostgresProcess) startServer(ctx context.Context) (*child, bool, error) {
+	var tlsArgs []string
+	if p.cfg.TLS != nil {
+		cert, key := p.tlsFiles()
+		tlsArgs = []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + cert, "-c", "ssl_key_file=" + key}
+	}
 	c, err := startChild(childSpec{
 		path: filepath.Join(p.binDir, "postgres"),
-		args: []string{
+		args: append([]string{
 			"-D", p.dataDir(),
 			"-c", "port=" + strconv.Itoa(p.cfg.Port),
 			"-c", "listen_addresses=127.0.0.1",
@@ -195,7 +240,7 @@ func (p *PostgresProcess) startServer(ctx context.Context) (*child, bool, error)
 			"-c", "shared_buffers=16MB",
 			"-c", "max_connections=200",
 			"-c", "logging_collector=off",
-		},
+		}, tlsArgs...),
 		env:     []string{"LC_ALL=C"},
 		dir:     p.cfg.Dir,
 		logPath: p.LogPath(),

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -195,4 +196,29 @@ func WithTLS(p *PKI, server Cert, authClients bool) RedisOption {
 		}
 		c.TLS = rt
 	})
+}
+
+// PostgresTLS starts a PostgreSQL server of the test's own that also
+// accepts TLS with the certificate server (issued for 127.0.0.1), stopped
+// when the test ends. It skips or fails like Postgres; with the docker
+// backend it skips. The server's DSN method gives plain connections:
+// change its sslmode to verify-full and add sslrootcert to verify it.
+func PostgresTLS(t testing.TB, server Cert) *servers.PostgresProcess {
+	t.Helper()
+	if useDocker(t) {
+		t.Skip("testenv: TLS servers run only as processes, not with the docker backend")
+	}
+	p, err := servers.StartPostgresProcess(context.Background(), servers.PostgresConfig{
+		TLS: &servers.PostgresTLS{CertFile: server.CertFile, KeyFile: server.KeyFile},
+	})
+	if err != nil {
+		missingBackend(t, err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("testenv: stop postgres: %v", err)
+		}
+	})
+	return p
 }
