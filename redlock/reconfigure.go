@@ -147,7 +147,8 @@ func (r *reconfig) run(ctx context.Context) error {
 	check := func(side string, i int, nd *node, l look, want string) {
 		switch {
 		case l.err != nil:
-			down = append(down, &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, l.err)})
+			// A refusal stays typed: running it again does not help.
+			down = append(down, &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, typed(l.err))})
 		case !r.movable(l):
 			errs = append(errs, &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want})
 		default:

@@ -63,7 +63,8 @@ Environment: QUORUMLOCK_PASSWORD, and the variables in [brackets] above.
 
 Exit codes:
   0   done: every node of both lists was reached, the new settings hold
-  1   refused or failed: the reason is on stderr
+  1   refused or failed: the reason is on stderr (also when nodes refuse
+      the credentials, ACL user or TLS certificates)
   2   usage error: bad flags or arguments (no node was contacted)
   75  incomplete: some nodes did not answer, or the wait was cut short; run
       it again with the same flags
@@ -140,6 +141,11 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 		len(ocs), fromTTL.d, fromDrift, len(ncs), maxTTL.d, newDrift, max(holdOld, holdNew).Round(time.Millisecond))
 	err = lc.Reconfigure(ctx, universal(ocs), redlock.WithMaxTTL(fromTTL.d), redlock.WithDriftFactor(fromDrift))
 	switch {
+	case errors.Is(err, redlock.ErrNodeRefused):
+		// Running it again cannot help: the nodes refuse the credentials,
+		// the ACL user or the TLS certificates (exit 1, not 75).
+		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\nquorumlock reconfigure: nodes refused this client's configuration: fix it before running reconfigure again\n", redact(err.Error()))
+		return exitFailure
 	case errors.Is(err, redlock.ErrReconfigureIncomplete):
 		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", redact(err.Error()))
 		return exitIncomplete

@@ -83,7 +83,7 @@ func TestSecrets_NoOutputShowsThePasswordAndMessagesStayReadable(t *testing.T) {
 					[]string{"reconfigure", "--from-nodes", "redis://:" + pw + "@127.0.0.1:x", "--nodes", good}, exitUsage,
 					[]string{"--from-nodes: node 0 (redis://:xxxxx@127.0.0.1:x)"}},
 				{"reconfigure refused", nil,
-					[]string{"reconfigure", "--from-nodes", wrong, "--nodes", good, "--timeout", "2s"}, exitIncomplete, []string{"old node: WRONGPASS"}},
+					[]string{"reconfigure", "--from-nodes", wrong, "--nodes", good, "--timeout", "2s"}, exitFailure, []string{"old node: refused this client (wrong password or ACL user): WRONGPASS", "fix it before running reconfigure again"}},
 			}
 			for _, tc := range cases {
 				r := runCLI(t, dir, tc.env, tc.args...)
