@@ -75,9 +75,11 @@ func TestTLS_RunAndStatusWorkOverTLSAndMutualTLS(t *testing.T) {
 			p := startCLI(t, dir, env, "run", "--nodes", strings.Join(urls, ","), "--key", key, "--ttl", "2s", "--",
 				"sh", "-c", `touch held; while [ ! -e release ]; do sleep 0.05; done`)
 			waitFile(t, filepath.Join(dir, "held"), 30*time.Second)
+			// run starts the command once a majority granted: the other
+			// nodes may get the key a moment later.
 			rep, _ = statusJSON(t, env, "--nodes", nodesArg(s.nodes), "--tls", "--key", key)
-			if rep.Verdict != verdictHeld || rep.Holders != 5 {
-				t.Errorf("status while run holds the lock: verdict %q on %d nodes; want held on 5", rep.Verdict, rep.Holders)
+			if rep.Verdict != verdictHeld || rep.Reachable != 5 || rep.Holders < 3 {
+				t.Errorf("status while run holds the lock: verdict %q on %d nodes, %d reachable; want held on at least 3, 5 reachable", rep.Verdict, rep.Holders, rep.Reachable)
 			}
 			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
 				t.Fatal(err)
