@@ -216,9 +216,22 @@ func TestACL_EachMissingPermissionIsARefusal(t *testing.T) {
 	}
 }
 
-// Without the optional rules every call still works.
+// Without the optional rules every call still works; Inspect shows no
+// server details.
 func TestACL_WithoutInfoOrSubscriptionsLockingStillWorks(t *testing.T) {
 	cl := newCluster(t, 5)
 	cl.aclUser(t, "locker", requiredACL...)
-	require.NoError(t, aclWorkflow(t, cl, cl.asUser(t, "locker"), "app:"+testenv.Key(t)))
+	ucs := cl.asUser(t, "locker")
+	key := "app:" + testenv.Key(t)
+	require.NoError(t, aclWorkflow(t, cl, ucs, key))
+
+	c, err := New(ucs, WithMaxTTL(time.Second/2))
+	require.NoError(t, err)
+	defer c.Close()
+	ks, err := c.Inspect(context.Background(), key)
+	require.NoError(t, err)
+	for _, n := range ks.Nodes {
+		require.NoError(t, n.Err)
+		require.Empty(t, n.Server.Role, "node %d: server details without +info", n.Node)
+	}
 }
