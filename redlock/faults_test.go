@@ -91,13 +91,26 @@ func (cl *cluster) build(t *testing.T, conf func(*redis.Options), opts ...Option
 		t.Cleanup(func() { _ = rc.Close() })
 		ucs[i] = rc
 	}
-	c, err := New(ucs, opts...)
+	c, err := New(ucs, withTestNodeTimeout(opts)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	// Runs before Close, which waits for calls a hold keeps.
 	t.Cleanup(f.releaseAll)
 	settleProofs(c)
 	return c, f
+}
+
+// testNodeTimeout is the node timeout of the harness's clients unless a
+// test sets its own. The default, 5% of the ttl (5 ms at the 100 ms max
+// ttls many tests use, 50 ms at 1 s), is what a user gets; under -race on
+// a loaded 2-core machine (make stress, CI) it was missed on whole rounds,
+// and tests that are not about timeouts failed for want of a majority.
+const testNodeTimeout = 300 * time.Millisecond
+
+// withTestNodeTimeout puts testNodeTimeout before opts, so that a test's
+// own WithNodeTimeout wins.
+func withTestNodeTimeout(opts []Option) []Option {
+	return append([]Option{WithNodeTimeout(testNodeTimeout)}, opts...)
 }
 
 // settleProofs gives the identity proofs of the nodes that answer time

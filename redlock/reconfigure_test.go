@@ -23,7 +23,7 @@ import (
 // node clients carrying f's hook under those same indexes.
 func (cl *cluster) over(t *testing.T, f *faults, idx []int, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(cl.hooked(t, f, idx), opts...)
+	c, err := New(cl.hooked(t, f, idx), withTestNodeTimeout(opts)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	t.Cleanup(f.releaseAll)
