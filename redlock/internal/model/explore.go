@@ -222,11 +222,16 @@ func (m *machine) invariants(s *state) string {
 	if bad := m.exclusion(s); bad != "" {
 		return bad
 	}
-	if bad := m.keys(s); bad != "" {
+	if bad := m.keys(s); bad != "" && !m.cfg.ExclusionOnly {
 		return bad
 	}
 	if m.cfg.Live {
-		return m.liveness(s)
+		if bad := m.liveness(s); bad != "" {
+			return bad
+		}
+	}
+	if m.cfg.LiveReconfig {
+		return m.reconfigLiveness(s)
 	}
 	return ""
 }
@@ -241,7 +246,6 @@ func (m *machine) invariants(s *state) string {
 // steps; a key no lease can still justify that outlives the wait, or an
 // attempt that fails, breaks it.
 func (m *machine) liveness(s *state) string {
-	n := m.cfg.Nodes
 	idler := -1
 	for c, cl := range s.clients {
 		switch cl.phase {
@@ -261,9 +265,9 @@ func (m *machine) liveness(s *state) string {
 			return ""
 		}
 	}
-	for i := range s.nodes {
-		e := s.nodes[i][script.MarkerKey]
-		if e == nil || e.str != m.sigma[idler] {
+	for e := 0; e < m.size[idler]; e++ {
+		mk := s.nodes[m.serverOf(idler, e)][script.MarkerKey]
+		if mk == nil || mk.str != m.sigma[idler] {
 			return ""
 		}
 	}
@@ -302,14 +306,14 @@ func (m *machine) liveness(s *state) string {
 	}
 	t = start
 	for round := 0; round < 2 && t.clients[c].phase != holding; round++ {
-		for i := 0; i < n && t.clients[c].phase != holding; i++ {
+		for i := 0; i < m.size[c] && t.clients[c].phase != holding; i++ {
 			for k, q := range t.msgs {
 				if q.reply || q.client != c || q.node != i || q.attempt != t.clients[c].attempt {
 					continue
 				}
-				srv := m.server(q)
+				srv := m.serverIn(t, q)
 				ks := t.nodes[srv].clone()
-				res := m.lua.run(ks, t.nodeNow(srv), q.req)
+				res := m.exec(ks, t.nodeNow(srv), q.req)
 				t.nodes[srv] = ks
 				t.msgs = append(t.msgs[:k:k], t.msgs[k+1:]...)
 				if m.reads(t, q, res) {
@@ -344,7 +348,7 @@ func (m *machine) keys(s *state) string {
 				held |= 1 << i
 			}
 		}
-		if count(held) < m.q {
+		if count(held) < m.qc[c] {
 			return fmt.Sprintf("a lease outlives its keys at real time %d: client %d trusts %s until %v on its clock, which reads %d, but only %d nodes hold it",
 				s.T, c, v, cl.deadline, s.clientNow(n, c), count(held))
 		}
