@@ -46,6 +46,9 @@ type ClientConfig struct {
 	// (which must then be proven by a proof round, see identity.go). nil:
 	// every entry is verified (distinct servers, all heard by New).
 	Probed []int
+	// Holds: the client never releases a lease, it keeps it until it is
+	// over (a bound, like Wipes: fewer runs).
+	Holds bool
 	// AfterReconfigure: a client the operator starts with new settings
 	// once a reconfiguration to them has begun to write (its step 1 was
 	// sent; docs/cli.md, "reconfigure": "right away, restart the
@@ -149,6 +152,12 @@ type Config struct {
 	// Wipes: fewer runs, so that a scenario can be explored deeper.
 	RepliesAtOnce bool
 	NoGiveUps     bool
+	// Prefix starts every run with these steps, each the first successor
+	// whose words contain the string: a reachable state (an earlier
+	// operator action, say) from which the exploration goes on, so that
+	// a scenario reaches deeper than its search could alone. Its steps
+	// are the first of every trace, and count in Depth.
+	Prefix []string
 	// Depth bounds the steps of a run.
 	Depth int
 	// DFS explores depth first (see Explore).

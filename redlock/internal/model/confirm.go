@@ -71,6 +71,7 @@ func (m *machine) checkSteps(s *state, c int, emit func(step)) {
 			tc := &t.clients[c]
 			tc.adm.conf[i] = conf{}
 			tc.admitting &^= bit
+			dropReads(t, c, i)
 			emit(step{func() string { return fmt.Sprintf("client %d's confirm of entry %d times out", c, i) }, t})
 		}
 		t := s.clone()
@@ -173,6 +174,7 @@ func (m *machine) confirmed(t *state, c, i int, peersHeard bool) string {
 		}
 	}
 	tc.adm.conf[i] = conf{}
+	dropReads(t, c, i)
 	v := script.Confirm(peers, m.size[c]-1)
 	switch v {
 	case script.ConfirmAdmitted, script.ConfirmFirst:
@@ -185,6 +187,14 @@ func (m *machine) confirmed(t *state, c, i int, peersHeard bool) string {
 	}
 	tc.admitting &^= 1 << i
 	return fmt.Sprintf(" -> confirm of entry %d refused (%d)", i, v)
+}
+
+// dropReads takes client c's confirm reads for entry i off the wire once
+// the confirm is decided: they only read (see dropLooks).
+func dropReads(t *state, c, i int) {
+	t.msgs = dropMsgs(t.msgs, func(q msg) bool {
+		return !q.reply && q.client == c && q.req.Script == "state" && q.round == i+1
+	})
 }
 
 // admitted is a check's admit reply read.

@@ -151,15 +151,19 @@ func Explore(cfg Config) (res Result, err error) {
 	}
 	start := time.Now()
 	init := m.initial()
+	prefix, init, err := m.prefix(init)
+	if err != nil {
+		return Result{}, err
+	}
 	if cfg.DFS {
-		return m.exploreDFS(start), nil
+		return m.exploreDFS(start, init, prefix), nil
 	}
 	root := m.canonical(init)
 	visited := map[hash]seen{root: {index: -1}}
 	frontier := []*state{init}
 	hashes := []hash{root}
 	res = Result{States: 1, Complete: true}
-	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
+	for depth := len(prefix); depth < cfg.Depth && len(frontier) > 0; depth++ {
 		var next []*state
 		var nextHashes []hash
 		for k, s := range frontier {
@@ -193,7 +197,7 @@ func Explore(cfg Config) (res Result, err error) {
 			if bad != nil {
 				res.Depth = depth + 1
 				res.Violation = bad.bad
-				res.Trace = m.trace(init, visited, badHash)
+				res.Trace = append(prefix, m.trace(init, visited, badHash)...)
 				res.Elapsed = time.Since(start)
 				return res, nil
 			}
@@ -373,6 +377,30 @@ func (m *machine) exclusion(s *state) string {
 	return ""
 }
 
+// prefix takes Config.Prefix's steps from init: their words, numbered,
+// and the state they reach.
+func (m *machine) prefix(init *state) ([]string, *state, error) {
+	var out []string
+	s := init
+	for k, p := range m.cfg.Prefix {
+		var took *step
+		m.successors(s, func(st step) {
+			if took == nil && strings.Contains(st.text(), p) {
+				took = &st
+			}
+		})
+		if took == nil {
+			return nil, nil, fmt.Errorf("model: prefix step %d: no step %q", k+1, p)
+		}
+		s = took.next
+		if bad := m.invariants(s); bad != "" {
+			return nil, nil, fmt.Errorf("model: prefix step %d breaks an invariant: %s", k+1, bad)
+		}
+		out = append(out, fmt.Sprintf("%2d. %s (prefix)", k+1, took.text()))
+	}
+	return out, s, nil
+}
+
 // trace rebuilds the run to the state h: the chain of first arrivals,
 // replayed from the initial state to recover each step's words.
 func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
@@ -396,7 +424,7 @@ func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
 			}
 			i++
 		})
-		out = append(out, fmt.Sprintf("%2d. %s", len(out)+1, took.text()))
+		out = append(out, fmt.Sprintf("%2d. %s", len(out)+1+len(m.cfg.Prefix), took.text()))
 		s = took.next
 	}
 	return out
@@ -406,7 +434,7 @@ func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
 // long before a breadth-first search would, though not the shortest one.
 // A state is explored again when it is reached with more steps left
 // than before, so the bound means the same as breadth first.
-func (m *machine) exploreDFS(start time.Time) Result {
+func (m *machine) exploreDFS(start time.Time, init *state, prefix []string) Result {
 	cfg := m.cfg
 	res := Result{Complete: true}
 	left := map[hash]int{}
@@ -414,8 +442,8 @@ func (m *machine) exploreDFS(start time.Time) Result {
 	var bad string
 	var visit func(s *state, h hash, budget int) bool
 	visit = func(s *state, h hash, budget int) bool {
-		if len(path) > res.Depth {
-			res.Depth = len(path)
+		if len(path)+len(prefix) > res.Depth {
+			res.Depth = len(path) + len(prefix)
 		}
 		if budget == 0 {
 			return false
@@ -451,17 +479,17 @@ func (m *machine) exploreDFS(start time.Time) Result {
 		}
 		return false
 	}
-	init := m.initial()
 	root := m.canonical(init)
-	left[root] = cfg.Depth
+	left[root] = cfg.Depth - len(prefix)
 	res.States = 1
-	visit(init, root, cfg.Depth)
+	visit(init, root, cfg.Depth-len(prefix))
 	if bad != "" {
 		res.Violation = bad
+		res.Trace = prefix
 		for i, st := range path {
-			res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1, st.text()))
+			res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1+len(prefix), st.text()))
 		}
-		res.Depth = len(path)
+		res.Depth = len(path) + len(prefix)
 	}
 	res.Elapsed = time.Since(start)
 	return res

@@ -168,6 +168,7 @@ func (m *machine) reconfSteps(s *state, emit func(step)) {
 	emit(step{func() string { return fmt.Sprintf("Reconfigure run %d's %s times out%s", r.runs, r.phase, what) }, t})
 	t = s.clone()
 	t.reconf.phase = rIdle
+	dropLooks(t)
 	emit(step{func() string {
 		return fmt.Sprintf("Reconfigure run %d stops (Ctrl-C, a crash) during its %s", r.runs, r.phase)
 	}, t})
@@ -239,6 +240,7 @@ func (m *machine) reconfDecide(t *state) string {
 	ls := m.lists(k)
 	from, to, holdOff := m.fromTo(k)
 	need := script.ReconfigureNeed(len(ls[0]))
+	dropLooks(t)
 	end := func(res runResult, why string) string {
 		tr.phase, tr.last = rIdle, res
 		return " -> " + why
@@ -305,6 +307,24 @@ func (m *machine) reconfDecide(t *state) string {
 		return end(runFailed, "incomplete")
 	}
 	return ""
+}
+
+// dropLooks takes the looks still on the wire off it once the run no
+// longer reads them: a look only reads, so running it later would change
+// nothing but the wire (a reduction, as reads does for replies).
+func dropLooks(t *state) {
+	t.msgs = dropMsgs(t.msgs, func(q msg) bool { return !q.reply && q.client == reconfID && q.req.Script == lookScript })
+}
+
+// dropMsgs returns msgs without those drop names, in a new slice.
+func dropMsgs(msgs []msg, drop func(msg) bool) []msg {
+	out := make([]msg, 0, len(msgs))
+	for _, q := range msgs {
+		if !drop(q) {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // stays reports whether node is in the new list among the entries that

@@ -272,10 +272,12 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 			return fmt.Sprintf("client %d gives up attempt %d (timeout) and cleans up", c, cl.attempt)
 		}, t})
 	case holding:
-		t := s.clone()
-		m.cleanup(t, c)
-		m.end(t, c)
-		emit(step{func() string { return fmt.Sprintf("client %d releases its lease (attempt %d)", c, cl.attempt) }, t})
+		if !cc.Holds {
+			t := s.clone()
+			m.cleanup(t, c)
+			m.end(t, c)
+			emit(step{func() string { return fmt.Sprintf("client %d releases its lease (attempt %d)", c, cl.attempt) }, t})
+		}
 		m.extendSteps(s, c, emit)
 	}
 	m.admissionSteps(s, c, emit)
