@@ -1,0 +1,76 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The reconfiguration's defects that issue 31's review found on real
+// redis-server, found by the explorer on the current protocol. Each test
+// documents a known defect: it requires the counterexample, and is to be
+// turned into a clean check of its scenario (requireClean) by the fix.
+
+func knownDefect(t *testing.T, name string) Config {
+	t.Helper()
+	s, ok := KnownDefectNamed(name)
+	require.True(t, ok, name)
+	return s.Config
+}
+
+// R1: a change to a disjoint node list that stops after step 1 (or whose
+// new nodes do not answer): a client of the new settings started after
+// it finds its nodes bare and admits them by the first-admission path
+// while a lease of the old settings is trusted.
+func TestReconfig_FindsR1OnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-disjoint"), "double grant")
+}
+
+// R1 with a client of the new settings that calls Bootstrap at every
+// start: Bootstrap finds the new nodes bare and admits them at once.
+func TestReconfig_FindsR1WithBootstrapAtEveryStartOnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-bootstrap"), "double grant")
+}
+
+// R2: after a stop between the steps the node carries no trace of the old
+// settings, so a rerun with a wrong --from-drift is accepted and stamps a
+// hold-off shorter than the old leases.
+func TestReconfig_FindsR2OnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-rerun"), "double grant")
+}
+
+// R3: after S -> T finished, a stale S -> T run with another node list is
+// taken for a rerun, and two node lists run under T.
+func TestReconfig_FindsR3OnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-stale"), "double grant")
+}
+
+// R3 as the review found it: the stale run's old list is the node that
+// carries T, which answers its retire step with "already T" and keeps
+// voting.
+func TestReconfig_FindsR3ThroughANodeThatAnswersAlreadyOnTheUnfixedProtocol(t *testing.T) {
+	cfg := knownDefect(t, "reconfig-stale")
+	cfg.Reconfigs = cfg.Reconfigs[1:]
+	requireFound(t, cfg, "double grant")
+}
+
+// R4: after a stop between the steps, a rerun with the old settings typed
+// as the new ones returns nil ("nothing to change") and no client of the
+// new settings ever locks.
+func TestReconfig_FindsR4OnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-same"), "liveness")
+}
+
+// I1: an entry is verified once and never again, so an entry re-pointed
+// after New to a server another entry reaches counts that server twice.
+func TestIdentity_FindsI1OnTheUnfixedProtocol(t *testing.T) {
+	requireFound(t, knownDefect(t, "repointed"), "double grant")
+}
+
+// The keys invariant finds I1 sooner: client 1's lease, on node 1 alone,
+// is trusted from the step it is granted.
+func TestIdentity_FindsI1AsALeaseBeyondItsKeysOnTheUnfixedProtocol(t *testing.T) {
+	cfg := knownDefect(t, "repointed")
+	cfg.ExclusionOnly = false
+	requireFound(t, cfg, "outlives its keys")
+}
