@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,46 @@ func TestIdentity_FindsI1AsALeaseBeyondItsKeysOnTheUnfixedProtocol(t *testing.T)
 	cfg := knownDefect(t, "repointed")
 	cfg.ExclusionOnly = false
 	requireFound(t, cfg, "outlives its keys")
+}
+
+// The control: a run that does every step with the right arguments, then
+// clients of the new settings and time past the hold-off. The explorer
+// reaches a lease of the new settings within the bound and finds no
+// double grant.
+func TestReconfig_ACompleteRunGrantsNoSecondLease(t *testing.T) {
+	requireClean(t, knownDefect(t, "reconfig-done"))
+}
+
+// reconfigure.lua's finish without its hold-off check admits the new
+// nodes with the new settings at once: the control finds the double
+// grant.
+func TestReconfig_FindsTheDoubleGrantWhenFinishIgnoresTheHoldOff(t *testing.T) {
+	cfg := knownDefect(t, "reconfig-done")
+	cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
+		return strings.Replace(src, "  if left > 0 then\n    return {0, left}\n  end\n", "", 1)
+	}}
+	requireFound(t, cfg, "double grant")
+}
+
+// Once the complete run returned nil, a client of the new settings alone
+// locks (the bounded liveness, which runs the model's finish path): a few
+// steps past the run, since each state's check runs a client alone for
+// up to a dozen ticks.
+func TestReconfig_ACompleteRunLetsTheNewSettingsLock(t *testing.T) {
+	cfg := knownDefect(t, "reconfig-done")
+	cfg.LiveReconfig = true
+	cfg.Depth = len(cfg.Prefix) + 4
+	requireClean(t, cfg)
+}
+
+// reconfigure.lua's finish that never admits: the bounded liveness of the
+// complete run fails.
+func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
+	cfg := knownDefect(t, "reconfig-done")
+	cfg.LiveReconfig = true
+	cfg.Depth = len(cfg.Prefix) + 4
+	cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
+		return strings.Replace(src, "  if left > 0 then\n    return {0, left}\n  end\n", "  if true then\n    return {0, 1}\n  end\n", 1)
+	}}
+	requireFound(t, cfg, "liveness")
 }

@@ -397,7 +397,7 @@ func (cfg *Config) describeReconfigs() string {
 // reconfigLiveness is the bounded liveness of a reconfiguration
 // (Config.LiveReconfig): in a state where the operator's last run
 // returned nil (every node did its step, or nothing to change), no run is
-// under way and no client holds a lease or has an attempt out, the run's
+// under way and no client trusts a lease or has an attempt out, the run's
 // client of the new settings gets a lease alone, with no fault: each
 // tick, up to its hold-off plus the largest max ttl plus two ticks, it
 // tries a lock, checks every entry it found not admitted (each call run
@@ -408,8 +408,9 @@ func (m *machine) reconfigLiveness(s *state) string {
 	if r.phase != rIdle || (r.last != runDone && r.last != runNothing) {
 		return ""
 	}
-	for _, cl := range s.clients {
-		if cl.phase == acquiring || cl.phase == committing || cl.phase == holding {
+	for k, cl := range s.clients {
+		trusted := cl.phase == holding && time.Duration(s.clientNow(m.cfg.Nodes, k))*Unit < cl.deadline
+		if cl.phase == acquiring || cl.phase == committing || trusted {
 			return ""
 		}
 	}
@@ -424,6 +425,10 @@ func (m *machine) reconfigLiveness(s *state) string {
 	}
 	t := s.clone()
 	t.msgs = nil
+	// The calls dropped are lost: the client's checks in progress time
+	// out, as admission.go's loops do, and start again.
+	t.clients[c].admitting = 0
+	t.clients[c].adm.conf = [maxNodes]conf{}
 	m.solo = true
 	defer func() { m.solo = false }()
 	for k := 0; k <= wait; k++ {
