@@ -117,3 +117,19 @@ func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
 	}}
 	requireFound(t, cfg, "liveness")
 }
+
+// R1 needs no stop: the command runs every step and every node answers,
+// but step 2's call to the new node is slow. A client of the new
+// settings started after step 1 finds the node bare and admits it by the
+// first-admission path before the hold-off lands. (The prefix is the
+// run up to step 2's call on the wire.)
+func TestReconfig_FindsR1WithASlowStep2OnTheUnfixedProtocol(t *testing.T) {
+	cfg := knownDefect(t, "reconfig-disjoint")
+	cfg.Prefix = []string{
+		"client 0 starts TryLock", "node 0 runs acquire of client 0",
+		"the operator runs Reconfigure (run 1)", "node 0 runs look of Reconfigure (run 1)", "node 1 runs look of Reconfigure (run 1)",
+		"node 0 runs reconfigure retire of Reconfigure (run 1)",
+	}
+	cfg.Depth = 18
+	requireFound(t, cfg, "double grant")
+}
