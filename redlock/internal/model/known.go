@@ -80,12 +80,12 @@ func KnownDefects() []Scenario {
 	r2.Depth = 30
 
 	// The control: R2's deployment and clients, the right old settings
-	// only, and a run that does every step (the prefix); then clients of
-	// T and time up to the end of the hold-off (4 ticks), where a client
-	// of T locks on nodes 1 and 2: no double grant. Clean on the current
-	// protocol:
-	// Reconfigure is sound when it does every step with the right
-	// arguments before a client of T meets a new node.
+	// only, a run that does every step and a first try of a client of T
+	// that meets the held-off nodes (the prefix); then the client's
+	// checks and time up to the end of the hold-off (4 ticks), where it
+	// locks on nodes 1 and 2: no double grant. Clean on the current
+	// protocol: Reconfigure is sound when it does every step with the
+	// right arguments before a client of T meets a new node.
 	done := r2
 	done.Reconfigs = r2.Reconfigs[:1]
 	done.ReconfigRuns = 1
@@ -96,6 +96,8 @@ func KnownDefects() []Scenario {
 		"node 1 runs look of Reconfigure (run 1)", "node 2 runs look of Reconfigure (run 1)",
 		"node 0 runs reconfigure refuse of Reconfigure (run 1)",
 		"node 0 runs reconfigure hold", "node 1 runs reconfigure hold", "node 2 runs reconfigure hold",
+		// the client of T's first try, which meets the held-off nodes
+		"client 1 starts TryLock", "node 1 runs acquire of client 1", "node 2 runs acquire of client 1",
 	}
 	done.MaxTime = 4
 	done.Depth = 27
