@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/redlock"
@@ -383,15 +382,6 @@ func (cfg *Config) checkReconfigs() error {
 		}
 	}
 	return nil
-}
-
-// describeReconfigs names the runs, for a scenario's bounds.
-func (cfg *Config) describeReconfigs() string {
-	var b strings.Builder
-	for k, rc := range cfg.Reconfigs {
-		fmt.Fprintf(&b, "run %d: %v (max ttl %v) -> client %d; ", k, rc.From, rc.MaxTTL, rc.To)
-	}
-	return b.String()
 }
 
 // reconfigLiveness is the bounded liveness of a reconfiguration
