@@ -81,14 +81,14 @@ func TestIdentity_FindsI1AsALeaseBeyondItsKeysOnTheUnfixedProtocol(t *testing.T)
 // reaches a lease of the new settings within the bound and finds no
 // double grant.
 func TestReconfig_ACompleteRunGrantsNoSecondLease(t *testing.T) {
-	requireClean(t, knownDefect(t, "reconfig-done"))
+	requireClean(t, scenario(t, "reconfig-done"))
 }
 
 // reconfigure.lua's finish without its hold-off check admits the new
 // nodes with the new settings at once: the control finds the double
 // grant.
 func TestReconfig_FindsTheDoubleGrantWhenFinishIgnoresTheHoldOff(t *testing.T) {
-	cfg := knownDefect(t, "reconfig-done")
+	cfg := scenario(t, "reconfig-done")
 	cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
 		return strings.Replace(src, "  if left > 0 then\n    return {0, left}\n  end\n", "", 1)
 	}}
@@ -100,7 +100,7 @@ func TestReconfig_FindsTheDoubleGrantWhenFinishIgnoresTheHoldOff(t *testing.T) {
 // steps past the run, since each state's check runs a client alone for
 // up to a dozen ticks.
 func TestReconfig_ACompleteRunLetsTheNewSettingsLock(t *testing.T) {
-	cfg := knownDefect(t, "reconfig-done")
+	cfg := scenario(t, "reconfig-done")
 	cfg.LiveReconfig = true
 	cfg.Depth = len(cfg.Prefix) + 4
 	requireClean(t, cfg)
@@ -109,7 +109,7 @@ func TestReconfig_ACompleteRunLetsTheNewSettingsLock(t *testing.T) {
 // reconfigure.lua's finish that never admits: the bounded liveness of the
 // complete run fails.
 func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
-	cfg := knownDefect(t, "reconfig-done")
+	cfg := scenario(t, "reconfig-done")
 	cfg.LiveReconfig = true
 	cfg.Depth = len(cfg.Prefix) + 4
 	cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
