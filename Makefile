@@ -36,7 +36,7 @@ HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anish
 HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-chaos build test test-short stress vet lint lean-check tidy-check model
+.PHONY: help deps deps-chaos build test test-short stress vet lint lean-check tidy-check model model-known
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -114,11 +114,14 @@ bin/quorumlock-bench:
 # So the fencing and jump scenarios are left out by default, a scenario
 # stops (and the run fails) past 1,500,000 states, and the Go heap is capped.
 # MODEL_ARGS='-scenario fencing -max-states N' runs one bounded.
-MODEL_ARGS ?= -scenario restart,admit,residual,five,three,clocks,deadline,extend,settings,commit,tokens,bootstrap,identity -max-states 1500000
+MODEL_ARGS ?= -scenario restart,admit,residual,five,three,clocks,deadline,extend,settings,commit,tokens,bootstrap,identity,reconfig-done -max-states 1500000
 MODEL_MEMLIMIT ?= 12GiB
 
 model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored
 	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model $(MODEL_ARGS)
+
+model-known: ## Run the model checker's scenarios of the known defects of the current protocol (issue 31): each must find its counterexample
+	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model -known
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results

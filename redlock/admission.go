@@ -317,32 +317,37 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 	var answered int
 	var conflict error
 	var errs []error
+	var peers []script.Peer
 	for _, rep := range replies {
-		switch {
-		case errors.Is(rep.Err, errSelf):
-		case rep.Err != nil:
+		if errors.Is(rep.Err, errSelf) {
+			continue
+		}
+		if rep.Err != nil {
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val.Marker == c.settings:
-			return nil
-		case c.movingHere(rep.Val.Marker):
+			continue
+		}
+		p := script.ReadPeer(rep.Val, c.settings)
+		peers = append(peers, p)
+		switch p {
+		case script.PeerMoving:
 			// A peer held off by a reconfiguration to these settings: not
 			// yet evidence that they took hold, and not a first admission
 			// either (docs/fencing.md, "Changing the settings of a live
 			// deployment"). Wait until a peer is admitted with them.
 			errs = append(errs, c.nodeErr(rep.Node, errors.New("being reconfigured to this client's settings: its hold-off is not over")))
-		case rep.Val.Marker != "":
+		case script.PeerOther:
 			conflict = c.mismatch(rep.Node, rep.Val.Marker, false)
-		case rep.Val.Pending != "" && rep.Val.Pending != c.settings:
+		case script.PeerPendingOther:
 			conflict = c.mismatch(rep.Node, rep.Val.Pending, true)
-		default:
+		case script.PeerBare:
 			answered++
 		}
 	}
-	if conflict != nil {
+	switch script.Confirm(peers, n-1) {
+	case script.ConfirmAdmitted, script.ConfirmFirst:
+		return nil // a peer is admitted, or the first admission of the deployment: every peer agrees
+	case script.ConfirmConflict:
 		return conflict
-	}
-	if answered == n-1 {
-		return nil // the first admission of the deployment: every peer agrees
 	}
 	return errors.Join(append([]error{fmt.Errorf("redlock: node %d served its quarantine, but no peer is admitted yet and only %d of its %d peers answered: admitting it waits for all of them (or for Bootstrap)", i, answered, n-1)}, errs...)...)
 }

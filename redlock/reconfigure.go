@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -140,7 +138,7 @@ func (r *reconfig) run(ctx context.Context) error {
 	// settings on all but a minority of the old list.
 	oldLook := fanOut(ctx, r.olds, r.look)
 	newLook := fanOut(ctx, news, r.look)
-	need := len(r.olds) - quorum.Majority(len(r.olds)) + 1
+	need := script.ReconfigureNeed(len(r.olds))
 	var errs, down []error
 	var answered int
 	ids := map[string]string{}
@@ -180,11 +178,7 @@ func (r *reconfig) run(ctx context.Context) error {
 		}
 	}
 	if r.from == r.to {
-		same := len(oldLook) == len(newLook) && down == nil
-		for _, l := range oldLook {
-			same = same && stays[l.id]
-		}
-		if same {
+		if script.ReconfigureUnchanged(r.from, r.to, lookIDs(oldLook), lookIDs(newLook)) {
 			return nil // nothing to change
 		}
 		// The nodes cannot tell a client of the old list from one of the
@@ -295,12 +289,19 @@ func (r *reconfig) run(ctx context.Context) error {
 // that carried the new settings before belongs to another deployment: its
 // clients could lock on it at once, with no hold-off.
 func (r *reconfig) movable(l look) bool {
-	m := l.st.Marker
-	_, moving := script.MovingTo(m)
-	if m == r.to && r.to != r.from {
-		return l.trace == r.from
+	return script.ReconfigureMovable(l.st.Marker, l.trace, r.from, r.to)
+}
+
+// lookIDs are the identities of the nodes looked at, "" for one that did not
+// answer.
+func lookIDs(looks []look) []string {
+	out := make([]string, len(looks))
+	for i, l := range looks {
+		if l.err == nil {
+			out[i] = l.id
+		}
 	}
-	return m == "" || m == r.from || moving || strings.HasPrefix(m, script.Retired(""))
+	return out
 }
 
 func (r *reconfig) look(ctx context.Context, nd *node) look {

@@ -64,8 +64,9 @@ func bootID(r int) string { return fmt.Sprintf("b%d", r) }
 // bootWindow is deployment.go's bootstrapWindow, w = 0.9·Q(1−f)/(2(1+f))
 // (docs/fencing.md, "Bootstrap"), for the operator's settings.
 func (m *machine) bootWindow() time.Duration {
-	f := m.cfg.Clients[0].Factor
-	return time.Duration(0.9 * float64(m.quar[0]) * (1 - f) / (2 * (1 + f)))
+	bc := m.cfg.BootClient
+	f := m.cfg.Clients[bc].Factor
+	return time.Duration(0.9 * float64(m.quar[bc]) * (1 - f) / (2 * (1 + f)))
 }
 
 func allNodes(n int) uint8 { return uint8(1)<<n - 1 }
@@ -76,12 +77,12 @@ func (m *machine) bootSteps(s *state, emit func(step)) {
 	o := s.boot
 	switch o.phase {
 	case bootIdle:
-		if o.runs >= m.cfg.Bootstraps {
+		if o.runs >= m.cfg.Bootstraps || !m.started(s, m.cfg.BootClient) {
 			return
 		}
 		t := s.clone()
 		t.boot.runs++
-		m.bootRound(t, bootReading, allNodes(m.cfg.Nodes), script.StateRequest())
+		m.bootRound(t, bootReading, allNodes(m.size[m.cfg.BootClient]), script.StateRequest())
 		emit(step{func() string {
 			return fmt.Sprintf("the operator runs Bootstrap (run %d): state to every node", t.boot.runs)
 		}, t})
@@ -104,7 +105,7 @@ func (m *machine) bootRound(t *state, phase bootPhase, set uint8, req script.Req
 	o.round++
 	o.phase, o.answered = phase, 0
 	o.states, o.claims = [maxNodes]script.State{}, [maxNodes]script.BootstrapStatus{}
-	for i := 0; i < m.cfg.Nodes; i++ {
+	for i := 0; i < m.size[m.cfg.BootClient]; i++ {
 		if set&(1<<i) != 0 {
 			t.msgs = append(t.msgs, newMsg(msg{client: operatorID, node: i, attempt: o.round, req: req}))
 		}
@@ -146,7 +147,7 @@ func (m *machine) deliverBoot(t *state, r msg) string {
 		}
 		o.states[r.node] = script.State{Marker: st.Marker, Pending: st.Pending}
 		o.answered |= bit
-		if o.answered == allNodes(m.cfg.Nodes) {
+		if o.answered == allNodes(m.size[m.cfg.BootClient]) {
 			return m.bootRead(t)
 		}
 	case r.req.Script == "bootstrap" && o.phase == bootClaiming:
@@ -163,8 +164,8 @@ func (m *machine) deliverBoot(t *state, r msg) string {
 // the decision).
 func (m *machine) bootRead(t *state) string {
 	o := &t.boot
-	n := m.cfg.Nodes
-	sigma := m.sigma[0]
+	n := m.size[m.cfg.BootClient]
+	sigma := m.sigma[m.cfg.BootClient]
 	for i := 0; i < n; i++ {
 		if mk := o.states[i].Marker; mk != "" && mk != sigma {
 			m.bootEnd(t)
@@ -207,8 +208,9 @@ func (m *machine) bootRead(t *state) string {
 func (m *machine) bootClaim(t *state) {
 	o := &t.boot
 	o.t0 = t.T
-	req := script.ClaimRequest(script.ClaimArgs{Settings: m.sigma[0], ID: bootID(o.runs), Quarantine: m.quar[0],
-		TTL: 2*m.quar[0] + time.Second})
+	bc := m.cfg.BootClient
+	req := script.ClaimRequest(script.ClaimArgs{Settings: m.sigma[bc], ID: bootID(o.runs), Quarantine: m.quar[bc],
+		TTL: 2*m.quar[bc] + time.Second})
 	m.bootRound(t, bootClaiming, o.claimed, req)
 }
 
@@ -218,7 +220,7 @@ func (m *machine) bootClaim(t *state) {
 func (m *machine) bootClaimed(t *state, heardAll bool) string {
 	o := &t.boot
 	var mismatch, taken bool
-	for i := 0; i < m.cfg.Nodes; i++ {
+	for i := 0; i < m.size[m.cfg.BootClient]; i++ {
 		if o.answered&(1<<i) == 0 {
 			continue
 		}
@@ -235,7 +237,7 @@ func (m *machine) bootClaimed(t *state, heardAll bool) string {
 		m.bootEnd(t)
 		return " -> a node was admitted meanwhile under other settings: Bootstrap refused"
 	case taken:
-		m.bootInUse(t, allNodes(m.cfg.Nodes))
+		m.bootInUse(t, allNodes(m.size[m.cfg.BootClient]))
 		return " -> a node was used since it was read: ErrNotNew, the quarantine of every node started"
 	case !heardAll:
 		m.bootEnd(t)
@@ -251,8 +253,8 @@ func (m *machine) bootClaimed(t *state, heardAll bool) string {
 		m.bootClaim(t)
 		return fmt.Sprintf(" -> the claims took %v, more than the window %v: claim again", took, w)
 	}
-	req := script.ClaimedRequest(script.ClaimedArgs{Settings: m.sigma[0], ID: bootID(o.runs), Window: w})
-	for i := 0; i < m.cfg.Nodes; i++ {
+	req := script.ClaimedRequest(script.ClaimedArgs{Settings: m.sigma[m.cfg.BootClient], ID: bootID(o.runs), Window: w})
+	for i := 0; i < m.size[m.cfg.BootClient]; i++ {
 		if o.claimed&(1<<i) != 0 {
 			t.msgs = append(t.msgs, newMsg(msg{client: operatorID, node: i, attempt: o.round, req: req}))
 		}
@@ -266,12 +268,13 @@ func (m *machine) bootClaimed(t *state, heardAll bool) string {
 // run ends with ErrNotNew.
 func (m *machine) bootInUse(t *state, set uint8) {
 	o := &t.boot
-	for i := 0; i < m.cfg.Nodes; i++ {
+	bc := m.cfg.BootClient
+	for i := 0; i < m.size[bc]; i++ {
 		if set&(1<<i) == 0 {
 			continue
 		}
-		req := script.PendingRequest(script.PendingArgs{ID: bootID(o.runs) + ".q", Settings: m.sigma[0],
-			Quarantine: m.quar[0], TTL: 2*m.quar[0] + time.Second})
+		req := script.PendingRequest(script.PendingArgs{ID: bootID(o.runs) + ".q", Settings: m.sigma[bc],
+			Quarantine: m.quar[bc], TTL: 2*m.quar[bc] + time.Second})
 		t.msgs = append(t.msgs, newMsg(msg{client: operatorID, node: i, attempt: o.round, req: req}))
 	}
 	m.bootEnd(t)
@@ -304,6 +307,7 @@ func permMask(m uint8, perm []int) byte {
 // identity proofs, with node i renamed perm[i].
 func (s *state) encodeActors(b []byte, perm, inv []int) []byte {
 	b = s.boot.encode(b, perm, inv)
+	b = s.reconf.encode(b)
 	for c := range s.ident {
 		b = s.ident[c].encode(b, perm, inv)
 	}

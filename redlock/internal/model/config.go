@@ -37,12 +37,37 @@ type ClientConfig struct {
 	Extends int
 	// Servers maps the client's node list to the nodes: entry i reaches
 	// node Servers[i] (nil: entry i is node i). An entry repeated is one
-	// server listed twice (identity.go).
+	// server listed twice (identity.go). The list may be shorter than the
+	// deployment's nodes (a client of an old or a new node list around a
+	// reconfiguration); its length is part of the settings σ.
 	Servers []int
 	// Probed, with Servers: the entries verified at the start, as New's
 	// probe leaves them when it heard those entries and not the others
-	// (which must then be proven by a proof round, see identity.go).
+	// (which must then be proven by a proof round, see identity.go). nil:
+	// every entry is verified (distinct servers, all heard by New).
 	Probed []int
+	// Holds: the client never releases a lease, it keeps it until it is
+	// over (a bound, like Wipes: fewer runs).
+	Holds bool
+	// AfterReconfigure: a client the operator starts with new settings
+	// once a reconfiguration to them has begun to write (its step 1 was
+	// sent; docs/cli.md, "reconfigure": "right away, restart the
+	// clients"): it takes no step before (reconfigure.go).
+	AfterReconfigure bool
+	// Repoint, when set, is {entry, node}: at any moment after New (once
+	// in a run) the client's entry is re-pointed to that node, as a proxy
+	// or a DNS name is re-pointed to another server and go-redis
+	// reconnects (identity.go). Every call the entry sends from then on,
+	// and every call still waiting for a connection, reaches the node.
+	Repoint []int
+}
+
+// entries is the length of the client's node list.
+func (cc ClientConfig) entries(nodes int) int {
+	if len(cc.Servers) > 0 {
+		return len(cc.Servers)
+	}
+	return nodes
 }
 
 // Config is one exploration: the deployment, the clients, the faults
@@ -52,9 +77,42 @@ type ClientConfig struct {
 type Config struct {
 	Nodes   int
 	Clients []ClientConfig
-	// Admitted: every node starts admitted with the settings of
-	// Clients[0] (a deployment in use, after Bootstrap or a quarantine).
+	// Admitted: every node of Clients[0]'s list starts admitted with its
+	// settings (a deployment in use, after Bootstrap or a quarantine).
 	Admitted bool
+	// Keys are string keys some nodes start with (node -> key -> value),
+	// written before Admitted's markers: a state an earlier operator
+	// action left, such as a finished reconfiguration's markers and
+	// traces.
+	Keys map[int]map[string]string
+	// Confirm runs the admission as admission.go's check does (see
+	// confirm.go): the pending script, then, once it reads the quarantine
+	// over, the peers' check (confirm) and the admit script; a node held
+	// off by a reconfiguration to the client's settings is finished
+	// instead, and a node met under other settings stops the client's
+	// admissions (its conflict). Without it the admit script is sent at
+	// any moment after the pending one, with no peers' check.
+	Confirm bool
+	// BootClient is the client whose settings and node list the Bootstrap
+	// runs use (its option AfterReconfigure holds them back too): a client
+	// that calls Bootstrap at every start.
+	BootClient int
+	// Reconfigs are the Client.Reconfigure runs the operator may start
+	// (reconfigure.go), ReconfigRuns how many in all, one at a time:
+	// reruns and stale runs are runs drawn from the same set.
+	Reconfigs    []Reconfig
+	ReconfigRuns int
+	// ReconfigInOrder: run k uses Reconfigs[k] (k < len(Reconfigs)), a
+	// bound like Wipes, so that a scenario of a given sequence of runs
+	// can be explored deeper.
+	ReconfigInOrder bool
+	// ExclusionOnly checks mutual exclusion without the keys invariant,
+	// which finds most defects a few steps before they become a double
+	// grant: to show the double grant itself.
+	ExclusionOnly bool
+	// LiveReconfig checks the bounded liveness of a reconfiguration: see
+	// machine.reconfigLiveness.
+	LiveReconfig bool
 
 	// Skew is how many ticks any clock may run ahead of real time over a
 	// whole run. Clocks only run ahead, so any two clocks measure any
@@ -94,6 +152,12 @@ type Config struct {
 	// Wipes: fewer runs, so that a scenario can be explored deeper.
 	RepliesAtOnce bool
 	NoGiveUps     bool
+	// Prefix starts every run with these steps, each the first successor
+	// whose words contain the string: a reachable state (an earlier
+	// operator action, say) from which the exploration goes on, so that
+	// a scenario reaches deeper than its search could alone. Its steps
+	// are the first of every trace, and count in Depth.
+	Prefix []string
 	// Depth bounds the steps of a run.
 	Depth int
 	// DFS explores depth first (see Explore).
@@ -170,7 +234,7 @@ func (cfg *Config) check() error {
 		}
 		// Clients with the deployment's settings must meet assumption 1;
 		// one with other settings is what the nodes must refuse.
-		if cfg.ClockJumps || cc.settings(cfg.Nodes) != cfg.Clients[0].settings(cfg.Nodes) {
+		if cfg.ClockJumps || cc.settings(cc.entries(cfg.Nodes)) != cfg.Clients[0].settings(cfg.Clients[0].entries(cfg.Nodes)) {
 			continue
 		}
 		if d := drift.Drift(cc.TTL, cc.Factor); d < time.Duration(max(cfg.Skew, cfg.ClientSkew))*Unit {

@@ -151,15 +151,19 @@ func Explore(cfg Config) (res Result, err error) {
 	}
 	start := time.Now()
 	init := m.initial()
+	prefix, init, err := m.prefix(init)
+	if err != nil {
+		return Result{}, err
+	}
 	if cfg.DFS {
-		return m.exploreDFS(start), nil
+		return m.exploreDFS(start, init, prefix), nil
 	}
 	root := m.canonical(init)
 	visited := map[hash]seen{root: {index: -1}}
 	frontier := []*state{init}
 	hashes := []hash{root}
 	res = Result{States: 1, Complete: true}
-	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
+	for depth := len(prefix); depth < cfg.Depth && len(frontier) > 0; depth++ {
 		var next []*state
 		var nextHashes []hash
 		for k, s := range frontier {
@@ -193,7 +197,7 @@ func Explore(cfg Config) (res Result, err error) {
 			if bad != nil {
 				res.Depth = depth + 1
 				res.Violation = bad.bad
-				res.Trace = m.trace(init, visited, badHash)
+				res.Trace = append(prefix, m.trace(init, visited, badHash)...)
 				res.Elapsed = time.Since(start)
 				return res, nil
 			}
@@ -222,11 +226,16 @@ func (m *machine) invariants(s *state) string {
 	if bad := m.exclusion(s); bad != "" {
 		return bad
 	}
-	if bad := m.keys(s); bad != "" {
+	if bad := m.keys(s); bad != "" && !m.cfg.ExclusionOnly {
 		return bad
 	}
 	if m.cfg.Live {
-		return m.liveness(s)
+		if bad := m.liveness(s); bad != "" {
+			return bad
+		}
+	}
+	if m.cfg.LiveReconfig {
+		return m.reconfigLiveness(s)
 	}
 	return ""
 }
@@ -241,7 +250,6 @@ func (m *machine) invariants(s *state) string {
 // steps; a key no lease can still justify that outlives the wait, or an
 // attempt that fails, breaks it.
 func (m *machine) liveness(s *state) string {
-	n := m.cfg.Nodes
 	idler := -1
 	for c, cl := range s.clients {
 		switch cl.phase {
@@ -261,9 +269,9 @@ func (m *machine) liveness(s *state) string {
 			return ""
 		}
 	}
-	for i := range s.nodes {
-		e := s.nodes[i][script.MarkerKey]
-		if e == nil || e.str != m.sigma[idler] {
+	for e := 0; e < m.size[idler]; e++ {
+		mk := s.nodes[m.serverOf(idler, e)][script.MarkerKey]
+		if mk == nil || mk.str != m.sigma[idler] {
 			return ""
 		}
 	}
@@ -302,14 +310,14 @@ func (m *machine) liveness(s *state) string {
 	}
 	t = start
 	for round := 0; round < 2 && t.clients[c].phase != holding; round++ {
-		for i := 0; i < n && t.clients[c].phase != holding; i++ {
+		for i := 0; i < m.size[c] && t.clients[c].phase != holding; i++ {
 			for k, q := range t.msgs {
 				if q.reply || q.client != c || q.node != i || q.attempt != t.clients[c].attempt {
 					continue
 				}
-				srv := m.server(q)
+				srv := m.serverIn(t, q)
 				ks := t.nodes[srv].clone()
-				res := m.lua.run(ks, t.nodeNow(srv), q.req)
+				res := m.exec(ks, t.nodeNow(srv), q.req)
 				t.nodes[srv] = ks
 				t.msgs = append(t.msgs[:k:k], t.msgs[k+1:]...)
 				if m.reads(t, q, res) {
@@ -344,7 +352,7 @@ func (m *machine) keys(s *state) string {
 				held |= 1 << i
 			}
 		}
-		if count(held) < m.q {
+		if count(held) < m.qc[c] {
 			return fmt.Sprintf("a lease outlives its keys at real time %d: client %d trusts %s until %v on its clock, which reads %d, but only %d nodes hold it",
 				s.T, c, v, cl.deadline, s.clientNow(n, c), count(held))
 		}
@@ -367,6 +375,30 @@ func (m *machine) exclusion(s *state) string {
 		return fmt.Sprintf("double grant at real time %d: %s", s.T, strings.Join(who, " and "))
 	}
 	return ""
+}
+
+// prefix takes Config.Prefix's steps from init: their words, numbered,
+// and the state they reach.
+func (m *machine) prefix(init *state) ([]string, *state, error) {
+	var out []string
+	s := init
+	for k, p := range m.cfg.Prefix {
+		var took *step
+		m.successors(s, func(st step) {
+			if took == nil && strings.Contains(st.text(), p) {
+				took = &st
+			}
+		})
+		if took == nil {
+			return nil, nil, fmt.Errorf("model: prefix step %d: no step %q", k+1, p)
+		}
+		s = took.next
+		if bad := m.invariants(s); bad != "" {
+			return nil, nil, fmt.Errorf("model: prefix step %d breaks an invariant: %s", k+1, bad)
+		}
+		out = append(out, fmt.Sprintf("%2d. %s (prefix)", k+1, took.text()))
+	}
+	return out, s, nil
 }
 
 // trace rebuilds the run to the state h: the chain of first arrivals,
@@ -392,7 +424,7 @@ func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
 			}
 			i++
 		})
-		out = append(out, fmt.Sprintf("%2d. %s", len(out)+1, took.text()))
+		out = append(out, fmt.Sprintf("%2d. %s", len(out)+1+len(m.cfg.Prefix), took.text()))
 		s = took.next
 	}
 	return out
@@ -402,7 +434,7 @@ func (m *machine) trace(init *state, visited map[hash]seen, h hash) []string {
 // long before a breadth-first search would, though not the shortest one.
 // A state is explored again when it is reached with more steps left
 // than before, so the bound means the same as breadth first.
-func (m *machine) exploreDFS(start time.Time) Result {
+func (m *machine) exploreDFS(start time.Time, init *state, prefix []string) Result {
 	cfg := m.cfg
 	res := Result{Complete: true}
 	left := map[hash]int{}
@@ -410,8 +442,8 @@ func (m *machine) exploreDFS(start time.Time) Result {
 	var bad string
 	var visit func(s *state, h hash, budget int) bool
 	visit = func(s *state, h hash, budget int) bool {
-		if len(path) > res.Depth {
-			res.Depth = len(path)
+		if len(path)+len(prefix) > res.Depth {
+			res.Depth = len(path) + len(prefix)
 		}
 		if budget == 0 {
 			return false
@@ -447,17 +479,17 @@ func (m *machine) exploreDFS(start time.Time) Result {
 		}
 		return false
 	}
-	init := m.initial()
 	root := m.canonical(init)
-	left[root] = cfg.Depth
+	left[root] = cfg.Depth - len(prefix)
 	res.States = 1
-	visit(init, root, cfg.Depth)
+	visit(init, root, cfg.Depth-len(prefix))
 	if bad != "" {
 		res.Violation = bad
+		res.Trace = prefix
 		for i, st := range path {
-			res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1, st.text()))
+			res.Trace = append(res.Trace, fmt.Sprintf("%2d. %s", i+1+len(prefix), st.text()))
 		}
-		res.Depth = len(path)
+		res.Depth = len(path) + len(prefix)
 	}
 	res.Elapsed = time.Since(start)
 	return res

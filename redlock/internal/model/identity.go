@@ -32,20 +32,21 @@ import (
 
 // prover is a client's identity state. Entry sets are bit masks.
 type prover struct {
-	verified uint8 // the entries whose replies count as votes
-	dup      bool  // two entries proved to be one server: refused for good
-	proving  bool  // a proof round is out
-	rounds   int   // proof rounds started
-	answered uint8
-	ids      [maxNodes]string // what each entry read in the current round
+	repointed bool  // ClientConfig.Repoint happened
+	verified  uint8 // the entries whose replies count as votes
+	dup       bool  // two entries proved to be one server: refused for good
+	proving   bool  // a proof round is out
+	rounds    int   // proof rounds started
+	answered  uint8
+	ids       [maxNodes]string // what each entry read in the current round
 }
 
 // initialIdent is every client's identity state at the start.
 func (m *machine) initialIdent() []prover {
 	out := make([]prover, len(m.cfg.Clients))
 	for c, cc := range m.cfg.Clients {
-		if len(cc.Servers) == 0 || m.cfg.NoIdentityCheck {
-			out[c].verified = allNodes(m.cfg.Nodes)
+		if len(cc.Servers) == 0 || cc.Probed == nil || m.cfg.NoIdentityCheck {
+			out[c].verified = allNodes(m.size[c])
 			continue
 		}
 		for _, i := range cc.Probed {
@@ -57,19 +58,42 @@ func (m *machine) initialIdent() []prover {
 
 // server is the node that msg's entry reaches.
 func (m *machine) server(q msg) int {
-	if q.client >= 0 {
-		if sv := m.cfg.Clients[q.client].Servers; len(sv) > 0 {
-			return sv[q.node]
+	switch {
+	case q.client >= 0:
+		return m.serverOf(q.client, q.node)
+	case q.client == operatorID:
+		return m.serverOf(m.cfg.BootClient, q.node)
+	}
+	return q.node // the reconfiguration's calls name the node itself
+}
+
+// serverIn is the node that msg's entry reaches in s: its server, or the
+// node it was re-pointed to (ClientConfig.Repoint).
+func (m *machine) serverIn(s *state, q msg) int {
+	if q.client >= 0 && s.ident[q.client].repointed {
+		if rp := m.cfg.Clients[q.client].Repoint; rp[0] == q.node {
+			return rp[1]
 		}
 	}
-	return q.node
+	return m.server(q)
+}
+
+// serverOf is the node that client c's entry e reaches.
+func (m *machine) serverOf(c, e int) int {
+	if sv := m.cfg.Clients[c].Servers; len(sv) > 0 {
+		return sv[e]
+	}
+	return e
 }
 
 // who names a message's sender, and the entry it went through when that
 // is not the node's own.
 func (m *machine) who(q msg) string {
-	if q.client == operatorID {
+	switch q.client {
+	case operatorID:
 		return "Bootstrap"
+	case reconfID:
+		return "Reconfigure"
 	}
 	if sv := m.cfg.Clients[q.client].Servers; len(sv) > 0 && sv[q.node] != q.node {
 		return fmt.Sprintf("client %d through its entry %d", q.client, q.node)
@@ -87,6 +111,13 @@ func (m *machine) call(q msg) string {
 		if name == "bootstrap" {
 			name += " " + q.req.Args[0]
 		}
+	case q.client == reconfID:
+		round = "run"
+		if name == "reconfigure" {
+			name += " " + q.req.Args[0]
+		}
+	case name == "reconfigure":
+		name += " " + q.req.Args[0]
 	case name == "ident":
 		round = "proof"
 	}
@@ -97,7 +128,14 @@ func (m *machine) call(q msg) string {
 // one at its timeout with the ids heard.
 func (m *machine) identSteps(s *state, c int, emit func(step)) {
 	p := s.ident[c]
-	n := m.cfg.Nodes
+	n := m.size[c]
+	if rp := m.cfg.Clients[c].Repoint; rp != nil && !p.repointed {
+		t := s.clone()
+		t.ident[c].repointed = true
+		emit(step{func() string {
+			return fmt.Sprintf("client %d's entry %d (node %d) is re-pointed to node %d (a proxy, a DNS name): go-redis reconnects", c, rp[0], m.serverOf(c, rp[0]), rp[1])
+		}, t})
+	}
 	if p.dup || p.verified == allNodes(n) {
 		return
 	}
@@ -137,7 +175,7 @@ func (m *machine) deliverIdent(t *state, r msg) string {
 	}
 	p.ids[r.node] = r.res.(string)
 	p.answered |= 1 << r.node
-	if p.answered == allNodes(m.cfg.Nodes) {
+	if p.answered == allNodes(m.size[r.client]) {
 		return m.prove(t, r.client)
 	}
 	return ""
@@ -147,7 +185,7 @@ func (m *machine) deliverIdent(t *state, r msg) string {
 // rule script.Prove.
 func (m *machine) prove(t *state, c int) string {
 	p := &t.ident[c]
-	n := m.cfg.Nodes
+	n := m.size[c]
 	verified := make([]bool, n)
 	for i := range verified {
 		verified[i] = p.verified&(1<<i) != 0
@@ -173,7 +211,7 @@ func (m *machine) prove(t *state, c int) string {
 // encode appends a client's identity state with node i renamed perm[i].
 func (p *prover) encode(b []byte, perm, inv []int) []byte {
 	b = append(b, 'I', permMask(p.verified, perm), permMask(p.answered, perm))
-	b = fmt.Appendf(b, "%t,%t,%d,", p.dup, p.proving, p.rounds)
+	b = fmt.Appendf(b, "%t,%t,%t,%d,", p.dup, p.proving, p.repointed, p.rounds)
 	for j := range perm {
 		b = append(b, p.ids[inv[j]]...)
 		b = append(b, ',')
@@ -188,14 +226,17 @@ func (cfg *Config) checkActors() error {
 		return fmt.Errorf("model: bounds must not be negative")
 	}
 	for c, cc := range cfg.Clients {
+		if rp := cc.Repoint; rp != nil && (len(rp) != 2 || rp[0] < 0 || rp[0] >= cc.entries(cfg.Nodes) || rp[1] < 0 || rp[1] >= cfg.Nodes || cfg.Symmetry) {
+			return fmt.Errorf("model: client %d: Repoint %v must be {entry, node}, without Symmetry", c, rp)
+		}
 		if len(cc.Servers) == 0 {
 			if len(cc.Probed) > 0 {
 				return fmt.Errorf("model: client %d: Probed without Servers", c)
 			}
 			continue
 		}
-		if len(cc.Servers) != cfg.Nodes {
-			return fmt.Errorf("model: client %d lists %d entries, not %d", c, len(cc.Servers), cfg.Nodes)
+		if len(cc.Servers) > maxNodes || (cfg.Symmetry && len(cc.Servers) != cfg.Nodes) {
+			return fmt.Errorf("model: client %d lists %d entries (with Symmetry: %d, and at most %d)", c, len(cc.Servers), cfg.Nodes, maxNodes)
 		}
 		for _, sv := range cc.Servers {
 			if sv < 0 || sv >= cfg.Nodes {
@@ -224,5 +265,5 @@ func (cfg *Config) checkActors() error {
 			}
 		}
 	}
-	return nil
+	return cfg.checkReconfigs()
 }

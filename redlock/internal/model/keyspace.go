@@ -244,6 +244,16 @@ func (ks keyspace) exec(now int64, cmd string, args []string) any {
 			e.hash[args[i]] = args[i+1]
 		}
 		return n
+	case "HGET":
+		if len(args) != 2 {
+			panic(fmt.Errorf("model: HGET with %d arguments", len(args)))
+		}
+		if e := typed(args[0], 'h'); e != nil {
+			if v, ok := e.hash[args[1]]; ok {
+				return v
+			}
+		}
+		return nil
 	case "HMGET":
 		need(2)
 		e := typed(args[0], 'h')
@@ -375,7 +385,7 @@ func (ks keyspace) exec(now int64, cmd string, args []string) any {
 }
 
 // Commands are the redis.call commands the model implements.
-var Commands = []string{"DEL", "GET", "HMGET", "HSET", "MGET", "PEXPIRE", "PTTL", "PUBLISH", "SET",
+var Commands = []string{"DEL", "GET", "HGET", "HMGET", "HSET", "MGET", "PEXPIRE", "PTTL", "PUBLISH", "SET",
 	"TIME", "ZADD", "ZRANGE", "ZRANGEBYSCORE", "ZREM", "ZREMRANGEBYSCORE", "ZSCORE"}
 
 // sorted returns a sorted set's members by score, then member, as Redis

@@ -113,6 +113,7 @@ func Scenarios() []Scenario {
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
 		{"identity", "one server, one vote: a server listed twice counts once", identity},
+		{"reconfig-done", "Theorem 5 when Reconfigure does every step with the right arguments before a client of the new settings meets a new node", reconfigDone()},
 	}
 }
 

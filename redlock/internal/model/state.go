@@ -62,6 +62,7 @@ type client struct {
 	mark       [maxNodes]string
 	admitting  uint8
 	pendings   int
+	adm        adm // with Config.Confirm (confirm.go)
 }
 
 // msg is a script call on the wire (to a node) or its reply (to the
@@ -98,8 +99,9 @@ type state struct {
 	wipes   int
 	tokens  []uint64 // committed, sorted
 	maxTok  uint64
-	boot    operator // the operator's Bootstrap runs (bootstrap.go)
-	ident   []prover // per client: its identity proofs (identity.go)
+	boot    operator     // the operator's Bootstrap runs (bootstrap.go)
+	reconf  reconfigurer // the operator's Reconfigure runs (reconfigure.go)
+	ident   []prover     // per client: its identity proofs (identity.go)
 	// bad is the invariant this state broke, if any.
 	bad string
 }
@@ -190,6 +192,7 @@ func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
 			b = append(b, c.mark[inv[j]]...)
 			b = append(b, ',')
 		}
+		b = c.adm.encode(b) // Confirm runs without Symmetry: no renaming
 		b = append(b, '|')
 	}
 	b = s.encodeActors(b, perm, inv)

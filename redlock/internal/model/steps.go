@@ -19,11 +19,16 @@ type machine struct {
 	cfg   Config
 	q     int
 	sigma []string        // per client: its settings σ
+	size  []int           // per client: the entries of its node list
+	qc    []int           // per client: a majority of its entries
 	quar  []time.Duration // per client: its quarantine Q(σ)
 	lua   *interp
 	boxes script.Boxes
 	// perms[k] lists the orders of k things, for canonical.
 	perms [][][]int
+	// solo lifts the bounds on a client's attempts and checks, for the
+	// liveness checks' runs of one client alone.
+	solo bool
 }
 
 func newMachine(cfg Config) (*machine, error) {
@@ -43,8 +48,10 @@ func newMachine(cfg Config) (*machine, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.sigma = append(m.sigma, cc.settings(cfg.Nodes))
+		m.sigma = append(m.sigma, cc.settings(cc.entries(cfg.Nodes)))
 		m.quar = append(m.quar, q)
+		m.size = append(m.size, cc.entries(cfg.Nodes))
+		m.qc = append(m.qc, quorum.Majority(cc.entries(cfg.Nodes)))
 	}
 	return m, nil
 }
@@ -54,8 +61,13 @@ func (m *machine) initial() *state {
 	s := &state{ahead: make([]int, n+c), nodes: make([]keyspace, n), clients: make([]client, c), ident: m.initialIdent()}
 	for i := range s.nodes {
 		s.nodes[i] = keyspace{}
-		if m.cfg.Admitted {
-			s.nodes[i][script.MarkerKey] = &entry{kind: 's', str: m.sigma[0]}
+		for k, v := range m.cfg.Keys[i] {
+			s.nodes[i][k] = &entry{kind: 's', str: v}
+		}
+	}
+	if m.cfg.Admitted {
+		for e := 0; e < m.size[0]; e++ {
+			s.nodes[m.serverOf(0, e)][script.MarkerKey] = &entry{kind: 's', str: m.sigma[0]}
 		}
 	}
 	return s
@@ -99,16 +111,21 @@ func (m *machine) successors(s *state, emit func(step)) {
 		m.identSteps(s, c, emit)
 	}
 	m.bootSteps(s, emit)
+	m.reconfSteps(s, emit)
 	for i, msg := range s.msgs {
 		if !msg.reply {
 			t := s.clone()
 			t.msgs = append(t.msgs[:i:i], t.msgs[i+1:]...)
-			srv := m.server(msg)
+			srv := m.serverIn(s, msg)
 			ks := s.nodes[srv].clone()
-			res := m.lua.run(ks, s.nodeNow(srv), msg.req)
+			res := m.exec(ks, s.nodeNow(srv), msg.req)
 			t.nodes[srv] = ks
 			ran := func() string {
-				return fmt.Sprintf("node %d runs %s at %d ms: replies %v", srv, m.call(msg), s.nodeNow(srv), res)
+				via := ""
+				if srv != m.server(msg) {
+					via = fmt.Sprintf(" through its entry %d, re-pointed", msg.node)
+				}
+				return fmt.Sprintf("node %d runs %s%s at %d ms: replies %v", srv, m.call(msg), via, s.nodeNow(srv), res)
 			}
 			if !m.reads(s, msg, res) {
 				emit(step{ran, t})
@@ -132,7 +149,7 @@ func (m *machine) successors(s *state, emit func(step)) {
 		t.msgs = append(t.msgs[:i:i], t.msgs[i+1:]...)
 		what := m.deliver(t, msg)
 		emit(step{func() string {
-			return fmt.Sprintf("%s hears node %d's %s reply %v%s", m.who(msg), m.server(msg), msg.req.Script, msg.res, what)
+			return fmt.Sprintf("%s hears node %d's %s reply %v%s", m.who(msg), m.serverIn(s, msg), msg.req.Script, msg.res, what)
 		}, t})
 		// A lost reply is one that is never delivered: it stays on the
 		// wire, and every state a loss leads to is reached without it,
@@ -181,14 +198,26 @@ func (m *machine) successors(s *state, emit func(step)) {
 	}
 }
 
+// exec runs the call req on ks at now (ms on the node's clock): a script,
+// or step 0's reading of a reconfiguration.
+func (m *machine) exec(ks keyspace, now int64, req script.Request) any {
+	if req.Script == lookScript {
+		return m.look(ks, now)
+	}
+	return m.lua.run(ks, now, req)
+}
+
 // reads reports whether the client could act on the reply res to q:
 // replies it would ignore (a release's, one for an attempt it has left
 // behind) are not put on the wire, which changes no state an invariant
 // reads and spares the explorer their deliveries. A late "not admitted"
 // is read: it starts the admission.
 func (m *machine) reads(s *state, q msg, res any) bool {
-	if q.client == operatorID {
+	switch q.client {
+	case operatorID:
 		return m.bootReads(s, q)
+	case reconfID:
+		return m.reconfReads(s, q)
 	}
 	cl := s.clients[q.client]
 	switch q.req.Script {
@@ -219,22 +248,15 @@ func msg2reply(q msg, res any) msg {
 func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 	cl := s.clients[c]
 	cc := m.cfg.Clients[c]
-	n := m.cfg.Nodes
 	switch cl.phase {
 	case idle:
-		if cl.attempt < cc.Attempts && !s.ident[c].dup {
+		if cl.attempt < cc.Attempts && !s.ident[c].dup && m.started(s, c) {
 			t := s.clone()
+			m.startAttempt(t, c)
 			tc := &t.clients[c]
-			a := cl.attempt + 1
-			*tc = client{phase: acquiring, attempt: a, t0: s.clientNow(n, c), since: s.maxTok,
-				unadmitted: cl.unadmitted, mark: cl.mark, admitting: cl.admitting, pendings: cl.pendings}
-			req := m.acquire(c, a).Request()
-			for i := 0; i < n; i++ {
-				t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: a, req: req}))
-			}
 			emit(step{func() string {
 				return fmt.Sprintf("client %d starts TryLock attempt %d (value %s, ttl %v) at its clock %d: acquire to every node",
-					c, a, value(c, a), cc.TTL, tc.t0)
+					c, tc.attempt, value(c, tc.attempt), cc.TTL, tc.t0)
 			}, t})
 		}
 	case acquiring, committing:
@@ -250,20 +272,40 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 			return fmt.Sprintf("client %d gives up attempt %d (timeout) and cleans up", c, cl.attempt)
 		}, t})
 	case holding:
-		t := s.clone()
-		m.cleanup(t, c)
-		m.end(t, c)
-		emit(step{func() string { return fmt.Sprintf("client %d releases its lease (attempt %d)", c, cl.attempt) }, t})
+		if !cc.Holds {
+			t := s.clone()
+			m.cleanup(t, c)
+			m.end(t, c)
+			emit(step{func() string { return fmt.Sprintf("client %d releases its lease (attempt %d)", c, cl.attempt) }, t})
+		}
 		m.extendSteps(s, c, emit)
 	}
 	m.admissionSteps(s, c, emit)
 }
 
+// startAttempt starts client c's next attempt on t: its acquire call to
+// every entry.
+func (m *machine) startAttempt(t *state, c int) {
+	cl := t.clients[c]
+	tc := &t.clients[c]
+	a := cl.attempt + 1
+	*tc = client{phase: acquiring, attempt: a, t0: t.clientNow(m.cfg.Nodes, c), since: t.maxTok,
+		unadmitted: cl.unadmitted, mark: cl.mark, admitting: cl.admitting, pendings: cl.pendings,
+		adm: cl.adm}
+	req := m.acquire(c, a).Request()
+	for i := 0; i < m.size[c]; i++ {
+		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: a, req: req}))
+	}
+}
+
 // deliver hands a reply to its client, which acts on it as the library
 // does, and says what the client decided, if anything.
 func (m *machine) deliver(t *state, r msg) string {
-	if r.client == operatorID {
+	switch r.client {
+	case operatorID:
 		return m.deliverBoot(t, r)
+	case reconfID:
+		return m.deliverReconf(t, r)
 	}
 	c := r.client
 	cl := &t.clients[c]
@@ -277,9 +319,13 @@ func (m *machine) deliver(t *state, r msg) string {
 			// A late reply starts the admission too (docs/fencing.md,
 			// "Liveness").
 			cl.unadmitted |= 1 << r.node
+			cl.adm.seen &^= 1 << r.node
 		}
 		if cl.phase != acquiring || cl.attempt != r.attempt {
 			return " (late: ignored)"
+		}
+		if m.cfg.Confirm {
+			m.readAcquire(cl, c, r.node, rep)
 		}
 		return m.tallyAcquire(t, c, r.node, rep)
 	case "commit":
@@ -298,6 +344,9 @@ func (m *machine) deliver(t *state, r msg) string {
 		}
 		return m.tallyExtend(t, c, r)
 	case "pending":
+		if m.cfg.Confirm {
+			return m.checked(t, r)
+		}
 		cl.admitting &^= 1 << r.node
 		p, err := script.ParsePending(r.res.([]any))
 		if err != nil {
@@ -310,6 +359,9 @@ func (m *machine) deliver(t *state, r msg) string {
 		cl.mark[r.node] = p.ID
 		return ""
 	case "admit":
+		if m.cfg.Confirm {
+			return m.admitted(t, r)
+		}
 		cl.admitting &^= 1 << r.node
 		cl.mark[r.node] = ""
 		if r.res == int64(script.Admitted) || r.res == int64(script.AdmittedAs) {
@@ -318,8 +370,32 @@ func (m *machine) deliver(t *state, r msg) string {
 		return ""
 	case "ident":
 		return m.deliverIdent(t, r)
+	case "state":
+		return m.confirmReply(t, r)
+	case "reconfigure":
+		return m.finished(t, r)
 	}
 	return ""
+}
+
+// readAcquire is what the acquire round's tally learns of the admission
+// from a reply (acquire.go): a node that grants or holds the key is seen
+// admitted, one held off by a reconfiguration to the client's settings
+// is one in quarantine (and ends a conflict), one under other settings is
+// a conflict.
+func (m *machine) readAcquire(cl *client, c, i int, rep script.AcquireReply) {
+	bit := uint8(1) << i
+	switch {
+	case rep.Status == script.Granted || rep.Status == script.Held:
+		cl.adm.seen |= bit
+		cl.adm.conflict = false
+	case rep.Status == script.Mismatch && rep.Marker == script.Moving(m.sigma[c]):
+		cl.unadmitted |= bit
+		cl.adm.seen &^= bit
+		cl.adm.conflict = false
+	case rep.Status == script.Mismatch:
+		cl.adm.conflict = true
+	}
 }
 
 // tallyAcquire counts one acquire reply: the rule of acquire.go's tally
@@ -338,8 +414,8 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 		cl.refused |= 1 << node
 	}
 	votes := cl.granted & t.ident[c].verified // only a verified entry votes (identity.go)
-	if count(votes) < m.q {
-		if quorum.Decided(n, m.q, count(votes), count(cl.answered&^votes)) {
+	if count(votes) < m.qc[c] {
+		if quorum.Decided(m.size[c], m.qc[c], count(votes), count(cl.answered&^votes)) {
 			m.fail(t, c)
 			return fmt.Sprintf(" -> a majority is out of reach: attempt %d fails, cleanup sent", cl.attempt)
 		}
@@ -356,7 +432,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 		return fmt.Sprintf(" -> LEASE: client %d holds %s until its clock reads %v", c, value(c, cl.attempt), cl.deadline)
 	}
 	var rs []script.AcquireReply
-	for i := 0; i < n; i++ {
+	for i := 0; i < m.size[c]; i++ {
 		if cl.answered&(1<<i) != 0 {
 			rs = append(rs, cl.replies[i])
 		}
@@ -369,7 +445,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	cl.phase, cl.token = committing, token
 	req := script.NewCommit(script.CommitArgs{Key: lockKey, Value: value(c, cl.attempt), Token: token,
 		Keep: cc.TTL + m.quar[c]}).Request()
-	for i := 0; i < n; i++ {
+	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, req: req}))
 	}
 	return fmt.Sprintf(" -> %d grants: commit of token %d to every node", count(votes), token)
@@ -383,8 +459,8 @@ func (m *machine) tallyCommit(t *state, c int) string {
 	cc := m.cfg.Clients[c]
 	n := m.cfg.Nodes
 	votes := cl.commits & t.ident[c].verified // only a verified entry votes (identity.go)
-	if count(votes) < m.q {
-		if quorum.Decided(n, m.q, count(votes), count((cl.commits|cl.cfails)&^votes)) {
+	if count(votes) < m.qc[c] {
+		if quorum.Decided(m.size[c], m.qc[c], count(votes), count((cl.commits|cl.cfails)&^votes)) {
 			m.fail(t, c)
 			return fmt.Sprintf(" -> the commit cannot reach a majority: attempt %d fails", cl.attempt)
 		}
@@ -441,7 +517,7 @@ func (m *machine) fail(t *state, c int) {
 func (m *machine) cleanup(t *state, c int) {
 	cl := &t.clients[c]
 	req := m.release(c, cl.attempt)
-	for i := 0; i < m.cfg.Nodes; i++ {
+	for i := 0; i < m.size[c]; i++ {
 		if cl.refused&(1<<i) == 0 {
 			t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, req: req}))
 		}
@@ -470,7 +546,11 @@ func (m *machine) admissionSteps(s *state, c int, emit func(step)) {
 	if cc.NoQuarantine {
 		return
 	}
-	for i := 0; i < m.cfg.Nodes; i++ {
+	if m.cfg.Confirm {
+		m.checkSteps(s, c, emit)
+		return
+	}
+	for i := 0; i < m.size[c]; i++ {
 		bit := uint8(1) << i
 		if cl.unadmitted&bit == 0 || cl.admitting&bit != 0 {
 			continue
@@ -541,7 +621,7 @@ func (m *machine) extendSteps(s *state, c int, emit func(step)) {
 	tc := &t.clients[c]
 	tc.extending, tc.extends, tc.e0, tc.eyes, tc.egone = true, cl.extends+1, now, 0, 0
 	req := script.NewExtend([]script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}).Request()
-	for i := 0; i < n; i++ {
+	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, round: tc.extends, req: req}))
 	}
 	emit(step{func() string {
@@ -569,7 +649,7 @@ func (m *machine) tallyExtend(t *state, c int, r msg) string {
 	}
 	votes := cl.eyes & t.ident[c].verified // only a verified entry votes (identity.go)
 	switch {
-	case count(votes) >= m.q:
+	case count(votes) >= m.qc[c]:
 		cl.extending = false
 		now := t.clientNow(n, c)
 		if m.validity(cc, time.Duration(now-cl.e0)*Unit) <= 0 {
@@ -579,10 +659,10 @@ func (m *machine) tallyExtend(t *state, c int, r msg) string {
 			cl.deadline = d
 		}
 		return fmt.Sprintf(" -> extend %d: client %d holds %s until its clock reads %v", cl.extends, c, value(c, cl.attempt), cl.deadline)
-	case n-count(cl.egone) < m.q:
+	case m.size[c]-count(cl.egone) < m.qc[c]:
 		m.fail(t, c)
 		return fmt.Sprintf(" -> extend %d: the key is gone on %d nodes: the lease is lost (released)", cl.extends, count(cl.egone))
-	case count(cl.eyes|cl.egone) == n:
+	case count(cl.eyes|cl.egone) == m.size[c]:
 		cl.extending = false
 		return fmt.Sprintf(" -> extend %d reached too few nodes: the deadline stays", cl.extends)
 	}

@@ -106,3 +106,70 @@ func (n *Node) Admit(ctx context.Context, a AdmitArgs) (AdmitStatus, error) {
 	v, err := admitScript.Run(ctx, n.uc, keys, args...).Int64()
 	return AdmitStatus(v), err
 }
+
+// Peer is how a client reads one peer's admission state (State) before it
+// admits a node whose quarantine is over (admission.go's confirm).
+type Peer int
+
+const (
+	PeerBare         Peer = iota // no marker, and no quarantine with other settings
+	PeerAdmitted                 // admitted with the client's settings
+	PeerMoving                   // held off by a reconfiguration to the client's settings
+	PeerOther                    // carries another marker (other settings, a reconfiguration's)
+	PeerPendingOther             // a quarantine in progress with other settings
+)
+
+// ReadPeer reads a peer's state for a client with settings.
+func ReadPeer(st State, settings string) Peer {
+	to, moving := MovingTo(st.Marker)
+	switch {
+	case st.Marker == settings:
+		return PeerAdmitted
+	case moving && to == settings:
+		return PeerMoving
+	case st.Marker != "":
+		return PeerOther
+	case st.Pending != "" && st.Pending != settings:
+		return PeerPendingOther
+	}
+	return PeerBare
+}
+
+// Confirmation is the peers' verdict on admitting a node.
+type Confirmation int
+
+const (
+	ConfirmWait     Confirmation = iota // not decided: a peer did not answer, or is held off
+	ConfirmAdmitted                     // a peer is admitted with the client's settings
+	ConfirmFirst                        // the first admission of a deployment: every peer answered bare
+	ConfirmConflict                     // a peer carries other settings
+)
+
+// Confirm is the rule of the peers' check before a node whose quarantine
+// is over is admitted (docs/fencing.md, Theorem 4): peers are the readings
+// of the peers that answered (in any order), of peers in all. Some peer
+// already admitted with the client's settings admits; otherwise a peer
+// with other settings refuses; otherwise, for the first admission of a
+// deployment, every peer must have answered bare. redlock's admission.go
+// applies it; the model checker (redlock/internal/model) decides with it
+// too.
+func Confirm(peers []Peer, all int) Confirmation {
+	conflict, bare := false, 0
+	for _, p := range peers {
+		switch p {
+		case PeerAdmitted:
+			return ConfirmAdmitted
+		case PeerOther, PeerPendingOther:
+			conflict = true
+		case PeerBare:
+			bare++
+		}
+	}
+	switch {
+	case conflict:
+		return ConfirmConflict
+	case bare == all:
+		return ConfirmFirst
+	}
+	return ConfirmWait
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/quorum"
 )
 
 //go:embed reconfigure.lua
@@ -78,15 +80,72 @@ type ReconfigureReply struct {
 
 // Reconfigure runs one step of a reconfiguration on n.
 func (n *Node) Reconfigure(ctx context.Context, a ReconfigureArgs) (ReconfigureReply, error) {
-	args := []any{string(a.Step), a.From, a.To}
-	if a.Step == StepHold {
-		args = append(args, micros(a.HoldOff), a.TTL.Milliseconds(), a.ID)
-	}
-	res, err := reconfigureScript.Run(ctx, n.uc, []string{MarkerKey, PendingKey, TraceKey}, args...).Slice()
+	keys, args := a.call()
+	res, err := reconfigureScript.Run(ctx, n.uc, keys, args...).Slice()
 	if err != nil {
 		return ReconfigureReply{}, err
 	}
 	return parseReconfigure(res)
+}
+
+func (a ReconfigureArgs) call() ([]string, []any) {
+	args := []any{string(a.Step), a.From, a.To}
+	if a.Step == StepHold {
+		args = append(args, micros(a.HoldOff), a.TTL.Milliseconds(), a.ID)
+	}
+	return []string{MarkerKey, PendingKey, TraceKey}, args
+}
+
+// ParseReconfigure reads a reconfigure script's reply, as ParseAcquire.
+func ParseReconfigure(res []any) (ReconfigureReply, error) { return parseReconfigure(res) }
+
+// ReconfigureMovable is the rule of Reconfigure's step 0 for one node
+// that answered: whether a reconfiguration from the settings from to the
+// settings to may move a node that carries marker (and, with the
+// marker to, the trace trace). It may move a node that carries the old
+// settings, none (new, or lost its data), the marks of a reconfiguration
+// (this one's, or an earlier one that stopped), or the new settings
+// written by this reconfiguration (an earlier run finished it: the trace
+// of from). A node that carried the new settings before belongs to
+// another deployment: its clients could lock on it at once, with no
+// hold-off. redlock's reconfigure.go applies it; the model checker
+// (redlock/internal/model) decides with it too.
+func ReconfigureMovable(marker, trace, from, to string) bool {
+	_, moving := MovingTo(marker)
+	if marker == to && to != from {
+		return trace == from
+	}
+	return marker == "" || marker == from || moving || strings.HasPrefix(marker, retiredPrefix)
+}
+
+// ReconfigureNeed is how many old nodes (of olds) must take step 1 before
+// step 2 may start: enough that those left with the old settings are
+// fewer than a majority of the old list.
+func ReconfigureNeed(olds int) int { return olds - quorum.Majority(olds) + 1 }
+
+// ReconfigureUnchanged is the rule by which Reconfigure, with the same
+// old and new settings (from == to), finds nothing to change: the two
+// lists are as long, every node of both answered (ids[i] is the identity
+// of the node at entry i, "" for one that did not), and every old node is
+// in the new list. redlock's reconfigure.go applies it; the model checker
+// decides with it too.
+func ReconfigureUnchanged(from, to string, olds, news []string) bool {
+	if from != to || len(olds) != len(news) {
+		return false
+	}
+	stays := map[string]bool{}
+	for _, id := range news {
+		if id == "" {
+			return false
+		}
+		stays[id] = true
+	}
+	for _, id := range olds {
+		if id == "" || !stays[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // Trace reads the settings a reconfiguration moved n from ("" for none):

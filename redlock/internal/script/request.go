@@ -52,6 +52,12 @@ func ClaimedRequest(a ClaimedArgs) Request {
 	return Request{Script: "bootstrap", Keys: keys, Args: strs(args)}
 }
 
+// ReconfigureRequest returns the call Node.Reconfigure sends for a.
+func ReconfigureRequest(a ReconfigureArgs) Request {
+	keys, args := a.call()
+	return Request{Script: "reconfigure", Keys: keys, Args: strs(args)}
+}
+
 // IdentRequest returns the call Node.Ident sends for fresh.
 func IdentRequest(fresh string) Request {
 	keys, args := identCall(fresh)

@@ -51,3 +51,54 @@ func TestProve(t *testing.T) {
 		require.Equal(t, tc.want, Prove(tc.ids, tc.verified), tc.name)
 	}
 }
+
+func TestRequests_Reconfigure(t *testing.T) {
+	keys := []string{MarkerKey, PendingKey, TraceKey}
+	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"hold", "S", "T", "2000001", "5000", "h1"}},
+		ReconfigureRequest(ReconfigureArgs{Step: StepHold, From: "S", To: "T", HoldOff: 2000000500, TTL: 5000000000, ID: "h1"}))
+	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"finish", "", "T"}},
+		ReconfigureRequest(ReconfigureArgs{Step: StepFinish, To: "T"}))
+}
+
+func TestConfirm(t *testing.T) {
+	const s = "σ"
+	read := func(states ...State) []Peer {
+		var out []Peer
+		for _, st := range states {
+			out = append(out, ReadPeer(st, s))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []Peer
+		all   int
+		want  Confirmation
+	}{
+		{"a peer admitted", read(State{Marker: "other"}, State{Marker: s}), 2, ConfirmAdmitted},
+		{"every peer bare", read(State{}, State{Pending: s}), 2, ConfirmFirst},
+		{"a peer missing", read(State{}), 2, ConfirmWait},
+		{"no peers", nil, 0, ConfirmFirst},
+		{"a peer held off to these settings", read(State{Marker: Moving(s)}, State{}), 2, ConfirmWait},
+		{"a peer retired", read(State{Marker: Retired(s)}, State{}), 2, ConfirmConflict},
+		{"a quarantine of other settings", read(State{Pending: "other"}, State{}), 2, ConfirmConflict},
+	} {
+		require.Equal(t, tc.want, Confirm(tc.peers, tc.all), tc.name)
+	}
+}
+
+func TestReconfigureRules(t *testing.T) {
+	require.True(t, ReconfigureMovable("S", "", "S", "T"))
+	require.True(t, ReconfigureMovable("", "", "S", "T"))
+	require.True(t, ReconfigureMovable(Moving("U"), "", "S", "T"))
+	require.True(t, ReconfigureMovable(Retired("U"), "", "S", "T"))
+	require.True(t, ReconfigureMovable("T", "S", "S", "T"), "finished by an earlier run")
+	require.False(t, ReconfigureMovable("T", "", "S", "T"), "another deployment's node")
+	require.False(t, ReconfigureMovable("U", "", "S", "T"))
+	require.Equal(t, 2, ReconfigureNeed(3))
+	require.Equal(t, 1, ReconfigureNeed(1))
+	require.True(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"b", "a"}))
+	require.False(t, ReconfigureUnchanged("S", "T", []string{"a"}, []string{"a"}))
+	require.False(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"a", ""}))
+	require.False(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"a", "c"}))
+}

@@ -18,6 +18,7 @@ func main() {
 	extra := flag.Int("extra", 1, "steps beyond each scenario's CI depth")
 	only := flag.String("scenario", "", "comma-separated scenario names (default: all)")
 	maxStates := flag.Int("max-states", 0, "stop a scenario after this many states (0: no limit)")
+	known := flag.Bool("known", false, "run the scenarios of the known defects of the current protocol (model.KnownDefects) instead: each must find its counterexample")
 	flag.Parse()
 	// The explorer keeps every state it reached; collecting less often
 	// trades memory for time.
@@ -31,7 +32,11 @@ func main() {
 	}
 	failed := false
 	total := 0
-	for _, s := range model.Scenarios() {
+	scenarios := model.Scenarios()
+	if *known {
+		scenarios = model.KnownDefects()
+	}
+	for _, s := range scenarios {
 		if len(want) > 0 && !want[s.Name] {
 			continue
 		}
@@ -46,7 +51,7 @@ func main() {
 		}
 		total += r.States
 		fmt.Printf("  %s\n", strings.ReplaceAll(r.String(), "\n", "\n  "))
-		if r.Violation != "" || !r.Complete {
+		if !r.Complete || (r.Violation != "") != *known {
 			failed = true
 		}
 	}
@@ -69,13 +74,34 @@ func bounds(c model.Config) string {
 		if cc.NoQuarantine {
 			s += ", no restart quarantine"
 		}
-		if len(cc.Servers) > 0 {
+		switch {
+		case len(cc.Servers) > 0 && cc.Probed == nil:
+			s += fmt.Sprintf(", entries to nodes %v", cc.Servers)
+		case len(cc.Servers) > 0:
 			s += fmt.Sprintf(", entries to nodes %v (%v verified at New)", cc.Servers, cc.Probed)
+		}
+		if cc.AfterReconfigure {
+			s += ", started once a reconfiguration to its settings writes"
+		}
+		if cc.Repoint != nil {
+			s += fmt.Sprintf(", entry %d re-pointed to node %d at any moment", cc.Repoint[0], cc.Repoint[1])
 		}
 		cs = append(cs, s)
 	}
 	out := fmt.Sprintf("%d nodes; clients [%s]; depth %d; real time %d ticks of %v; node clocks up to %d tick(s) ahead (%d of them at most, 0: all), client clocks %d; %d data loss(es); %d pending call(s) per client",
 		c.Nodes, strings.Join(cs, "; "), c.Depth, c.MaxTime, model.Unit, c.Skew, c.SkewedNodes, c.ClientSkew, c.Wipes, c.Pendings)
+	if c.Confirm {
+		out += "; admission with confirm"
+	}
+	for _, rc := range c.Reconfigs {
+		out += fmt.Sprintf("; Reconfigure from %v (max ttl %v, drift factor %g) to client %d's", rc.From, rc.MaxTTL, rc.Factor, rc.To)
+	}
+	if c.ReconfigRuns > 0 {
+		out += fmt.Sprintf("; %d Reconfigure run(s)", c.ReconfigRuns)
+	}
+	if len(c.Prefix) > 0 {
+		out += fmt.Sprintf("; a prefix of %d steps", len(c.Prefix))
+	}
 	if c.Bootstraps > 0 {
 		out += fmt.Sprintf("; %d Bootstrap run(s)", c.Bootstraps)
 	}
