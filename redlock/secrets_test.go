@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,9 @@ func TestSecrets_NoErrorLogSpanOrMetricShowsThePassword(t *testing.T) {
 	down := ln.Addr().String()
 	require.NoError(t, ln.Close())
 
-	var logs bytes.Buffer
+	// The clients' background work (a late straggler's release, say) may
+	// still log while the test reads what was logged.
+	var logs lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sr, tp := recorder(t)
 	reader, mp := meters(t)
@@ -110,4 +113,22 @@ func TestSecrets_NoErrorLogSpanOrMetricShowsThePassword(t *testing.T) {
 	require.Contains(t, all, down, "the node that is down is in what was checked")
 	require.NotContains(t, all, right)
 	require.NotContains(t, all, wrong)
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
