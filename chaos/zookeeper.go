@@ -77,12 +77,49 @@ type zkServer struct {
 	ctr *srv.HostContainer
 }
 
+// zkStartTries is how many times startZooKeeper starts an ensemble on
+// fresh ports when a server could not bind one of its ports: a port
+// freeLoopbackPort found free may be taken by another process (or one of
+// the ensemble's own proxies) before the server binds it, as a CI run
+// under load saw once ("Use zookeeper.electionPortBindRetry property").
+const zkStartTries = 3
+
+// errZKPortTaken marks a start that failed because a server found one of
+// its ports taken.
+var errZKPortTaken = errors.New("a ZooKeeper server's port was taken before it bound it")
+
 // startZooKeeper starts an ensemble of n servers on loopback ports and
 // returns once every server serves clients (an elected leader and its
 // followers). With an image, each server runs in a container of it on the
 // host's network, with the same files (bind-mounted) and ports. On failure
-// nothing is left running.
-func startZooKeeper(ctx context.Context, n int, image string) (_ *zkEnsemble, err error) {
+// nothing is left running. A start that fails because a port was taken is
+// tried again on new ports, up to zkStartTries times in all.
+func startZooKeeper(ctx context.Context, n int, image string) (*zkEnsemble, error) {
+	var errs []error
+	for range zkStartTries {
+		z, err := startZooKeeperOnce(ctx, n, image)
+		if err == nil {
+			return z, nil
+		}
+		if !errors.Is(err, errZKPortTaken) || ctx.Err() != nil {
+			return nil, errors.Join(append(errs, err)...)
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// portTaken reports whether a server's log says it could not bind a port.
+func portTaken(log string) bool {
+	for _, s := range []string{"BindException", "Address already in use", "PortBindRetry"} {
+		if strings.Contains(log, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func startZooKeeperOnce(ctx context.Context, n int, image string) (_ *zkEnsemble, err error) {
 	java := ""
 	if image == "" {
 		if err := ZooKeeperInstalled(); err != nil {
@@ -147,7 +184,11 @@ func startZooKeeper(ctx context.Context, n int, image string) (_ *zkEnsemble, er
 	defer cancel()
 	for _, s := range z.servers {
 		if err := s.waitServing(sctx); err != nil {
-			return nil, fmt.Errorf("chaos: ZooKeeper server %d did not start: %w (log: %s)", s.sid, err, s.logTail())
+			log := s.logTail()
+			if portTaken(log) {
+				err = errors.Join(err, errZKPortTaken)
+			}
+			return nil, fmt.Errorf("chaos: ZooKeeper server %d did not start: %w (log: %s)", s.sid, err, log)
 		}
 	}
 	return z, nil
