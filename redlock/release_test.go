@@ -140,3 +140,31 @@ func TestDo_AnUnconfirmedReleaseDoesNotFailFn(t *testing.T) {
 	require.Len(t, recs, 1, "no Warn for the unconfirmed release")
 	require.Contains(t, recordAttrs(recs[0])["err"].String(), "confirmed by 2 of 5 nodes (3 needed)")
 }
+
+// A node that no longer holds our value (taken over there) and nodes that
+// do not confirm in time leave no majority either way: not ErrNotHeld (a
+// majority may still hold our key), but a *ReleaseError that counts the
+// node where the key is gone, and a key that still blocks until FreeBy.
+func TestRelease_AKeyGoneOnOneNodeAndUnconfirmedElsewhereIsAReleaseError(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithNodeTimeout(500*time.Millisecond), WithCleanupTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	l, err := c.TryLock(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	cl.requireHeld(t, key)
+	f.requireIdle(t)
+	cl.set(t, key, "thief", time.Minute, 0)
+	resume := f.hold("release", 3, 4)
+	defer resume()
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, ErrReleaseUnconfirmed)
+	require.NotErrorIs(t, err, ErrNotHeld, "two nodes may still hold our value: the lease was not lost")
+	var re *ReleaseError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 2, re.Confirmed)
+	require.Equal(t, 1, re.Gone)
+	require.True(t, re.FreeBy.After(time.Now()), "the unconfirmed nodes still hold the key")
+	require.ErrorContains(t, err, "no longer held our value on 1")
+	require.Equal(t, "thief", cl.value(t, 0, key), "a release deleted another owner's key")
+}
