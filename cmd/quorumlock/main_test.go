@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +57,7 @@ type result struct {
 // proc is a quorumlock process started by a test.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testenv.Buffer
 	start          time.Time
 	done           chan struct{}
 	res            result
@@ -72,7 +71,7 @@ func startCLI(t *testing.T, dir string, env []string, args ...string) *proc {
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
-	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	// A leaked grandchild holding the output pipes must not hang the test.
 	cmd.WaitDelay = 5 * time.Second
@@ -137,23 +136,6 @@ func cleanEnv() []string {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // redisNodes starts n nodes and checks that each address reaches the

@@ -1,19 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
 // binPath is the quorumlock-chaos binary under test, built once by
@@ -58,7 +58,7 @@ type result struct {
 // proc is a quorumlock-chaos process started by a test.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testenv.Buffer
 	done           chan struct{}
 	res            result
 }
@@ -71,7 +71,7 @@ func startCLI(t *testing.T, dir string, env []string, args ...string) *proc {
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
-	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	// A leaked grandchild holding the output pipes must not hang the test.
 	cmd.WaitDelay = 5 * time.Second
@@ -135,21 +135,4 @@ func cleanEnv() []string {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
