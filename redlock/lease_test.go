@@ -248,10 +248,11 @@ func TestDo_RenewsManyLeasesInBatches(t *testing.T) {
 	cl := newCluster(t, 5)
 	// Node timeouts and a ttl with room for a loaded machine under -race:
 	// 200 leases and their renewals share two cores with whatever else
-	// runs.
-	c, f := cl.ready(t, WithNodeTimeout(400*time.Millisecond))
+	// runs (a node timeout of 400 ms and a ttl of 1.2 s lost a lease to
+	// three timed-out batches at a load of 8).
+	c, f := cl.ready(t, WithNodeTimeout(time.Second))
 	ctx := context.Background()
-	const leases, ttl, hold = 200, 1200 * time.Millisecond, 3600 * time.Millisecond
+	const leases, ttl, hold = 200, 3 * time.Second, 6 * time.Second
 	prefix := testenv.Key(t)
 	held := make(chan struct{})
 	var wg sync.WaitGroup
