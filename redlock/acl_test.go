@@ -51,7 +51,7 @@ func aclWorkflow(t *testing.T, cl *cluster, ucs []redis.UniversalClient, key str
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const maxTTL = time.Second
-	c, err := New(ucs, WithMaxTTL(maxTTL), WithFencing())
+	c, err := New(ucs, withTestNodeTimeout([]Option{WithMaxTTL(maxTTL), WithFencing()})...)
 	if err != nil {
 		return fmt.Errorf("New: %w", err)
 	}
@@ -159,7 +159,7 @@ var (
 	requiredACL = []string{
 		"~app:*", "~quorumlock:*", "&quorumlock:*",
 		"+evalsha", "+eval",
-		"+get", "+set", "+del", "+mget", "+hget", "+hmget", "+hset", "+pexpire", "+pttl", "+time", "+publish",
+		"+get", "+set", "+del", "+mget", "+hmget", "+hset", "+pexpire", "+pttl", "+time", "+publish",
 		"+zadd", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
 	}
 	optionalACL = []string{"+info", "+subscribe", "+unsubscribe"}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -118,6 +119,7 @@ type reconfig struct {
 	olds     []*node
 	from, to string
 	holdOff  time.Duration
+	rec      string // the change's record (script.ChangeRecord), once the look is in
 }
 
 // look is one node's identity and admission state.
@@ -133,22 +135,33 @@ func (r *reconfig) run(ctx context.Context) error {
 	news := c.nodes
 	// Read every node first: who is who (a node in both lists is one
 	// server under two entries), and whether each is in a state this
-	// reconfiguration may move. Nothing is written unless every node that
-	// answers can be moved and enough old nodes answer to refuse the old
-	// settings on all but a minority of the old list.
+	// change may move. Nothing is written unless every new node and
+	// enough old nodes answer, to refuse the old settings on all but a
+	// minority of the old list, and every node that answers can be moved.
 	oldLook := fanOut(ctx, r.olds, r.look)
 	newLook := fanOut(ctx, news, r.look)
 	need := script.ReconfigureNeed(len(r.olds))
-	var errs, down []error
+	var errs, down, newDown []error
 	var answered int
 	ids := map[string]string{}
+	var newIDs []string
+	for _, l := range newLook {
+		if l.err == nil {
+			newIDs = append(newIDs, l.id)
+		}
+	}
+	r.rec = script.ChangeRecord(r.from, r.to, newIDs)
 	check := func(side string, i int, nd *node, l look, want string) {
 		switch {
 		case l.err != nil:
 			// A refusal stays typed: running it again does not help.
-			down = append(down, &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, typed(l.err))})
+			e := &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, typed(l.err))}
+			down = append(down, e)
+			if side == "new" {
+				newDown = append(newDown, e)
+			}
 		case !r.movable(l):
-			errs = append(errs, &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want})
+			errs = append(errs, r.unmovable(side, i, nd, l, want))
 		default:
 			if prev, ok := ids[side+l.id]; ok {
 				errs = append(errs, fmt.Errorf("redlock: Reconfigure: %s nodes %s and %s are one server", side, prev, nd.name))
@@ -166,16 +179,20 @@ func (r *reconfig) run(ctx context.Context) error {
 		check("new", i, news[i], l, r.to)
 	}
 	if errs != nil {
-		return errors.Join(append([]error{errors.New("redlock: Reconfigure refused: a node carries settings that are neither the old nor the new ones (another deployment, or the wrong old settings), or is listed twice; nothing was written")}, append(errs, down...)...)...)
+		return errors.Join(append([]error{errors.New("redlock: Reconfigure refused: a node carries settings or marks that are not this change's to move (another deployment, another change under way, or the wrong old settings), or is listed twice; nothing was written")}, append(errs, down...)...)...)
+	}
+	if newDown != nil {
+		// The change is named by its new nodes' identities, and step 1
+		// marks every new node before any client of the new settings may
+		// start: each must answer.
+		return errors.Join(append([]error{fmt.Errorf("%w; %d of %d new nodes did not answer, and every new node must; nothing was written", ErrReconfigureIncomplete, len(newDown), len(news))}, newDown...)...)
 	}
 	if answered < need {
 		return errors.Join(append([]error{fmt.Errorf("%w; only %d of %d old nodes answered and %d must, to refuse the old settings on all but a minority of them; nothing was written", ErrReconfigureIncomplete, answered, len(r.olds), need)}, down...)...)
 	}
 	stays := map[string]bool{}
 	for _, l := range newLook {
-		if l.err == nil {
-			stays[l.id] = true
-		}
+		stays[l.id] = true
 	}
 	if r.from == r.to {
 		if script.ReconfigureUnchanged(r.from, r.to, lookIDs(oldLook), lookIDs(newLook)) {
@@ -190,7 +207,15 @@ func (r *reconfig) run(ctx context.Context) error {
 		return fmt.Errorf("redlock: Reconfigure refused: the node list changes but the settings (%s) do not, so the nodes cannot refuse clients of the old list; change the max ttl or the drift factor together with the nodes (one millisecond more max ttl will do); nothing was written", r.to)
 	}
 
-	// Step 1: refuse the old settings on the old nodes.
+	// Step 1: refuse the old settings on the old nodes, and mark the new
+	// nodes that are not old ones, so that no new node is left bare for a
+	// client of the new settings to admit as a brand-new deployment.
+	olds := map[string]bool{}
+	for _, l := range oldLook {
+		if l.err == nil {
+			olds[l.id] = true
+		}
+	}
 	refused := fanOut(ctx, r.olds, func(ctx context.Context, nd *node) stepResult {
 		if err := oldLook[nd.idx].err; err != nil {
 			return stepResult{err: err} // down: not waited for again
@@ -201,25 +226,48 @@ func (r *reconfig) run(ctx context.Context) error {
 		}
 		return r.step(ctx, nd, s)
 	})
+	joined := fanOut(ctx, news, func(ctx context.Context, nd *node) stepResult {
+		if olds[newLook[nd.idx].id] {
+			return stepResult{} // marked as an old node
+		}
+		return r.step(ctx, nd, script.StepRefuse)
+	})
 	var acked int
-	var leftOld []error
+	var leftOld, leftJoin []error
+	marked := map[string]bool{}
 	for i, res := range refused {
 		if err := res.failed(); err != nil {
 			leftOld = append(leftOld, &NodeError{Node: i, Addr: r.olds[i].name, Err: fmt.Errorf("old node: %w", err)})
 			continue
 		}
 		acked++
+		marked[oldLook[i].id] = true
 	}
-	if acked < need {
-		return errors.Join(append([]error{fmt.Errorf("%w; step 1 (refuse the old settings) reached %d of %d old nodes and needs %d: the nodes it reached refuse the old settings now, no node was given a hold-off, and no client of either settings gets a lock on them until it is run again", ErrReconfigureIncomplete, acked, len(r.olds), need)}, leftOld...)...)
+	for i, res := range joined {
+		if err := res.failed(); err != nil {
+			leftJoin = append(leftJoin, c.nodeErr(i, fmt.Errorf("new node: %w", err)))
+			continue
+		}
+		if !olds[newLook[i].id] {
+			marked[newLook[i].id] = true
+		}
 	}
+	var newMarked int
+	for _, l := range newLook {
+		if marked[l.id] {
+			newMarked++
+		}
+	}
+	if needNew := quorum.Majority(len(news)); acked < need || newMarked < needNew {
+		return errors.Join(append([]error{fmt.Errorf("%w; step 1 (refuse the old settings, mark the new nodes) reached %d of %d old nodes (%d must) and %d of %d new ones (%d must): the nodes it reached refuse the old settings now, no node was given a hold-off, and no client of either settings gets a lock on them until it is run again; do not start clients of the new settings yet", ErrReconfigureIncomplete, acked, len(r.olds), need, newMarked, len(news), needNew)}, append(leftOld, leftJoin...)...)...)
+	}
+	// The attribute step=marked is what quorumlock reconfigure waits for
+	// to tell the operator to start the new clients.
+	c.cfg.logger.Info("redlock: reconfiguring: the old settings are refused and the new nodes marked; clients of the new settings may start (they wait out the hold-off)", "from", r.from, "to", r.to, "step", "marked")
 
 	// Step 2: stamp the hold-off on the new nodes, each on its own clock.
 	start := time.Now()
 	held := fanOut(ctx, news, func(ctx context.Context, nd *node) stepResult {
-		if err := newLook[nd.idx].err; err != nil {
-			return stepResult{err: err}
-		}
 		return r.step(ctx, nd, script.StepHold)
 	})
 	var leftNew []error
@@ -233,7 +281,7 @@ func (r *reconfig) run(ctx context.Context) error {
 			waiting[i] = res.rep.Left
 		}
 	}
-	c.cfg.logger.Info("redlock: reconfiguring: old settings refused, hold-off stamped", "from", r.from, "to", r.to, "holdoff", r.holdOff, "nodes", len(waiting))
+	c.cfg.logger.Info("redlock: reconfiguring: hold-off stamped", "from", r.from, "to", r.to, "holdoff", r.holdOff, "nodes", len(waiting))
 
 	// Wait it out and admit the nodes with the new settings; clients of
 	// the new settings do the same on their own.
@@ -276,7 +324,7 @@ func (r *reconfig) run(ctx context.Context) error {
 		}
 	}
 	if leftOld != nil || leftNew != nil {
-		return errors.Join(append(append([]error{fmt.Errorf("%w; the deployment runs with the new settings on the nodes that were reached", ErrReconfigureIncomplete)}, leftOld...), leftNew...)...)
+		return errors.Join(append(append([]error{fmt.Errorf("%w; the nodes named below did not take their step (the others did)", ErrReconfigureIncomplete)}, leftOld...), leftNew...)...)
 	}
 	c.cfg.logger.Info("redlock: reconfigured", "from", r.from, "to", r.to, "took", time.Since(start))
 	return nil
@@ -289,7 +337,24 @@ func (r *reconfig) run(ctx context.Context) error {
 // that carried the new settings before belongs to another deployment: its
 // clients could lock on it at once, with no hold-off.
 func (r *reconfig) movable(l look) bool {
-	return script.ReconfigureMovable(l.st.Marker, l.trace, r.from, r.to)
+	return script.ReconfigureMovable(l.st.Marker, l.trace, r.from, r.to, r.rec)
+}
+
+// unmovable says why a node is not this change's to move, and what the
+// operator can do: another change under way is named by its settings, so
+// that the operator can run that one again.
+func (r *reconfig) unmovable(side string, i int, nd *node, l look, want string) error {
+	if ch, ok := script.ParseChange(l.trace); ok && l.st.Marker != "" && l.st.Marker != want {
+		state := "is being moved by"
+		if l.st.Marker == ch.To {
+			state = "was moved by"
+		}
+		if ch.From == r.from && ch.To == r.to {
+			return fmt.Errorf("%s node %d (%s) %s this change for another new node list (%d nodes): run it with that list, or finish it first", side, i, nd.name, state, ch.Nodes)
+		}
+		return fmt.Errorf("%s node %d (%s) %s another change, from %q to %q over %d nodes: run that change again (its old settings and node lists) to finish it, then change from there", side, i, nd.name, state, ch.From, ch.To, ch.Nodes)
+	}
+	return &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want}
 }
 
 // lookIDs are the identities of the nodes looked at, "" for one that did not
@@ -338,7 +403,7 @@ func (s stepResult) failed() error {
 }
 
 func (r *reconfig) step(ctx context.Context, nd *node, s script.ReconfigureStep) stepResult {
-	rep, err := nd.sn.Reconfigure(ctx, script.ReconfigureArgs{Step: s, From: r.from, To: r.to,
+	rep, err := nd.sn.Reconfigure(ctx, script.ReconfigureArgs{Step: s, From: r.from, To: r.to, Record: r.rec,
 		HoldOff: r.holdOff, TTL: markTTL(r.holdOff), ID: newValue()})
 	return stepResult{rep, err}
 }

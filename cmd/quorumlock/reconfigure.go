@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,25 +36,29 @@ moment in which a client of each could hold the same key:
 
   1. it marks the old nodes so that they refuse clients of the old settings
      (they get a configuration error at once; a node that leaves refuses
-     everyone);
-  2. once all but a minority of the old nodes refuse them, it stamps a
-     hold-off of the longer of the two restart quarantines (max ttl plus
-     drift) on each new node, waits it out and admits the nodes with the
-     new settings.
+     everyone), and marks the new nodes;
+  2. once all but a minority of the old nodes refuse them and a majority
+     of the new nodes carry the mark, it says so ("start the clients of
+     the new settings now"), stamps a hold-off of the longer of the two
+     restart quarantines (max ttl plus drift) on each new node, waits it
+     out and admits the nodes with the new settings.
 
 No client gets a lock from step 1 until the hold-off ends: that is the
 downtime, about the longer quarantine plus a few round trips. Clients built
 with the new settings wait it out by themselves and lock as soon as it ends;
-start them (or restart your service with the new settings) right after the
-command begins. Nodes in both lists keep their data. The node list may gain,
+start them (or restart your service with the new settings) when the
+command says so, not before: on unmarked new nodes they would start a
+deployment of their own. Nodes in both lists keep their data. The node list may gain,
 lose or replace nodes, but only together with a change of the max ttl or the
 drift factor (with the same settings the nodes could not tell a client of the
 old list from one of the new; one millisecond more max ttl will do).
 
-It writes nothing unless every node that answers is in a state it can move
-and enough old nodes answer. If it stops (a node down, Ctrl-C, --timeout),
-run it again with the same flags: it is idempotent and keeps the hold-offs
-it stamped. --nodes and the credential flags apply to both lists.
+It writes nothing unless every new node and enough old nodes answer, and
+each is in a state it can move: the nodes record the change (old and new
+settings, new nodes), and a run with other old settings or another node
+list while a change is under way is refused and told which change that is.
+If it stops (a node down, Ctrl-C, --timeout), run it again with the same
+flags: it is idempotent and keeps the hold-offs it stamped. --nodes and the credential flags apply to both lists.
 
 Flags:
 `)
@@ -122,6 +127,11 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	logger := newLogger(stderr, verbose)
 	redis.SetLogger(redisLogger{l: logger})
+	// The library logs step 1's end (step=marked): from then on the
+	// clients of the new settings may start, and the operator is told so.
+	logger = slog.New(markedHandler{Handler: logger.Handler(), marked: func() {
+		fmt.Fprintln(stdout, "the old nodes refuse the old settings and the new nodes are marked: start the clients of the new settings now (they wait out the hold-off by themselves)")
+	}})
 
 	// The hold-off on top of the bound on reaching the nodes.
 	ctx, cancel := context.WithTimeout(ctx, max(holdOld, holdNew)+timeout.d)
@@ -163,4 +173,37 @@ func universal(cs []*redis.Client) []redis.UniversalClient {
 		out[i] = c
 	}
 	return out
+}
+
+// markedHandler passes records on to Handler and calls marked when the
+// library logs that a reconfiguration's step 1 is done.
+type markedHandler struct {
+	slog.Handler
+	marked func()
+}
+
+func (h markedHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l == slog.LevelInfo || h.Handler.Enabled(ctx, l)
+}
+
+func (h markedHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "step" && a.Value.String() == "marked" {
+			h.marked()
+			return false
+		}
+		return true
+	})
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h markedHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return markedHandler{h.Handler.WithAttrs(as), h.marked}
+}
+
+func (h markedHandler) WithGroup(name string) slog.Handler {
+	return markedHandler{h.Handler.WithGroup(name), h.marked}
 }

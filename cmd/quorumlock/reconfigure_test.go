@@ -30,6 +30,10 @@ func TestReconfigure_MovesADeploymentInUse(t *testing.T) {
 	if r.elapsed < 400*time.Millisecond {
 		t.Errorf("reconfigure returned after %v, before the hold-off of the old max ttl ended", r.elapsed)
 	}
+	marked := strings.Index(r.stdout, "start the clients of the new settings now")
+	if marked < 0 || marked > strings.Index(r.stdout, "reconfigured in") {
+		t.Errorf("reconfigure did not say when to start the new clients before it ended:\n%s", r.stdout)
+	}
 	if r := runCLI(t, "", nil, "run", "--nodes", oldArg, "--max-ttl", "400ms", "--key", "k", "--ttl", "300ms", "--wait", "0", "--", "true"); r.code != 125 {
 		t.Errorf("run with the old settings after: exit %d, want 125 (configuration): %s", r.code, r.stderr)
 	}

@@ -150,14 +150,22 @@ func pendingAged(id, sett string, age time.Duration) func(*testing.T, contractNo
 	}
 }
 
+// ctRecord is the change record of the reconfiguration from ctSettings to
+// ctOther the contract tests run; ctElse another change's.
+var (
+	ctRecord = ChangeRecord(ctSettings, ctOther, []string{"n1", "n2"})
+	ctElse   = ChangeRecord(ctSettings, ctOther, []string{"n1", "n3"})
+)
+
 // holdingOff is a node reconfiguring from ctSettings to ctOther whose
 // hold-off of ctQuarUs was stamped age ago.
 func holdingOff(age time.Duration) func(*testing.T, contractNode) {
 	return func(t *testing.T, n contractNode) {
 		stamp := n.nowUs(t) - age.Microseconds()
 		n.putHash(t, PendingKey, map[string]string{"id": "hold1", "stamp": strconv.FormatInt(stamp, 10),
-			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, time.Minute)
+			"settings": ctOther, "quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, time.Minute)
 		n.put(t, MarkerKey, Moving(ctOther), 0)
+		n.put(t, TraceKey, ctRecord, 0)
 	}
 }
 
@@ -1147,16 +1155,40 @@ var contractCases = []contractCase{
 		}},
 
 	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
-	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
-		args: fixed("refuse", ctSettings, ctOther),
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them, and records the change", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
+		args: fixed("refuse", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
+			requireKey(t, n, TraceKey, ctRecord)
+			require.Empty(t, n.readHash(t, PendingKey))
+		}},
+	{name: "reconfigure/refuse: another change's mark is not touched (a stale run, or other old settings)", script: reconfigureScript, keys: ctRecKeys,
+		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther, ctElse),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), Moving(ctOther)}, res)
+			requireKey(t, n, TraceKey, ctRecord)
+			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
+		}},
+	{name: "reconfigure/retire: a node another change retired is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Retired(ctOther), 0); n.put(t, TraceKey, ctRecord, 0) },
+		args:  fixed("retire", ctSettings, ctOther, ctElse),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), Retired(ctOther)}, res)
+		}},
+	{name: "reconfigure/hold: a node another change admitted with the new settings is not touched", script: reconfigureScript, keys: ctRecKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctRecord, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctElse, ctQuarUs, 60000, "hold1"),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(-2), ctOther}, res)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctRecKeys,
-		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther),
+		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
@@ -1164,7 +1196,7 @@ var contractCases = []contractCase{
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther),
+		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
@@ -1172,8 +1204,8 @@ var contractCases = []contractCase{
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
 	{name: "reconfigure/refuse: a node this reconfiguration admitted with the new settings says so", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctSettings, 0) },
-		args:  fixed("refuse", ctSettings, ctOther),
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctRecord, 0) },
+		args:  fixed("refuse", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(2)}, res)
@@ -1181,7 +1213,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "reconfigure/hold: a node that carried the new settings before (another deployment) is not touched", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctOther}, res)
@@ -1189,34 +1221,34 @@ var contractCases = []contractCase{
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther),
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			requireKey(t, n, MarkerKey, ctThird)
 		}},
 	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
-		args: fixed("retire", ctSettings, ctOther),
+		args: fixed("retire", ctSettings, ctOther, ctRecord),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Retired(ctOther))
 		}},
 	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0); n.put(t, TraceKey, ctRecord, 0) },
+		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), ctQuarUs}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			p := n.readHash(t, PendingKey)
 			require.Equal(t, map[string]string{"id": "hold1", "stamp": p["stamp"], "settings": ctOther,
-				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1", "from": ctSettings}, p)
+				"quarantine": strconv.FormatInt(ctQuarUs, 10), "reconfigure": "1"}, p)
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
 	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctRecKeys,
-		args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), ctQuarUs}, res)
@@ -1224,7 +1256,7 @@ var contractCases = []contractCase{
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
 	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold2"),
+		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold2"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			got := res.([]any)
@@ -1234,7 +1266,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctQuarUs, 60000, "hold1"),
+		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctThird}, res)
@@ -1249,13 +1281,13 @@ var contractCases = []contractCase{
 			require.InDelta(t, ctQuarUs, got[1], 100_000)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the trace of the old", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the change's record", script: reconfigureScript, keys: ctRecKeys,
 		setup: holdingOff(time.Second), args: fixed("finish", "", ctOther),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, ctOther)
-			requireKey(t, n, TraceKey, ctSettings)
+			requireKey(t, n, TraceKey, ctRecord)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
 	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctRecKeys,

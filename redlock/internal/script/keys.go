@@ -12,7 +12,7 @@ const (
 	MarkerKey  = Prefix + "admitted" // per node: the deployment's settings, once the node may vote
 	PendingKey = Prefix + "pending"  // per node: a quarantine in progress
 	IdentKey   = Prefix + "node"     // per server: its random identity
-	TraceKey   = Prefix + "moved"    // per node: the settings a reconfiguration moved it from
+	TraceKey   = Prefix + "moved"    // per node: the record of the change that marked it (ChangeRecord)
 
 	fencePrefix   = Prefix + "fence:"    // + lock key: the key's fence value
 	metaPrefix    = Prefix + "meta:"     // + lock key: its holder's metadata (WithMetadata), as owner "\n" metadata

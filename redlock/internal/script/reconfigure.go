@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,8 @@ const (
 type ReconfigureArgs struct {
 	Step     ReconfigureStep
 	From, To string // the old and the new settings
+	// Record is the change's record (ChangeRecord); not with StepFinish.
+	Record string
 	// With StepHold: the hold-off (rounded up to µs), how long its mark
 	// lives (whole ms) and a fresh id for it.
 	HoldOff time.Duration
@@ -90,6 +93,9 @@ func (n *Node) Reconfigure(ctx context.Context, a ReconfigureArgs) (ReconfigureR
 
 func (a ReconfigureArgs) call() ([]string, []any) {
 	args := []any{string(a.Step), a.From, a.To}
+	if a.Step != StepFinish {
+		args = append(args, a.Record)
+	}
 	if a.Step == StepHold {
 		args = append(args, micros(a.HoldOff), a.TTL.Milliseconds(), a.ID)
 	}
@@ -99,23 +105,62 @@ func (a ReconfigureArgs) call() ([]string, []any) {
 // ParseReconfigure reads a reconfigure script's reply, as ParseAcquire.
 func ParseReconfigure(res []any) (ReconfigureReply, error) { return parseReconfigure(res) }
 
-// ReconfigureMovable is the rule of Reconfigure's step 0 for one node
-// that answered: whether a reconfiguration from the settings from to the
-// settings to may move a node that carries marker (and, with the
-// marker to, the trace trace). It may move a node that carries the old
-// settings, none (new, or lost its data), the marks of a reconfiguration
-// (this one's, or an earlier one that stopped), or the new settings
-// written by this reconfiguration (an earlier run finished it: the trace
-// of from). A node that carried the new settings before belongs to
-// another deployment: its clients could lock on it at once, with no
-// hold-off. redlock's reconfigure.go applies it; the model checker
-// (redlock/internal/model) decides with it too.
-func ReconfigureMovable(marker, trace, from, to string) bool {
-	_, moving := MovingTo(marker)
-	if marker == to && to != from {
-		return trace == from
+// ChangeRecord is what a reconfiguration writes on every node it marks
+// (reconfigure.lua keeps it under TraceKey): the old settings from, the new
+// settings to, and the identities of the new list's nodes (IdentKey's
+// values, in any order). Two runs are one change, a rerun, only when their
+// records are equal: a run with other old settings, or for another node
+// list, is another change, and a node another change marked is not moved.
+func ChangeRecord(from, to string, newIDs []string) string {
+	ids := slices.Clone(newIDs)
+	slices.Sort(ids)
+	return "from " + from + "\nto " + to + "\nnodes " + strings.Join(ids, ",")
+}
+
+// Change is a change record read back: its old and new settings and how
+// many new nodes it named.
+type Change struct {
+	From, To string
+	Nodes    int
+}
+
+// ParseChange reads a change record (ChangeRecord); false for anything
+// else, "" included.
+func ParseChange(rec string) (Change, bool) {
+	from, rest, ok1 := strings.Cut(rec, "\n")
+	to, ids, ok2 := strings.Cut(rest, "\n")
+	from, ok3 := strings.CutPrefix(from, "from ")
+	to, ok4 := strings.CutPrefix(to, "to ")
+	ids, ok5 := strings.CutPrefix(ids, "nodes ")
+	if !(ok1 && ok2 && ok3 && ok4 && ok5) {
+		return Change{}, false
 	}
-	return marker == "" || marker == from || moving || strings.HasPrefix(marker, retiredPrefix)
+	return Change{From: from, To: to, Nodes: len(strings.Split(ids, ","))}, true
+}
+
+// ReconfigureMovable is the rule of Reconfigure's step 0 for one node
+// that answered: whether the change rec, from the settings from to the
+// settings to, may move a node that carries marker and the change record
+// trace. It may move a node that carries the old settings, none (new, or
+// lost its data), or this change's own marks or the new settings this
+// change wrote (an earlier run of it stopped, or finished). The marks of
+// another change, or the new settings from anywhere else, are not its to
+// move: a rerun with other old settings would size its hold-off from them,
+// a stale run with another node list would set up a second list under the
+// same settings, and a node that carried the new settings before belongs
+// to another deployment, whose clients could lock on it at once.
+// reconfigure.lua applies the same rule to each step; redlock's
+// reconfigure.go and the model checker (redlock/internal/model) decide
+// with it.
+func ReconfigureMovable(marker, trace, from, to, rec string) bool {
+	_, moving := MovingTo(marker)
+	switch {
+	case marker == "" || marker == from:
+		return true
+	case marker == to || moving || strings.HasPrefix(marker, retiredPrefix):
+		return from != to && trace == rec
+	}
+	return false
 }
 
 // ReconfigureNeed is how many old nodes (of olds) must take step 1 before
@@ -148,8 +193,8 @@ func ReconfigureUnchanged(from, to string, olds, news []string) bool {
 	return true
 }
 
-// Trace reads the settings a reconfiguration moved n from ("" for none):
-// the trace its finish step leaves with the new marker.
+// Trace reads the record of the change that marked n ("" for none): the
+// record every step of a reconfiguration writes with its marker.
 func (n *Node) Trace(ctx context.Context) (string, error) {
 	v, err := n.uc.Get(ctx, TraceKey).Result()
 	if errors.Is(err, redis.Nil) {

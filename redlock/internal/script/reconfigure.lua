@@ -3,37 +3,40 @@
 -- list) so that no client of S and client of T can hold one key at once
 -- (docs/fencing.md, "Changing the settings of a live deployment").
 -- KEYS[1] admission marker, KEYS[2] pending mark (a hash), KEYS[3] the
--- settings the node was reconfigured from (written when it is admitted
--- with T, so that a rerun tells a node this reconfiguration finished from
--- one that carried T before it: another deployment's)
+-- change record: which change marked the node (S, T and the identities of
+-- the new nodes, script.ChangeRecord). Every step that marks a node writes
+-- it, and it stays once the node is admitted with T, so that a rerun tells
+-- its own marks from another change's, and a node this change finished
+-- from one that carried T before it (another deployment's).
 -- ARGV[1] the step: 'refuse', 'retire', 'hold' or 'finish';
--- ARGV[2] the old settings S, ARGV[3] the new settings T.
+-- ARGV[2] the old settings S, ARGV[3] the new settings T, ARGV[4] the
+-- change record (not with 'finish').
 -- Two markers that no client's settings equal: 'reconfiguring to T' (a
--- node that stays: every client of S is refused, a client of T waits for
--- the hold-off) and 'retired, reconfigured to T' (a node that leaves:
--- every client is refused).
+-- node that stays or joins: every client of S is refused, a client of T
+-- waits for the hold-off) and 'retired, reconfigured to T' (a node that
+-- leaves: every client is refused).
 --
--- refuse / retire (step 1, on the old nodes): write the marker for a node
--- that stays / leaves in place of S, of no marker (a node that lost its
--- data: a quarantine of S in progress would admit it under S), or of
--- another reconfiguration's marker. A node already reconfiguring to T
--- keeps its state (and any hold-off).
--- Returns {1} refused now or before, {2} admitted with T already by this
--- reconfiguration (T ~= S: an earlier run finished here), {-2, marker}
--- other settings (T without the trace of S included): not touched.
+-- A node this change may move carries S, no marker (a new node, or one
+-- that lost its data: a quarantine of S in progress would admit it under
+-- S), or this change's own marks (its record). Anything else, another
+-- change's marks included, is not touched: {-2, marker}. A node admitted
+-- with T by this change (T ~= S, its record) answers {2}.
 --
--- hold (step 2, on the new nodes, only once enough old nodes refuse S):
--- mark the node 'reconfiguring to T' with a hold-off stamped on its own
--- clock: the pending mark {id, stamp, settings T, quarantine, reconfigure,
--- from S}.
--- A node that carries a hold-off of T already keeps it (a rerun: the
--- stamp was written after an earlier step 1, which is what the hold-off
--- counts from). ARGV[4] the hold-off in us, ARGV[5] the mark's ttl in ms,
--- ARGV[6] a fresh id.
--- Returns {1, left us}, {2} admitted with T already (T ~= S), {-2, marker}.
+-- refuse / retire (step 1, on the old nodes, and refuse on the nodes that
+-- join): write the marker for a node that stays or joins / leaves. A node
+-- already reconfiguring to T keeps its state (and any hold-off). Returns
+-- {1} marked now or before.
+--
+-- hold (step 2, on the new nodes, only once step 1 is done): mark the
+-- node 'reconfiguring to T' with a hold-off stamped on its own clock: the
+-- pending mark {id, stamp, settings T, quarantine, reconfigure}. A node
+-- that carries a hold-off of T already keeps it (a rerun: the stamp was
+-- written after an earlier step 1, which is what the hold-off counts
+-- from). ARGV[5] the hold-off in us, ARGV[6] the mark's ttl in ms,
+-- ARGV[7] a fresh id. Returns {1, left us}.
 --
 -- finish (any client of T, or the command): admit the node with T once
--- its hold-off is over on its own clock, and keep the trace of S. Returns {1} admitted (now or
+-- its hold-off is over on its own clock. Returns {1} admitted (now or
 -- before), {0, left us} still holding off, {0, -1} reconfiguring but no
 -- hold-off (step 2 has not reached it: the command stopped), {-2, marker}
 -- anything else (no marker: the node lost its data, and serves an
@@ -41,9 +44,6 @@
 local m = redis.call('GET', KEYS[1])
 local S, T = ARGV[2], ARGV[3]
 local moving = 'reconfiguring to ' .. T
-local function ours()
-  return m == S or not m or string.sub(m, 1, 17) == 'reconfiguring to ' or string.sub(m, 1, 8) == 'retired,'
-end
 local function held()
   if m ~= moving then
     return nil
@@ -71,35 +71,37 @@ if step == 'finish' then
   if left > 0 then
     return {0, left}
   end
-  local from = redis.call('HGET', KEYS[2], 'from')
   redis.call('SET', KEYS[1], T)
   redis.call('DEL', KEYS[2])
-  if from then
-    redis.call('SET', KEYS[3], from)
-  end
   return {1}
 end
+local R = ARGV[4]
+local ours = redis.call('GET', KEYS[3]) == R
 if m == T and T ~= S then
-  if redis.call('GET', KEYS[3]) == S then
+  if ours then
     return {2}
   end
   return {-2, m}
+end
+if m and m ~= S then
+  local marked = string.sub(m, 1, 17) == 'reconfiguring to ' or string.sub(m, 1, 8) == 'retired,'
+  if not (marked and ours) then
+    return {-2, m}
+  end
 end
 if step == 'hold' then
   local left = held()
   if left then
     return {1, math.max(left, 0)}
   end
-  if not ours() then
-    return {-2, m}
-  end
   local t = redis.call('TIME')
   redis.call('SET', KEYS[1], moving)
+  redis.call('SET', KEYS[3], R)
   redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'id', ARGV[6], 'stamp', t[1] .. string.format('%06d', tonumber(t[2])),
-    'settings', T, 'quarantine', ARGV[4], 'reconfigure', '1', 'from', S)
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
-  return {1, tonumber(ARGV[4])}
+  redis.call('HSET', KEYS[2], 'id', ARGV[7], 'stamp', t[1] .. string.format('%06d', tonumber(t[2])),
+    'settings', T, 'quarantine', ARGV[5], 'reconfigure', '1')
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  return {1, tonumber(ARGV[5])}
 end
 local want = moving
 if step == 'retire' then
@@ -108,9 +110,7 @@ end
 if m == want or m == moving then
   return {1}
 end
-if not ours() then
-  return {-2, m}
-end
 redis.call('SET', KEYS[1], want)
+redis.call('SET', KEYS[3], R)
 redis.call('DEL', KEYS[2])
 return {1}

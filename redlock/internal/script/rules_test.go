@@ -54,8 +54,10 @@ func TestProve(t *testing.T) {
 
 func TestRequests_Reconfigure(t *testing.T) {
 	keys := []string{MarkerKey, PendingKey, TraceKey}
-	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"hold", "S", "T", "2000001", "5000", "h1"}},
-		ReconfigureRequest(ReconfigureArgs{Step: StepHold, From: "S", To: "T", HoldOff: 2000000500, TTL: 5000000000, ID: "h1"}))
+	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"hold", "S", "T", "R", "2000001", "5000", "h1"}},
+		ReconfigureRequest(ReconfigureArgs{Step: StepHold, From: "S", To: "T", Record: "R", HoldOff: 2000000500, TTL: 5000000000, ID: "h1"}))
+	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"refuse", "S", "T", "R"}},
+		ReconfigureRequest(ReconfigureArgs{Step: StepRefuse, From: "S", To: "T", Record: "R"}))
 	require.Equal(t, Request{Script: "reconfigure", Keys: keys, Args: []string{"finish", "", "T"}},
 		ReconfigureRequest(ReconfigureArgs{Step: StepFinish, To: "T"}))
 }
@@ -88,13 +90,28 @@ func TestConfirm(t *testing.T) {
 }
 
 func TestReconfigureRules(t *testing.T) {
-	require.True(t, ReconfigureMovable("S", "", "S", "T"))
-	require.True(t, ReconfigureMovable("", "", "S", "T"))
-	require.True(t, ReconfigureMovable(Moving("U"), "", "S", "T"))
-	require.True(t, ReconfigureMovable(Retired("U"), "", "S", "T"))
-	require.True(t, ReconfigureMovable("T", "S", "S", "T"), "finished by an earlier run")
-	require.False(t, ReconfigureMovable("T", "", "S", "T"), "another deployment's node")
-	require.False(t, ReconfigureMovable("U", "", "S", "T"))
+	rec := ChangeRecord("S", "T", []string{"b", "a"})
+	require.Equal(t, rec, ChangeRecord("S", "T", []string{"a", "b"}), "the new nodes in any order")
+	other := ChangeRecord("S", "T", []string{"a", "c"})
+	ch, ok := ParseChange(rec)
+	require.True(t, ok)
+	require.Equal(t, Change{From: "S", To: "T", Nodes: 2}, ch)
+	_, ok = ParseChange("S")
+	require.False(t, ok, "an old trace (the settings alone) is no record")
+
+	require.True(t, ReconfigureMovable("S", "", "S", "T", rec))
+	require.True(t, ReconfigureMovable("", "", "S", "T", rec))
+	require.True(t, ReconfigureMovable(Moving("T"), rec, "S", "T", rec), "this change's mark: a rerun")
+	require.True(t, ReconfigureMovable(Retired("T"), rec, "S", "T", rec))
+	require.True(t, ReconfigureMovable("T", rec, "S", "T", rec), "finished by an earlier run")
+	require.False(t, ReconfigureMovable(Moving("T"), other, "S", "T", rec), "another node list's change (R3)")
+	require.False(t, ReconfigureMovable(Moving("T"), ChangeRecord("S2", "T", []string{"a", "b"}), "S", "T", rec), "other old settings (R2)")
+	require.False(t, ReconfigureMovable(Moving("U"), "", "S", "T", rec), "another change's mark")
+	require.False(t, ReconfigureMovable(Retired("U"), "", "S", "T", rec))
+	require.False(t, ReconfigureMovable("T", "", "S", "T", rec), "another deployment's node")
+	require.False(t, ReconfigureMovable("T", other, "S", "T", rec), "another change finished it")
+	require.False(t, ReconfigureMovable("U", "", "S", "T", rec))
+	require.False(t, ReconfigureMovable(Moving("T"), rec, "T", "T", ChangeRecord("T", "T", nil)), "old = new over a change's marks (R4)")
 	require.Equal(t, 2, ReconfigureNeed(3))
 	require.Equal(t, 1, ReconfigureNeed(1))
 	require.True(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"b", "a"}))
