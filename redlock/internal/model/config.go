@@ -50,9 +50,9 @@ type ClientConfig struct {
 	// over (a bound, like Wipes: fewer runs).
 	Holds bool
 	// AfterReconfigure: a client the operator starts with new settings
-	// once a reconfiguration to them has begun to write (its step 1 was
-	// sent; docs/cli.md, "reconfigure": "right away, restart the
-	// clients"): it takes no step before (reconfigure.go).
+	// once a reconfiguration to them said its step 1 was done (the old
+	// settings refused, the new nodes marked; docs/cli.md,
+	// "reconfigure"): it takes no step before (reconfigure.go).
 	AfterReconfigure bool
 	// Repoint, when set, is {entry, node}: at any moment after New (once
 	// in a run) the client's entry is re-pointed to that node, as a proxy
@@ -113,6 +113,14 @@ type Config struct {
 	// LiveReconfig checks the bounded liveness of a reconfiguration: see
 	// machine.reconfigLiveness.
 	LiveReconfig bool
+	// The reconfiguration's guards, each taken out to show the defect it
+	// prevents (known.go): NoJoinMarks, step 1 marks no new node that is
+	// not an old one; NoChangeRecord, a run moves any node that carries a
+	// reconfiguration's marks, and the new settings when a change from
+	// its old settings wrote them (the rule before change records; the
+	// scenario patches reconfigure.lua's check out too); RecordWithoutNodes,
+	// the change record names no new node.
+	NoJoinMarks, NoChangeRecord, RecordWithoutNodes bool
 
 	// Skew is how many ticks any clock may run ahead of real time over a
 	// whole run. Clocks only run ahead, so any two clocks measure any

@@ -25,6 +25,9 @@ type Result struct {
 	// run that breaks it, one line per step.
 	Violation string
 	Trace     []string
+	// Scripts are the Lua scripts the nodes ran in the exploration, by
+	// name (script.Sources), sorted.
+	Scripts []string
 }
 
 func (r Result) String() string {
@@ -149,6 +152,7 @@ func Explore(cfg Config) (res Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer func() { res.Scripts = m.lua.scripts() }()
 	start := time.Now()
 	init := m.initial()
 	prefix, init, err := m.prefix(init)

@@ -1,45 +1,46 @@
 package model
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// KnownDefects returns the scenarios that find, on the current protocol,
-// the defects of issue 31's review, at their CI depth: the
-// reconfiguration's (Theorem 5 of docs/fencing.md, with Theorem 4's
-// confirm), R1-R4, and an entry re-pointed after its proof, I1. They are
-// not clean scenarios yet, and `make model` does not run them (`make
-// model-known` does); the tests require each counterexample until the
-// protocol is fixed, when each becomes a clean scenario.
+// The reconfiguration's scenarios (Theorem 5 of docs/fencing.md, with
+// Theorem 4's confirm): the ways a review found Reconfigure to go wrong on
+// real redis-server, R1-R4, each a clean scenario of the current protocol,
+// and each with a guard taken out in KnownDefects, where the explorer finds
+// the defect that guard prevents.
 //
-// The reconfiguration scenarios run the admission as the library does (Config.Confirm), its
-// replies at once and no attempt given up, without symmetry reduction
-// (the lists name nodes), and with one-node lists where the defect needs
-// no more: a majority of one is one, and every step saved is a level of
-// the search. The old settings S have a max ttl of 3 ticks (a lease of 3
-// ticks is trusted until 2.97); the new settings T a max ttl of one tick,
-// so that Q(T) is 2 ticks and Q(S) 4: a lease of T two ticks after a
-// lease of S is a double grant, one four ticks after is not.
-func KnownDefects() []Scenario {
+// They run the admission as the library does (Config.Confirm), its
+// replies at once and no attempt given up, without symmetry reduction (the
+// lists name nodes), and with one-node lists where the defect needs no
+// more: a majority of one is one, and every step saved is a level of the
+// search. The old settings S have a max ttl of 3 ticks (a lease of 3 ticks
+// is trusted until 2.97); the new settings T a max ttl of one tick, so
+// that Q(T) is 2 ticks and Q(S) 4: a lease of T two ticks after a lease of
+// S is a double grant, one four ticks after is not.
+func reconfigScenarios() []Scenario {
 	s := lease(3, 0.01, 1) // the old settings S, and a lease of them
 	t := lease(1, 0.01, 2) // the new settings T: two TryLock calls
 	t.AfterReconfigure = true
 	on := func(cc ClientConfig, nodes ...int) ClientConfig { cc.Servers = nodes; return cc }
 	base := Config{Admitted: true, Confirm: true, RepliesAtOnce: true, NoGiveUps: true, Pendings: 2, MaxTime: 2}
 
-	// R1: old {0}, new {1}, disjoint. The command reaches node 0 and not
-	// node 1 (or stops between its steps): step 1 retires node 0, step 2
-	// stamps nothing, and a client of T started after it admits node 1 by
-	// the first-admission path, no peer in its list carrying a mark.
+	// R1: old {0}, new {1}, disjoint. The command may stop after any step
+	// (or its calls to node 1 be slow): a client of T started once step 1
+	// is done must not find node 1 bare and admit it by the first-admission
+	// path, no peer in its list carrying a mark.
 	r1 := base
 	r1.Nodes = 2
 	r1.Clients = []ClientConfig{on(s, 0), on(t, 1)}
 	r1.Reconfigs = []Reconfig{{From: []int{0}, MaxTTL: s.MaxTTL, Factor: s.Factor, To: 1}}
 	r1.ReconfigRuns = 1
-	r1.Depth = 16
+	r1.Depth = 18
 
 	// R1 with a client of T that calls Bootstrap at every start: its
-	// Bootstrap finds node 1 bare and admits it at once.
+	// Bootstrap must not find node 1 bare and admit it at once.
 	r1boot := r1
 	r1boot.Pendings = 0
 	r1boot.Bootstraps = 1
@@ -47,12 +48,10 @@ func KnownDefects() []Scenario {
 	r1boot.Depth = 12
 
 	// R2: old {0}, new {0, 1, 2}. A run with the right old settings stops
-	// after step 1: node 0 carries "reconfiguring to T", nodes 1 and 2 are
-	// bare (a client of T cannot admit them by the first-admission path:
-	// node 0 is a peer held off). A rerun typed with a wrong --from-drift
-	// (0.02, whose Q is 2 ticks) is accepted, since node 0 no longer
-	// carries S, and stamps its shorter hold-off on nodes 1 and 2, where a
-	// client of T locks while the lease of S on node 0 is trusted. (With
+	// once step 1 landed: node 0 carries "reconfiguring to T" (it holds a
+	// lease of S), nodes 1 and 2 too. A rerun typed with a wrong
+	// --from-drift (0.02, whose Q is 2 ticks) must be refused, not size
+	// its hold-off from the wrong settings; the right rerun finishes. (With
 	// one node in both lists the lease's own key stands in the way.)
 	r2 := base
 	r2.Nodes = 3
@@ -62,31 +61,47 @@ func KnownDefects() []Scenario {
 	r2.Reconfigs = []Reconfig{
 		{From: []int{0}, MaxTTL: s.MaxTTL, Factor: s.Factor, To: 1},
 		{From: []int{0}, MaxTTL: wrong.MaxTTL, Factor: wrong.Factor, To: 1},
+		{From: []int{0}, MaxTTL: s.MaxTTL, Factor: s.Factor, To: 1},
 	}
-	r2.ReconfigRuns = 2
-	// The stop between the steps after a lease of S, and the rerun with
-	// the wrong old settings (the slip, run by the real scripts and
-	// rules: a fix that refuses the rerun makes the prefix fail): the
-	// search goes on from there, with the clients and time. A search that
-	// also picks the rerun did not fit the CI's memory and time.
+	r2.ReconfigRuns = 3
+	r2.ReconfigInOrder = true
+	// The lease of S, run 1 stopped between its steps (its step-1 calls
+	// land after it stopped), run 2 with the wrong old settings, which
+	// looks at every node and is refused, and run 3, the right rerun,
+	// through its step 1: the search goes on from there with its step 2,
+	// the clients and time. (A search that also picks the runs and their
+	// steps took 1.2 million states: not in the CI's time.)
 	r2.Prefix = []string{
 		"client 0 starts TryLock", "node 0 runs acquire of client 0",
 		`the operator runs Reconfigure (run 1) from [0] "` + s.settings(1) + `"`,
 		"node 0 runs look of Reconfigure (run 1)", "node 0 runs look of Reconfigure (run 1)",
-		"Reconfigure run 1's look times out", "Reconfigure run 1 stops", "node 0 runs reconfigure refuse",
+		"node 1 runs look of Reconfigure (run 1)", "node 2 runs look of Reconfigure (run 1)",
+		"Reconfigure run 1 stops",
+		"node 0 runs reconfigure refuse", "node 1 runs reconfigure refuse", "node 2 runs reconfigure refuse",
 		`the operator runs Reconfigure (run 2) from [0] "` + wrong.settings(1) + `"`,
-		"node 0 runs look of Reconfigure (run 2)", "node 1 runs look of Reconfigure (run 2)", "node 2 runs look of Reconfigure (run 2)",
-		"Reconfigure run 2's look times out", "node 0 runs reconfigure retire of Reconfigure (run 2)",
-		"node 1 runs reconfigure hold", "node 2 runs reconfigure hold",
+		"node 0 runs look of Reconfigure (run 2)", "node 0 runs look of Reconfigure (run 2)",
+		"node 1 runs look of Reconfigure (run 2)", "node 2 runs look of Reconfigure (run 2)",
 	}
-	r2.Depth = 30
+	rerun := []string{
+		`the operator runs Reconfigure (run 3) from [0] "` + s.settings(1) + `"`,
+		"node 0 runs look of Reconfigure (run 3)", "node 0 runs look of Reconfigure (run 3)",
+		"node 1 runs look of Reconfigure (run 3)", "node 2 runs look of Reconfigure (run 3)",
+		"node 0 runs reconfigure refuse of Reconfigure (run 3)",
+		"node 1 runs reconfigure refuse of Reconfigure (run 3)", "node 2 runs reconfigure refuse of Reconfigure (run 3)",
+	}
+	r2.Prefix = append(slices.Clip(r2.Prefix), rerun...)
+	// One try and one check at a time for the client of T: with two of
+	// each, and run 3 from its start, the search took 1.2 million states.
+	r2.Clients[1].Attempts = 1
+	r2.Pendings = 1
+	r2.Depth = 36
 
 	// R3: S -> T finished from {0} to {1} (node 0 retired, node 1
-	// admitted with T and the trace of S), and a client of T over {1}
-	// runs. A stale run of S -> T is called on a client of T over {2}:
+	// admitted with T and the change's record), and a client of T over
+	// {1} runs. A stale run of S -> T is called on a client of T over {2},
 	// with old list {0} (the retired node) or {1} (the node that carries
-	// T answers "already T" and keeps voting). Either way node 2 is held
-	// off and admitted with T, and two node lists run under T.
+	// T): it must be refused, or node 2 would be held off and admitted
+	// with T, and two node lists would run under T.
 	s1 := lease(1, 0.02, 1) // S, its quarantine 2 ticks: the stale run's hold-off
 	r3 := base
 	r3.Nodes = 3
@@ -95,9 +110,10 @@ func KnownDefects() []Scenario {
 	r3.Clients[0].Attempts = 1
 	tSettings := t.settings(1)
 	sSettings := s1.settings(1)
+	done := script.ChangeRecord(sSettings, tSettings, []string{"1"})
 	r3.Keys = map[int]map[string]string{
-		0: {script.MarkerKey: script.Retired(tSettings)},
-		1: {script.MarkerKey: tSettings, script.TraceKey: sSettings},
+		0: {script.MarkerKey: script.Retired(tSettings), script.TraceKey: done},
+		1: {script.MarkerKey: tSettings, script.TraceKey: done},
 	}
 	r3.Reconfigs = []Reconfig{
 		{From: []int{0}, MaxTTL: s1.MaxTTL, Factor: s1.Factor, To: 1},
@@ -105,12 +121,13 @@ func KnownDefects() []Scenario {
 	}
 	r3.ReconfigRuns = 1
 	r3.Pendings = 1
-	r3.Depth = 16
+	r3.Depth = 17
 
-	// R4: one node in both lists. A run stops after step 1, and a rerun
-	// typed with the new settings as the old ones (old = new) returns nil,
-	// "nothing to change": the node keeps "reconfiguring to T" with no
-	// hold-off, and a client of T waits for ever.
+	// R4: one node in both lists. A run stops once step 1 landed, and a
+	// rerun typed with the new settings as the old ones (old = new) must
+	// not return nil ("nothing to change") and leave the node
+	// "reconfiguring to T" with no hold-off: the bounded liveness checks
+	// that whenever a run returned nil, a client of T alone locks.
 	r4 := base
 	r4.Nodes = 1
 	r4.Clients = []ClientConfig{on(s, 0), on(t, 0)}
@@ -124,6 +141,65 @@ func KnownDefects() []Scenario {
 	r4.LiveReconfig = true
 	r4.Depth = 8
 
+	return []Scenario{
+		{"reconfig-disjoint", "Theorem 5, a new node list disjoint from the old one, the command stopped or slow at any step: no lease of T while one of S is trusted", r1},
+		{"reconfig-bootstrap", "Theorem 5 with a client of T that calls Bootstrap at every start", r1boot},
+		{"reconfig-rerun", "Theorem 5 across a stop between the steps and reruns with the right and the wrong old settings", r2},
+		{"reconfig-stale", "Theorem 5 after a finished change and a stale run with another node list", r3},
+		{"reconfig-same", "liveness: a rerun that returns nil leaves the new settings able to lock", r4},
+		{"reconfig-done", "Theorem 5 when Reconfigure does every step with the right arguments before a client of the new settings meets a new node", reconfigDone()},
+	}
+}
+
+// KnownDefects returns scenarios with a guard of the protocol taken out,
+// at their CI depth, where the explorer finds the defect the guard
+// prevents: the reconfiguration's R1-R4, each as the review found it on
+// real redis-server, and an entry re-pointed after its proof, I1. `make
+// model` does not run them (`make model-known` does); the tests require
+// each counterexample.
+func KnownDefects() []Scenario {
+	named := func(name string) Config {
+		for _, sc := range reconfigScenarios() {
+			if sc.Name == name {
+				return sc.Config
+			}
+		}
+		panic(name)
+	}
+	// Without the change record's check: reconfigure.lua moves any node
+	// that carries a reconfiguration's marks.
+	noRecord := func(cfg Config) Config {
+		cfg.NoChangeRecord = true
+		cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
+			return strings.Replace(src, "local ours = redis.call('GET', KEYS[3]) == R", "local ours = true", 1)
+		}}
+		return cfg
+	}
+	r1 := named("reconfig-disjoint")
+	r1.NoJoinMarks = true
+	r1boot := named("reconfig-bootstrap")
+	r1boot.NoJoinMarks = true
+	// R2 without the record: run 2, with the wrong old settings, is taken
+	// and does both steps (the prefix), and the search goes on with the
+	// clients and time.
+	r2 := noRecord(named("reconfig-rerun"))
+	r2.ReconfigRuns = 2
+	r2.Clients[1].Attempts, r2.Pendings = 2, 2
+	r2.Prefix = append(r2.Prefix[:len(r2.Prefix)-8:len(r2.Prefix)-8],
+		"node 0 runs reconfigure refuse of Reconfigure (run 2)",
+		"node 1 runs reconfigure refuse of Reconfigure (run 2)", "node 2 runs reconfigure refuse of Reconfigure (run 2)",
+		"node 0 runs reconfigure hold", "node 1 runs reconfigure hold", "node 2 runs reconfigure hold",
+		"client 1 starts TryLock", "node 1 runs acquire of client 1", "node 2 runs acquire of client 1")
+	r2.Depth = 36
+	r3 := named("reconfig-stale")
+	r3.RecordWithoutNodes = true
+	for _, ks := range r3.Keys {
+		if ch, ok := script.ParseChange(ks[script.TraceKey]); ok {
+			ks[script.TraceKey] = script.ChangeRecord(ch.From, ch.To, nil)
+		}
+	}
+	r4 := noRecord(named("reconfig-same"))
+
 	// I1: client 1's entry 0 reaches node 0 when New verifies it, and is
 	// re-pointed to node 1, which its entry 1 reaches too: the acquire
 	// script answers the second SET of its value "already ours", so node 1
@@ -135,11 +211,11 @@ func KnownDefects() []Scenario {
 		ExclusionOnly: true, Depth: 7}
 
 	return []Scenario{
-		{"reconfig-disjoint", "Theorem 5, a new node list disjoint from the old one: no lease of T while one of S is trusted (R1)", r1},
-		{"reconfig-bootstrap", "Theorem 5 with a client of T that calls Bootstrap at every start (R1)", r1boot},
-		{"reconfig-rerun", "Theorem 5 across a stop between the steps and a rerun with other old settings (R2)", r2},
-		{"reconfig-stale", "Theorem 5 after a finished change and a stale run with another node list (R3)", r3},
-		{"reconfig-same", "liveness: a rerun that returns nil leaves the new settings able to lock (R4)", r4},
+		{"reconfig-disjoint", "R1: step 1 marks no new node, and a client of T admits a bare new node by the first-admission path", r1},
+		{"reconfig-bootstrap", "R1: step 1 marks no new node, and Bootstrap admits a bare new node at once", r1boot},
+		{"reconfig-rerun", "R2: without the change record, a rerun with other old settings sizes the hold-off from them", r2},
+		{"reconfig-stale", "R3: a change record without the new nodes takes a stale run with another node list for a rerun", r3},
+		{"reconfig-same", "R4: without the change record, a rerun with old = new returns nil and the nodes hold off for ever", r4},
 		{"repointed", "one server, one vote when an entry is re-pointed to another server after its proof (I1)", i1},
 	}
 }
@@ -154,19 +230,21 @@ func KnownDefectNamed(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// reconfigDone is the scenario reconfig-done, the control of the known
-// defects: R2's deployment and clients, the right old settings only, a
-// run that does every step and a first try of a client of T that meets
-// the held-off nodes (the prefix); then the client's checks and time up
-// to the end of the hold-off (4 ticks), where it locks on nodes 1 and 2:
-// no double grant. Clean on the current protocol: Reconfigure is sound
-// when it does every step with the right arguments before a client of T
-// meets a new node.
+// reconfigDone is the scenario reconfig-done, the control: R2's
+// deployment and clients, the right old settings only, a run that does
+// every step and a first try of a client of T that meets the held-off
+// nodes (the prefix); then the client's checks and time up to the end of
+// the hold-off (4 ticks), where it locks on nodes 1 and 2: no double
+// grant.
 func reconfigDone() Config {
 	s := lease(3, 0.01, 1)
-	done, _ := KnownDefectNamed("reconfig-rerun")
-	cfg := done.Config
-	cfg.Reconfigs = cfg.Reconfigs[:1]
+	t := lease(1, 0.01, 2)
+	t.AfterReconfigure = true
+	on := func(cc ClientConfig, nodes ...int) ClientConfig { cc.Servers = nodes; return cc }
+	cfg := Config{Admitted: true, Confirm: true, RepliesAtOnce: true, NoGiveUps: true, Pendings: 2, Nodes: 3,
+		Clients: []ClientConfig{on(s, 0), on(t, 0, 1, 2)}}
+	cfg.Clients[0].Holds = true
+	cfg.Reconfigs = []Reconfig{{From: []int{0}, MaxTTL: s.MaxTTL, Factor: s.Factor, To: 1}}
 	cfg.ReconfigRuns = 1
 	cfg.Prefix = []string{
 		"client 0 starts TryLock", "node 0 runs acquire of client 0",
@@ -174,11 +252,12 @@ func reconfigDone() Config {
 		"node 0 runs look of Reconfigure (run 1)", "node 0 runs look of Reconfigure (run 1)",
 		"node 1 runs look of Reconfigure (run 1)", "node 2 runs look of Reconfigure (run 1)",
 		"node 0 runs reconfigure refuse of Reconfigure (run 1)",
+		"node 1 runs reconfigure refuse of Reconfigure (run 1)", "node 2 runs reconfigure refuse of Reconfigure (run 1)",
 		"node 0 runs reconfigure hold", "node 1 runs reconfigure hold", "node 2 runs reconfigure hold",
 		// the client of T's first try, which meets the held-off nodes
 		"client 1 starts TryLock", "node 1 runs acquire of client 1", "node 2 runs acquire of client 1",
 	}
 	cfg.MaxTime = 4
-	cfg.Depth = 27
+	cfg.Depth = 29
 	return cfg
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -17,6 +18,7 @@ import (
 type interp struct {
 	L      *lua.LState
 	protos map[string]*lua.FunctionProto
+	ran    map[string]bool // the scripts run so far (Result.Scripts)
 	// the call in progress
 	ks  keyspace
 	now int64
@@ -26,7 +28,7 @@ type interp struct {
 // by patches[name] if there is one. A patch that changes nothing is an
 // error: the test that relies on it would check the unpatched script.
 func newInterp(patches map[string]func(string) string) (*interp, error) {
-	in := &interp{L: lua.NewState(lua.Options{SkipOpenLibs: true}), protos: map[string]*lua.FunctionProto{}}
+	in := &interp{L: lua.NewState(lua.Options{SkipOpenLibs: true}), protos: map[string]*lua.FunctionProto{}, ran: map[string]bool{}}
 	// The libraries Redis gives scripts: base, table, string, math.
 	for _, lib := range []struct {
 		name string
@@ -76,6 +78,9 @@ func (in *interp) run(ks keyspace, now int64, req script.Request) any {
 	proto := in.protos[req.Script]
 	if proto == nil {
 		panic(fmt.Errorf("model: no script %q", req.Script))
+	}
+	if !in.ran[req.Script] {
+		in.ran[req.Script] = true
 	}
 	in.ks, in.now = ks, now
 	defer func() { in.ks = nil }()
@@ -203,4 +208,14 @@ func fromLua(v lua.LValue) any {
 		return out
 	}
 	panic(fmt.Errorf("model: a script returned a %s", v.Type()))
+}
+
+// scripts are the names of the scripts run so far, sorted.
+func (in *interp) scripts() []string {
+	out := make([]string, 0, len(in.ran))
+	for name := range in.ran {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }

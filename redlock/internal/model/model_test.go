@@ -14,6 +14,7 @@ func explore(t *testing.T, cfg Config) Result {
 	t.Helper()
 	r, err := Explore(cfg)
 	require.NoError(t, err)
+	ran.add(r.Scripts)
 	t.Log(r)
 	require.True(t, r.Complete, "the exploration was cut short")
 	return r

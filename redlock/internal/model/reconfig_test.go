@@ -7,10 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The reconfiguration's defects that issue 31's review found on real
-// redis-server, found by the explorer on the current protocol. Each test
-// documents a known defect: it requires the counterexample, and is to be
-// turned into a clean check of its scenario (requireClean) by the fix.
+// The reconfiguration's scenarios, R1-R4: each clean on the current
+// protocol, and each found again when the guard that prevents it is taken
+// out (known.go).
 
 func knownDefect(t *testing.T, name string) Config {
 	t.Helper()
@@ -19,46 +18,75 @@ func knownDefect(t *testing.T, name string) Config {
 	return s.Config
 }
 
-// R1: a change to a disjoint node list that stops after step 1 (or whose
-// new nodes do not answer): a client of the new settings started after
-// it finds its nodes bare and admits them by the first-admission path
-// while a lease of the old settings is trusted.
-func TestReconfig_FindsR1OnTheUnfixedProtocol(t *testing.T) {
+// R1: a change to a disjoint node list that stops at any step (or whose
+// calls to the new node are slow): no client of the new settings started
+// once step 1 is done admits the new node while a lease of the old
+// settings is trusted.
+func TestReconfig_ADisjointListGrantsNoSecondLease(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-disjoint"))
+}
+
+// Without step 1's marks on the new nodes, a client of the new settings
+// finds its node bare and admits it by the first-admission path while the
+// lease of the old settings is trusted.
+func TestReconfig_FindsR1WithoutTheMarksOnTheNewNodes(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-disjoint"), "double grant")
 }
 
-// R1 with a client of the new settings that calls Bootstrap at every
-// start: Bootstrap finds the new nodes bare and admits them at once.
-func TestReconfig_FindsR1WithBootstrapAtEveryStartOnTheUnfixedProtocol(t *testing.T) {
+func TestReconfig_BootstrapAtEveryStartGrantsNoSecondLease(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-bootstrap"))
+}
+
+// Without them, Bootstrap finds the new node bare and admits it at once.
+func TestReconfig_FindsR1WithBootstrapAtEveryStartWithoutTheMarksOnTheNewNodes(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-bootstrap"), "double grant")
 }
 
-// R2: after a stop between the steps the node carries no trace of the old
-// settings, so a rerun with a wrong --from-drift is accepted and stamps a
+// R2: after a stop between the steps, reruns with the right and the wrong
+// old settings: the wrong one is refused, and no lease of the new
+// settings comes while the old lease is trusted.
+func TestReconfig_ARerunWithOtherOldSettingsGrantsNoSecondLease(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-rerun"))
+}
+
+// Without the change record the node carries no trace of the old
+// settings, so the rerun with a wrong --from-drift is accepted and stamps a
 // hold-off shorter than the old leases.
-func TestReconfig_FindsR2OnTheUnfixedProtocol(t *testing.T) {
+func TestReconfig_FindsR2WithoutTheChangeRecord(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-rerun"), "double grant")
 }
 
 // R3: after S -> T finished, a stale S -> T run with another node list is
-// taken for a rerun, and two node lists run under T.
-func TestReconfig_FindsR3OnTheUnfixedProtocol(t *testing.T) {
+// refused, whichever old list it names.
+func TestReconfig_AStaleRunWithAnotherListGrantsNoSecondLease(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-stale"))
+}
+
+// With a change record that names no node, the stale run is taken for a
+// rerun, and two node lists run under T.
+func TestReconfig_FindsR3WithARecordWithoutTheNodes(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-stale"), "double grant")
 }
 
 // R3 as the review found it: the stale run's old list is the node that
 // carries T, which answers its retire step with "already T" and keeps
 // voting.
-func TestReconfig_FindsR3ThroughANodeThatAnswersAlreadyOnTheUnfixedProtocol(t *testing.T) {
+func TestReconfig_FindsR3ThroughANodeThatAnswersAlreadyWithARecordWithoutTheNodes(t *testing.T) {
 	cfg := knownDefect(t, "reconfig-stale")
 	cfg.Reconfigs = cfg.Reconfigs[1:]
 	requireFound(t, cfg, "double grant")
 }
 
 // R4: after a stop between the steps, a rerun with the old settings typed
-// as the new ones returns nil ("nothing to change") and no client of the
-// new settings ever locks.
-func TestReconfig_FindsR4OnTheUnfixedProtocol(t *testing.T) {
+// as the new ones is refused, and every run that returns nil leaves a
+// client of the new settings able to lock.
+func TestReconfig_ARerunWithTheNewSettingsAsOldLeavesTheNewSettingsLive(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-same"))
+}
+
+// Without the change record it returns nil ("nothing to change") and no
+// client of the new settings ever locks.
+func TestReconfig_FindsR4WithoutTheChangeRecord(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-same"), "liveness")
 }
 
@@ -119,11 +147,11 @@ func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
 }
 
 // R1 needs no stop: the command runs every step and every node answers,
-// but step 2's call to the new node is slow. A client of the new
-// settings started after step 1 finds the node bare and admits it by the
-// first-admission path before the hold-off lands. (The prefix is the
-// run up to step 2's call on the wire.)
-func TestReconfig_FindsR1WithASlowStep2OnTheUnfixedProtocol(t *testing.T) {
+// but step 2's call to the new node is slow. Without step 1's marks, a
+// client of the new settings started once step 1 is done finds the node
+// bare and admits it by the first-admission path before the hold-off
+// lands. (The prefix is the run up to step 2's call on the wire.)
+func TestReconfig_FindsR1WithASlowStep2WithoutTheMarksOnTheNewNodes(t *testing.T) {
 	cfg := knownDefect(t, "reconfig-disjoint")
 	cfg.Prefix = []string{
 		"client 0 starts TryLock", "node 0 runs acquire of client 0",

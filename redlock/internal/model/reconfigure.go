@@ -2,9 +2,12 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
@@ -17,19 +20,22 @@ import (
 // list). A run is the library's, step by step, each step a separate
 // action after which the run may stop for good (a crash, Ctrl-C, ctx):
 //
-//  0. the look: the state script and a GET of the trace key on every
+//  0. the look: the state script and a GET of the change record on every
 //     node of both lists (one step per node: the library's three reads,
 //     ident, state and trace, run as one); each reply at once, later or
 //     never; the run decides once every node answered or at its timeout
 //     (any moment), the nodes not heard being down, with the library's
-//     rules script.ReconfigureMovable, script.ReconfigureNeed and
-//     script.ReconfigureUnchanged (a node's identity is the node itself:
-//     the lists name distinct nodes);
+//     rules script.ChangeRecord, script.ReconfigureMovable,
+//     script.ReconfigureNeed and script.ReconfigureUnchanged (a node's
+//     identity is the node itself: the lists name distinct nodes);
 //  1. refuse (a node that stays) or retire on every old node that
-//     answered the look; the run goes on once every call was answered or
-//     at its timeout, if enough took the mark;
-//  2. hold on every new node that answered the look; the run ends once
-//     every call was answered or at its timeout.
+//     answered the look, and refuse on every new node that is not an old
+//     one; the run goes on once every call was answered or at its
+//     timeout, if enough old nodes and a majority of the new ones took
+//     their marks, and says so: clients of the new settings may start
+//     from then on (ClientConfig.AfterReconfigure);
+//  2. hold on every new node; the run ends once every call was answered
+//     or at its timeout.
 //
 // The command's own finish loop is left out: it sends the finish step
 // that every client of the new settings sends when it meets a held-off
@@ -37,7 +43,7 @@ import (
 
 // reconfID is the client index of the reconfiguration's messages; their
 // node is the node itself, and their round the list (old 0, new 1) times
-// maxNodes plus the entry.
+// maxNodes plus the entry, plus 2·maxNodes for step 2's.
 const reconfID = -2
 
 // Reconfig is one Client.Reconfigure call: the old node list and old
@@ -82,12 +88,13 @@ type reconfigurer struct {
 	sent   [2]uint8 // the entries called in the current step
 	heard  [2]uint8 // the entries heard in the current step
 	acked  uint8    // step 1: old entries that took their mark
+	joined uint8    // step 1: new entries (not old nodes) that took theirs
 	marker [2][maxNodes]string
 	trace  [2][maxNodes]string
 }
 
 func (r *reconfigurer) encode(b []byte) []byte {
-	b = fmt.Appendf(b, "R%d,%d,%d,%d,%d,%v%v%v%d,", r.phase, r.runs, r.run, r.wrote, r.last, r.looked, r.sent, r.heard, r.acked)
+	b = fmt.Appendf(b, "R%d,%d,%d,%d,%d,%v%v%v%d,%d,", r.phase, r.runs, r.run, r.wrote, r.last, r.looked, r.sent, r.heard, r.acked, r.joined)
 	if r.phase == rLooking {
 		b = fmt.Appendf(b, "%q%q", r.marker, r.trace)
 	}
@@ -116,7 +123,7 @@ func (m *machine) fromTo(k int) (from, to string, holdOff time.Duration) {
 }
 
 // started reports whether client c may take steps: one started after a
-// reconfiguration only once a run to its settings began to write.
+// reconfiguration only once a run to its settings said step 1 was done.
 func (m *machine) started(s *state, c int) bool {
 	if !m.cfg.Clients[c].AfterReconfigure {
 		return true
@@ -145,7 +152,7 @@ func (m *machine) reconfSteps(s *state, emit func(step)) {
 			tr := &t.reconf
 			tr.runs++
 			tr.run, tr.phase, tr.last = k, rLooking, runNone
-			tr.looked, tr.sent, tr.heard, tr.acked = [2]uint8{}, [2]uint8{}, [2]uint8{}, 0
+			tr.looked, tr.sent, tr.heard, tr.acked, tr.joined = [2]uint8{}, [2]uint8{}, [2]uint8{}, 0, 0
 			tr.marker, tr.trace = [2][maxNodes]string{}, [2][maxNodes]string{}
 			ls := m.lists(k)
 			for side, list := range ls {
@@ -191,9 +198,9 @@ func (m *machine) reconfReads(s *state, q msg) bool {
 	case rLooking:
 		return q.req.Script == lookScript
 	case rRefusing:
-		return q.req.Script == "reconfigure" && q.round < maxNodes
+		return q.req.Script == "reconfigure" && q.round < 2*maxNodes
 	case rHolding:
-		return q.req.Script == "reconfigure" && q.round >= maxNodes
+		return q.req.Script == "reconfigure" && q.round >= 2*maxNodes
 	}
 	return false
 }
@@ -204,7 +211,7 @@ func (m *machine) deliverReconf(t *state, r msg) string {
 	if !m.reconfReads(t, r) {
 		return " (late: ignored)"
 	}
-	side, e := r.round/maxNodes, r.round%maxNodes
+	side, e := r.round/maxNodes%2, r.round%maxNodes
 	bit := uint8(1) << e
 	tr.heard[side] |= bit
 	switch tr.phase {
@@ -222,7 +229,11 @@ func (m *machine) deliverReconf(t *state, r msg) string {
 			panic(err)
 		}
 		if rep.Status != script.ReconfigureOther {
-			tr.acked |= bit
+			if side == 0 {
+				tr.acked |= bit
+			} else {
+				tr.joined |= bit
+			}
 		}
 	}
 	if tr.heard != tr.sent {
@@ -244,20 +255,31 @@ func (m *machine) reconfDecide(t *state) string {
 		tr.phase, tr.last = rIdle, res
 		return " -> " + why
 	}
-	send := func(side int, set uint8, s script.ReconfigureStep) {
-		tr.sent, tr.heard = [2]uint8{}, [2]uint8{}
-		tr.sent[side] = set
-		for e, node := range ls[side] {
-			if set&(1<<e) == 0 {
-				continue
+	rec := script.ChangeRecord(from, to, m.ids(ls[1]))
+	if m.cfg.RecordWithoutNodes {
+		rec = script.ChangeRecord(from, to, nil)
+	}
+	// send calls step s[side] on the entries in sets[side]; a retire on
+	// an old node that stays is a refuse.
+	send := func(sets [2]uint8, s [2]script.ReconfigureStep) {
+		tr.sent, tr.heard = sets, [2]uint8{}
+		for side, list := range ls {
+			for e, node := range list {
+				if sets[side]&(1<<e) == 0 {
+					continue
+				}
+				st := s[side]
+				if st == script.StepRetire && m.stays(ls[1], tr.looked[1], node) {
+					st = script.StepRefuse
+				}
+				req := script.ReconfigureRequest(script.ReconfigureArgs{Step: st, From: from, To: to, Record: rec, HoldOff: holdOff,
+					TTL: 2*holdOff + time.Second, ID: "h" + strconv.Itoa(tr.runs)})
+				round := side*maxNodes + e
+				if st == script.StepHold {
+					round += 2 * maxNodes
+				}
+				t.msgs = append(t.msgs, newMsg(msg{client: reconfID, node: node, attempt: tr.runs, round: round, req: req}))
 			}
-			st := s
-			if s == script.StepRetire && m.stays(ls[1], tr.looked[1], node) {
-				st = script.StepRefuse
-			}
-			req := script.ReconfigureRequest(script.ReconfigureArgs{Step: st, From: from, To: to, HoldOff: holdOff,
-				TTL: 2*holdOff + time.Second, ID: "h" + strconv.Itoa(tr.runs)})
-			t.msgs = append(t.msgs, newMsg(msg{client: reconfID, node: node, attempt: tr.runs, round: side*maxNodes + e, req: req}))
 		}
 	}
 	switch tr.phase {
@@ -268,13 +290,16 @@ func (m *machine) reconfDecide(t *state) string {
 			for e, node := range list {
 				id := ""
 				if tr.looked[side]&(1<<e) != 0 {
-					if !script.ReconfigureMovable(tr.marker[side][e], tr.trace[side][e], from, to) {
+					if !m.movable(tr.marker[side][e], tr.trace[side][e], from, to, rec) {
 						return end(runFailed, fmt.Sprintf("node %d carries %q: refused, nothing written", node, tr.marker[side][e]))
 					}
 					id = strconv.Itoa(node)
 				}
 				ids[side] = append(ids[side], id)
 			}
+		}
+		if tr.looked[1] != allNodes(len(ls[1])) {
+			return end(runFailed, "a new node did not answer, and every one must: incomplete, nothing written")
 		}
 		if count(tr.looked[0]) < need {
 			return end(runFailed, fmt.Sprintf("%d old nodes answered, %d must: incomplete, nothing written", count(tr.looked[0]), need))
@@ -285,19 +310,27 @@ func (m *machine) reconfDecide(t *state) string {
 			}
 			return end(runFailed, "the same settings for another node list: refused, nothing written")
 		}
-		tr.wrote |= 1 << k
-		tr.phase, tr.acked = rRefusing, 0
-		send(0, tr.looked[0], script.StepRetire)
-		return fmt.Sprintf(" -> step 1: refuse or retire on old nodes %v", m.nodesOf(ls[0], tr.looked[0]))
+		tr.phase, tr.acked, tr.joined = rRefusing, 0, 0
+		joining := m.joining(ls)
+		if m.cfg.NoJoinMarks {
+			joining = 0
+		}
+		send([2]uint8{tr.looked[0], joining}, [2]script.ReconfigureStep{script.StepRetire, script.StepRefuse})
+		return fmt.Sprintf(" -> step 1: refuse or retire on old nodes %v, mark new nodes %v", m.nodesOf(ls[0], tr.looked[0]), m.nodesOf(ls[1], joining))
 	case rRefusing:
-		if count(tr.acked) < need {
-			return end(runFailed, fmt.Sprintf("step 1 reached %d old nodes, %d must: incomplete", count(tr.acked), need))
+		marked := 0
+		for e, node := range ls[1] {
+			if tr.joined&(1<<e) != 0 || m.ackedOld(ls[0], tr.acked, node) {
+				marked++
+			}
 		}
+		if count(tr.acked) < need || (marked < quorum.Majority(len(ls[1])) && !m.cfg.NoJoinMarks) {
+			return end(runFailed, fmt.Sprintf("step 1 reached %d old nodes (%d must) and %d new ones: incomplete", count(tr.acked), need, marked))
+		}
+		// The command says so: clients of the new settings may start.
+		tr.wrote |= 1 << k
 		tr.phase = rHolding
-		send(1, tr.looked[1], script.StepHold)
-		if tr.looked[1] == 0 {
-			return end(runFailed, "step 2: no new node answered the look: incomplete (\"runs with the new settings on the nodes that were reached\")")
-		}
+		send([2]uint8{0, tr.looked[1]}, [2]script.ReconfigureStep{"", script.StepHold})
 		return fmt.Sprintf(" -> step 2: hold on new nodes %v", m.nodesOf(ls[1], tr.looked[1]))
 	case rHolding:
 		if tr.heard[1] == allNodes(len(ls[1])) && tr.looked[0] == allNodes(len(ls[0])) && tr.acked == tr.looked[0] {
@@ -324,6 +357,52 @@ func dropMsgs(msgs []msg, drop func(msg) bool) []msg {
 		}
 	}
 	return out
+}
+
+// movable is step 0's rule, script.ReconfigureMovable, or with
+// NoChangeRecord the rule before change records.
+func (m *machine) movable(marker, trace, from, to, rec string) bool {
+	if !m.cfg.NoChangeRecord {
+		return script.ReconfigureMovable(marker, trace, from, to, rec)
+	}
+	_, moving := script.MovingTo(marker)
+	if marker == to && to != from {
+		ch, ok := script.ParseChange(trace)
+		return ok && ch.From == from
+	}
+	return marker == "" || marker == from || moving || strings.HasPrefix(marker, "retired, ")
+}
+
+// ids are the identities of the nodes of list, for the change record:
+// the model's identity of a node is its index.
+func (m *machine) ids(list []int) []string {
+	out := make([]string, len(list))
+	for e, n := range list {
+		out[e] = strconv.Itoa(n)
+	}
+	return out
+}
+
+// joining are the entries of the new list whose nodes are not old ones:
+// step 1 marks them (reconfigure.go's joined).
+func (m *machine) joining(ls [2][]int) uint8 {
+	var set uint8
+	for e, n := range ls[1] {
+		if !slices.Contains(ls[0], n) {
+			set |= 1 << e
+		}
+	}
+	return set
+}
+
+// ackedOld reports whether node is an old node that took its step-1 mark.
+func (m *machine) ackedOld(olds []int, acked uint8, node int) bool {
+	for e, n := range olds {
+		if n == node && acked&(1<<e) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // stays reports whether node is in the new list among the entries that

@@ -97,7 +97,7 @@ func Scenarios() []Scenario {
 	dup.Servers, dup.Probed = []int{0, 0, 1}, []int{0, 2}
 	identity := Config{Nodes: 3, Clients: []ClientConfig{c, dup}, Admitted: true, Proofs: 2,
 		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
-	return []Scenario{
+	return append([]Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
 		{"residual", "the residual case needs other settings: after every node's data is lost, a client with the deployment's settings waits its quarantine", residual},
@@ -113,8 +113,7 @@ func Scenarios() []Scenario {
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
 		{"identity", "one server, one vote: a server listed twice counts once", identity},
-		{"reconfig-done", "Theorem 5 when Reconfigure does every step with the right arguments before a client of the new settings meets a new node", reconfigDone()},
-	}
+	}, reconfigScenarios()...)
 }
 
 // ScenarioNamed returns the scenario called name.
