@@ -16,10 +16,11 @@ func acquired(r quorum.Reply[script.AcquireReply]) bool {
 	return r.Err == nil && r.Val.Status == script.Granted
 }
 
-// votes reports whether r is a grant that counts: from a node whose
-// identity is verified (see identity.go).
-func (c *Client) votes(r quorum.Reply[script.AcquireReply]) bool {
-	return acquired(r) && c.verified(r.Node)
+// votes reports whether r is a grant that counts: from the server its
+// node was verified on, as the round read the proven ids (see
+// identity.go).
+func (a *attempt) votes(r quorum.Reply[script.AcquireReply]) bool {
+	return acquired(r) && script.SameServer(a.proven[r.Node], r.Val.Ident)
 }
 
 // attempt is one acquisition: a round of the acquire script on every node,
@@ -39,6 +40,9 @@ type attempt struct {
 	// arguments; the call itself is built when needed (see release).
 	rel script.ReleaseArgs
 
+	// proven is the id each node was verified with when the round began
+	// ("" for none): its replies count only from that server.
+	proven  []string
 	round   *quorum.Round[script.AcquireReply]
 	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
 	replies []quorum.Reply[script.AcquireReply]
@@ -47,9 +51,9 @@ type attempt struct {
 	granted    int
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
-	unverified []int         // nodes that answered before their identity was verified: their votes did not count
+	unverified []int         // nodes that answered before their identity was verified, or from another server: their votes did not count
 	refused    int           // nodes that refused this client's configuration (ErrNodeRefused)
-	handed     []int         // nodes where the key holds the Lock call's waiter id
+	handed     []handOff     // nodes where the key holds the Lock call's waiter id
 	ahead      bool          // a node's key is handed to a Lock call ahead of this one
 	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
 	mismatch   *ConfigError
@@ -88,9 +92,13 @@ func (a *attempt) release(back bool) *script.Release {
 func (a *attempt) send(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
 	a.stop = cancel
+	a.proven = a.c.ident.proven()
 	a.round = quorum.StartOwned(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (script.AcquireReply, error) {
 		r, err := a.acq.Run(ctx, a.c.nodes[i].sn)
 		a.c.observe(i, err)
+		if err == nil {
+			a.c.moved(a.proven, i, r.Ident)
+		}
 		return r, err
 	})
 }
@@ -101,7 +109,7 @@ func (a *attempt) send(ctx context.Context) {
 func (a *attempt) await(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
 	defer cancel()
-	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.c.votes, a.c.missedLast)
+	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.votes, a.c.missedLast)
 	if a.refusalsInDoubt() {
 		// Whether the refusals are why the attempt failed depends on the
 		// nodes not heard from yet (see failure): hear them out, up to
@@ -123,7 +131,7 @@ func (a *attempt) refusalsInDoubt() bool {
 	granted, refused := 0, 0
 	for _, r := range a.replies {
 		switch {
-		case a.c.votes(r):
+		case a.votes(r):
 			granted++
 		case refusal(r.Err) != nil:
 			refused++
@@ -144,7 +152,19 @@ func (a *attempt) tally(timedOut bool) {
 				a.refused++
 			}
 			a.errs = append(a.errs, ne)
-		case !c.verified(r.Node):
+		case r.Val.Status == script.Unadmitted && a.proven[r.Node] != "":
+			// A verified node that lost its data answers with no id, and
+			// no longer counts (see moved); it is proven again in the
+			// background, since its quarantine keeps its vote out anyway.
+			// Its admission goes through its entry, whatever server that
+			// reaches.
+			if !script.SameServer(a.proven[r.Node], r.Val.Ident) {
+				c.proveSoon(a.ttl)
+			}
+			c.admit.lost(r.Node)
+			a.unadmitted = append(a.unadmitted, r.Node)
+			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+		case !script.SameServer(a.proven[r.Node], r.Val.Ident):
 			a.unverified = append(a.unverified, r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errUnverified))
 		case r.Val.Status == script.Granted:
@@ -161,16 +181,12 @@ func (a *attempt) tally(timedOut bool) {
 			a.busy = append(a.busy, r.Val.PTTL)
 		case r.Val.Status == script.HandedHere:
 			c.admit.saw(r.Node)
-			a.handed = append(a.handed, r.Node)
+			a.handed = append(a.handed, handOff{node: r.Node, server: r.Val.Ident})
 			a.errs = append(a.errs, c.nodeErr(r.Node, errHandedHere))
 		case r.Val.Status == script.Queued:
 			c.admit.saw(r.Node)
 			a.errs = append(a.errs, c.nodeErr(r.Node, errQueued))
 			a.busy = append(a.busy, max(r.Val.PTTL, 0))
-		case r.Val.Status == script.Unadmitted:
-			c.admit.lost(r.Node)
-			a.unadmitted = append(a.unadmitted, r.Node)
-			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
 		case r.Val.Status == script.Mismatch && c.movingHere(r.Val.Marker):
 			// Held off by a reconfiguration to our settings: in
 			// quarantine until the hold-off ends (reconfigure.go).
@@ -297,8 +313,8 @@ type outcome struct {
 	took       time.Duration
 	unadmitted []int
 	unverified []int
-	handed     []int // nodes that answered that a release handed the key to the Lock call
-	ahead      bool  // a node's key was handed to a Lock call ahead of this one
+	handed     []handOff // nodes that answered that a release handed the key to the Lock call
+	ahead      bool      // a node's key was handed to a Lock call ahead of this one
 	// cleaned is closed once the failed attempt's cleanup calls are over
 	// (nil: none): a call that leaves the line or gives keys back sends
 	// that after them, so that a cleanup cannot put it back in line.

@@ -81,10 +81,16 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	}
 	p := script.NewExtend(args)
 	res := extendResult{t0: c.cfg.clock.Now(), wire: c.nodeTimeout(shortest), leases: make([]extended, len(ls))}
+	// A renewal counts only from the server its node was verified on, as
+	// this round reads the proven ids (identity.go).
+	proven := c.ident.proven()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
 	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
 		v, err := p.Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
+		if err == nil && c.moved(proven, i, v.Ident) {
+			c.proveSoon(shortest)
+		}
 		return v, err
 	})
 	undecided := len(ls)
@@ -103,7 +109,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 			switch {
 			case r.Err != nil:
 				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
-			case r.Val.Renewed(k) && c.verified(r.Node):
+			case r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident):
 				e.yes++
 			case r.Val.Renewed(k):
 				e.errs = append(e.errs, c.nodeErr(r.Node, errUnverified))

@@ -56,14 +56,22 @@ func (a *attempt) commit(ctx context.Context) {
 	// Like the acquire round, commits to the nodes that did not count
 	// still go out after success: a fence raised on more nodes survives
 	// more restarts.
+	// A commit counts only from the server its node was verified on, as
+	// this round reads the proven ids (identity.go).
+	proven := c.ident.proven()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(a.ttl))
-	round := quorum.Start(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		ok, err := p.Run(ctx, c.nodes[i].sn)
+	round := quorum.Start(c.pool, rctx, len(c.nodes), func(ctx context.Context, i int) (script.CommitReply, error) {
+		r, err := p.Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
-		return ok, err
+		if err == nil && c.moved(proven, i, r.Ident) {
+			c.proveSoon(a.ttl)
+		}
+		return r, err
 	})
 	wctx, wcancel := context.WithTimeout(ctx, c.nodeTimeout(a.ttl))
-	counts := func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val && c.verified(r.Node) }
+	counts := func(r quorum.Reply[script.CommitReply]) bool {
+		return r.Err == nil && r.Val.Committed && script.SameServer(proven[r.Node], r.Val.Ident)
+	}
 	got := round.Await(wctx, c.quorum, counts)
 	wcancel()
 	c.spawn(func() {
@@ -78,7 +86,7 @@ func (a *attempt) commit(ctx context.Context) {
 			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", r.Err)))
 		case counts(r):
 			yes++
-		case r.Val:
+		case r.Val.Committed:
 			errs = append(errs, c.nodeErr(r.Node, fmt.Errorf("fence commit: %w", errUnverified)))
 		default:
 			errs = append(errs, c.nodeErr(r.Node, errors.New("fence commit: key no longer ours")))

@@ -200,8 +200,8 @@ func TestFencing_ACommitOnAMinorityFailsTheAttempt(t *testing.T) {
 
 // The time floor alone keeps tokens increasing when the only node shared by
 // two holders' majorities lost its fence (restart without persistence).
-// The quarantine is off here so the wiped node votes at once and only
-// the floor stands between B and a token below A's.
+// The quarantine is off here so the wiped node votes once it is proven
+// again, and only the floor stands between B and a token below A's.
 func TestFencing_TheTimeFloorSurvivesALostFence(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, f := cl.faulty(t, WithFencing(), WithoutRestartQuarantine())
@@ -214,7 +214,17 @@ func TestFencing_TheTimeFloorSurvivesALostFence(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 	f.requireIdle(t)
 	f.heal()
-	cl.wipe(t, 2) // node 2 forgets its fence
+	cl.wipe(t, 2) // node 2 forgets its fence, and its identity
+	// Node 2 counts again once a proof gives it an identity, which a lock
+	// that meets it starts, and which waits for every verified node
+	// (identity.go): before nodes 0 and 1 go.
+	other, err := c.TryLock(ctx, key+"-other", time.Second)
+	require.NoError(t, err)
+	require.NoError(t, other.Release(ctx))
+	require.Eventually(t, func() bool {
+		id := provenOn(c, 2)
+		return id != "" && id == cl.value(t, 2, keyIdent)
+	}, 2*time.Second, 5*time.Millisecond, "node 2 was never proven again")
 	f.fail(boom, "", 0, 1)
 	b, err := c.TryLock(ctx, key, time.Second) // reads fences only on 2, 3, 4: all empty
 	require.NoError(t, err)

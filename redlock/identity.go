@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,14 +34,30 @@ import (
 // New verifies every entry that answers its probe; an entry that did not
 // is verified when it first answers a script call, before its vote counts.
 //
+// A name can change its server after its proof: a proxy or a DNS name is
+// re-pointed, go-redis reconnects, and the entry reaches a server another
+// entry reaches too. So the entry is verified with the id it read, and
+// every reply that counts (a grant, a renewal, a fence commit, a hand-off)
+// carries the id of the server that sent it, read by the same script
+// (script.SameServer): a reply from another server, or from one that lost
+// its data and has no id, counts for nothing and un-verifies the entry
+// (moved), whose next proof finds the duplicate or verifies it anew. A
+// round compares every reply with one reading of the proven ids (proven),
+// which are pairwise distinct.
+//
 // Rejected: comparing INFO's run_id (it needs INFO, which ACLs often deny,
 // and changes on every restart, so a comparison with an earlier reading
-// proves nothing), and only New's probe (an entry down at start was never
-// checked: the double grant above).
+// proves nothing), only New's probe (an entry down at start was never
+// checked: the double grant above), and a proof of each entry once (a
+// re-pointed name counted its new server twice: an extra GET in each
+// script costs no round trip, a proof before every attempt would).
 type identity struct {
-	mu      sync.Mutex // one proof at a time
-	last    time.Time  // when the last proof that verified nothing ended; guarded by mu
-	ok      []atomic.Bool
+	mu   sync.Mutex // one proof at a time
+	last time.Time  // when the last proof that verified nothing ended; guarded by mu
+	// ids holds, per entry, the id the entry was verified with ("": not
+	// verified). It is replaced whole, never written in place, so that a
+	// round reads every entry's id at one moment (proven).
+	ids     atomic.Pointer[[]string]
 	dup     atomic.Pointer[DuplicateNodeError]
 	proving atomic.Bool // a background proof (proveSoon) is under way
 }
@@ -50,17 +67,67 @@ type identity struct {
 // attempt that met an unverified entry asks for one.
 const proofEvery = time.Second
 
-func newIdentity(n int) *identity { return &identity{ok: make([]atomic.Bool, n)} }
+func newIdentity(n int) *identity {
+	id := &identity{}
+	ids := make([]string, n)
+	id.ids.Store(&ids)
+	return id
+}
 
-// verified reports whether node i's replies count as votes.
-func (c *Client) verified(i int) bool { return c.ident.ok[i].Load() }
+// proven returns the id each entry was verified with ("" for none), as of
+// one moment: a round counts its replies against one such reading. The
+// slice is shared: read it, never write it.
+func (id *identity) proven() []string { return *id.ids.Load() }
+
+// verified reports whether node i's replies count as votes (when they come
+// from the server it was verified on).
+func (c *Client) verified(i int) bool { return c.ident.proven()[i] != "" }
 
 // allVerified reports whether every node is verified.
 func (id *identity) allVerified() bool {
-	for i := range id.ok {
-		if !id.ok[i].Load() {
+	for _, v := range id.proven() {
+		if v == "" {
 			return false
 		}
+	}
+	return true
+}
+
+// unverify takes node i's verification away if it is still the one with
+// id was, and reports whether it did.
+func (id *identity) unverify(i int, was string) bool {
+	for {
+		p := id.ids.Load()
+		if was == "" || (*p)[i] != was {
+			return false
+		}
+		q := slices.Clone(*p)
+		q[i] = ""
+		if id.ids.CompareAndSwap(p, &q) {
+			return true
+		}
+	}
+}
+
+// moved checks a reply of node i that carries server, the id of the
+// server that sent it, against proven, the ids its round counts with: a
+// verified entry whose reply comes from another server (re-pointed), or
+// from one with no id (it lost its data), is verified no longer. It
+// reports whether that is so; the caller counts nothing of the reply and
+// asks for a proof.
+func (c *Client) moved(proven []string, i int, server string) bool {
+	was := proven[i]
+	if was == "" || script.SameServer(was, server) {
+		return false
+	}
+	if c.ident.unverify(i, was) {
+		c.inst.identityChange(c.nodes[i].name)
+		why := "it reaches another server than the one it was verified on (a re-pointed proxy or DNS name)"
+		if server == "" {
+			why = "its server has no identity: it lost its data, or the name now reaches a new server"
+		}
+		c.cfg.logger.Warn("redlock: node's replies no longer count until its identity is proven again: "+why,
+			"node", i, "addr", c.nodes[i].name)
 	}
 	return true
 }
@@ -130,11 +197,7 @@ func (c *Client) prove(ids []string) (bool, error) {
 // script.Prove); c.ident.mu is held.
 func (c *Client) proveLocked(ids []string) (bool, error) {
 	id := c.ident
-	verified := make([]bool, len(c.nodes))
-	for i := range verified {
-		verified[i] = id.ok[i].Load()
-	}
-	p := script.Prove(ids, verified)
+	p := script.Prove(ids, id.proven())
 	switch {
 	case p.Dup:
 		e := &DuplicateNodeError{Node: p.First, Addr: c.nodes[p.First].name, Other: p.Second, OtherAddr: c.nodes[p.Second].name}
@@ -145,10 +208,23 @@ func (c *Client) proveLocked(ids []string) (bool, error) {
 		id.last = time.Now()
 		return false, nil // a verified entry did not answer: prove nothing new
 	}
-	for _, i := range p.Verified {
-		id.ok[i].Store(true)
+	if len(p.Verified) == 0 {
+		return false, nil
 	}
-	return len(p.Verified) > 0, nil
+	// Only proofs add ids, one at a time (mu); moved only takes them away,
+	// concurrently. An entry it took away stays so unless this round
+	// verifies it: the round's ids are pairwise distinct, and every entry
+	// verified before answered it, so the ids after it are too.
+	for {
+		cur := id.ids.Load()
+		next := slices.Clone(*cur)
+		for _, i := range p.Verified {
+			next[i] = ids[i]
+		}
+		if id.ids.CompareAndSwap(cur, &next) {
+			return true, nil
+		}
+	}
 }
 
 // DuplicateNodeError reports two entries of a client's node list that

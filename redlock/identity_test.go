@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"testing"
@@ -282,4 +283,110 @@ func TestIdentity_AnEntryDownAtNewIsVerifiedWhenItFirstAnswers(t *testing.T) {
 	require.NoError(t, err, "four of five servers are up")
 	require.NoError(t, l.Release(ctx))
 	cl.thaw(t, 2)
+}
+
+// proxiedClient builds a Client over cl whose entry 0 is a switchProxy
+// in front of node 0 (entries 1 and 2 are nodes 1 and 2), with every
+// entry verified by New, and returns its node clients.
+func proxiedClient(t *testing.T, cl *cluster, opts ...Option) (*Client, *switchProxy, []redis.UniversalClient) {
+	t.Helper()
+	px := newSwitchProxy(t, cl.nodes[0].Addr())
+	list := []redis.UniversalClient{redis.NewClient(&redis.Options{Addr: px.Addr()})}
+	for i := 1; i < len(cl.nodes); i++ {
+		list = append(list, redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr()}))
+	}
+	for _, uc := range list {
+		t.Cleanup(func() { _ = uc.Close() })
+	}
+	c, err := New(list, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	for i := range list {
+		require.True(t, verifiedOn(c, i), "New did not verify node %d", i)
+	}
+	return c, px, list
+}
+
+// repointTo re-points px to cl's node i and waits until the entry's node
+// client uc reaches it.
+func repointTo(t *testing.T, cl *cluster, px *switchProxy, uc redis.UniversalClient, i int) {
+	t.Helper()
+	px.repoint(cl.nodes[i].Addr())
+	id := cl.value(t, i, keyIdent)
+	require.NotEmpty(t, id)
+	require.Eventually(t, func() bool { return uc.Get(context.Background(), keyIdent).Val() == id }, 2*time.Second, 10*time.Millisecond,
+		"the re-pointed entry never reached node %d", i)
+}
+
+// I1 (docs/fencing.md, "One server, one vote"): an entry of the node list
+// is verified on the server it reached when it was proven. Here entry 0 is
+// a proxy in front of node 0 when New runs, and is then re-pointed to
+// node 1, which entry 1 reaches too: go-redis reconnects, and the acquire
+// script answers the second SET of the attempt's value as granted. Node 1
+// must not count twice while another client holds a lease on nodes 0 and
+// 2: the re-pointed entry's grant comes from another server than the one
+// it was verified on, so it counts for nothing, the entry is verified no
+// longer (and reported), and the proof that follows finds node 1 listed
+// twice.
+func TestIdentity_AnEntryRePointedToAnotherEntrysServerNeverCountsTwice(t *testing.T) {
+	const ttl = 10 * time.Second
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	holder := cl.client(t, WithMaxTTL(ttl))
+	require.NoError(t, holder.Bootstrap(ctx))
+	var lg logs
+	moved, px, list := proxiedClient(t, cl, WithMaxTTL(ttl), WithLogger(lg.logger()))
+
+	// The holder's lease: nodes 0 and 2 (node 1 busy for a moment), then
+	// node 1 is free.
+	key := testenv.Key(t)
+	cl.hold(t, key, 300*time.Millisecond, 1)
+	first, err := holder.TryLock(ctx, key, ttl)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Release(ctx) })
+	require.Eventually(t, func() bool { return cl.value(t, 1, key) == "" }, 2*time.Second, 10*time.Millisecond,
+		"node 1's other owner never let go")
+
+	// The proxy now leads to node 1, and entry 0's client reconnects.
+	repointTo(t, cl, px, list[0], 1)
+
+	l, err := moved.TryLock(ctx, key, ttl)
+	if err == nil {
+		_ = l.Release(ctx)
+		t.Fatalf("DOUBLE GRANT: the re-pointed entry counted node 1 twice while the holder's lease on nodes 0 and 2 was trusted (%v more)",
+			time.Until(first.Deadline()).Round(time.Millisecond))
+	}
+	require.True(t, time.Now().Before(first.Deadline()), "the holder's lease ended before the check: it proves nothing")
+	require.ErrorIs(t, err, ErrConfigMismatch)
+	var dup *DuplicateNodeError
+	require.ErrorAs(t, err, &dup, "the proof after the attempt did not find node 1 listed twice")
+	require.Equal(t, [2]int{0, 1}, [2]int{dup.Node, dup.Other})
+	require.False(t, verifiedOn(moved, 0), "the re-pointed entry is still verified")
+	warned := lg.at(slog.LevelWarn, "no longer count")
+	require.Len(t, warned, 1, "the entry's change of server was not reported once")
+	require.Equal(t, int64(0), recordAttrs(warned[0])["node"].Int64())
+}
+
+// A renewal counts only from the server its entry was verified on: a lease
+// held on nodes 0 and 1, whose entry 0 is then re-pointed to node 1 and
+// whose key on node 0 is gone, must not be renewed by node 1's two
+// answers.
+func TestIdentity_AnExtendDoesNotCountARePointedEntrysNewServer(t *testing.T) {
+	const ttl = 10 * time.Second
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	require.NoError(t, cl.client(t, WithMaxTTL(ttl)).Bootstrap(ctx))
+	c, px, list := proxiedClient(t, cl, WithMaxTTL(ttl))
+
+	key := testenv.Key(t)
+	cl.hold(t, key, ttl, 2)
+	l, err := c.TryLock(ctx, key, ttl)
+	require.NoError(t, err, "nodes 0 and 1 are free")
+	repointTo(t, cl, px, list[0], 1)
+	cl.drop(t, key, 0)
+	before := l.Deadline()
+	err = l.Extend(ctx, ttl)
+	require.Error(t, err, "node 1 renewed the lease as two votes, through its own entry and the re-pointed one")
+	require.Equal(t, before, l.Deadline(), "a failed extend moved the deadline")
+	require.False(t, verifiedOn(c, 0), "the re-pointed entry is still verified")
 }

@@ -95,6 +95,9 @@ func valueOf(l *Lease) string { return l.value }
 // verifiedOn reports whether c verified node i's identity.
 func verifiedOn(c *Client, i int) bool { return c.verified(i) }
 
+// provenOn is the identity c's node i was verified with ("" for none).
+func provenOn(c *Client, i int) string { return c.ident.proven()[i] }
+
 // setLineLifetime sets how long c's Lock calls stay in a key's line on a
 // node without trying again (New floors it at 10 s). Before any call.
 func setLineLifetime(c *Client, d time.Duration) { c.line = d }
@@ -185,8 +188,8 @@ func handedTo(v string) bool { return strings.Contains(v, "~") }
 func isGiveBack(c *call) bool { return c.Script == "release" && len(c.Args) == 10 }
 
 // handOffNotice is what a release publishes on a Client's channel when
-// it handed key to waiter id.
-func handOffNotice(id, key string) string { return "!" + id + "|" + key }
+// it handed key to waiter id, on the server whose identity is server.
+func handOffNotice(id, server, key string) string { return "!" + id + " " + server + "|" + key }
 
 // wakeNotice is what a release publishes on a Client's channel when it
 // named waiter id first in key's line.

@@ -492,7 +492,7 @@ func TestRenew_BatchJudgesEachLeaseOnItsOwnResult(t *testing.T) {
 	var both atomic.Int64
 	c, f := cl.ready(t, WithMaxTTL(ttl), WithNodeTimeout(300*time.Millisecond))
 	f.after(func(c *call, err error) {
-		if c.Node == 0 && c.Script == "extend" && len(c.Keys) == 3 && err == nil { // two lock keys and the marker
+		if c.Node == 0 && c.Script == "extend" && len(c.Keys) == 4 && err == nil { // two lock keys, the marker and the server's identity
 			both.Add(1)
 			select {
 			case batched <- struct{}{}:

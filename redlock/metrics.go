@@ -21,6 +21,7 @@ type instruments struct {
 	extends      metric.Int64Counter     // by outcome
 	lost         metric.Int64Counter     // leases found lost or expired while held
 	nodeErrors   metric.Int64Counter     // per node
+	identChanges metric.Int64Counter     // per node: replies from another server than the proven one
 	configErrors metric.Int64Counter     // by kind
 	heldTime     metric.Float64Histogram // from obtained to released or lost, seconds
 	gauges       metric.Registration     // leases held, nodes in quarantine
@@ -67,6 +68,11 @@ func newInstruments(mp metric.MeterProvider, keyAttr bool, held *atomic.Int64, q
 	if in.nodeErrors, err = m.Int64Counter("quorumlock.node.errors",
 		metric.WithDescription("Per-node failures (transport errors and timeouts) in any round."),
 		metric.WithUnit("{error}")); err != nil {
+		return nil, err
+	}
+	if in.identChanges, err = m.Int64Counter("quorumlock.node.identity.changes",
+		metric.WithDescription("Entries of the node list found answering from another server than the one their identity proof verified (a re-pointed proxy or DNS name) or from one without an identity (it lost its data): their votes do not count until a new proof."),
+		metric.WithUnit("{change}")); err != nil {
 		return nil, err
 	}
 	if in.configErrors, err = m.Int64Counter("quorumlock.config.errors",
@@ -202,6 +208,10 @@ func (in *instruments) held(outcome, key string, took time.Duration) {
 
 func (in *instruments) configError(kind string) {
 	in.configErrors.Add(context.Background(), 1, metric.WithAttributes(kindKey.String(kind)))
+}
+
+func (in *instruments) identityChange(name string) {
+	in.identChanges.Add(context.Background(), 1, metric.WithAttributes(nodeKey.String(name)))
 }
 
 func (in *instruments) nodeError(name string) {

@@ -99,7 +99,10 @@ func (w *waker) deliver(node int, channel, payload string) {
 	switch {
 	case !ok:
 	case n.Handed:
-		w.handedBy(node, n.Key, n.Names)
+		if w.c.moved(w.c.ident.proven(), node, n.Server) {
+			w.c.proveSoon(w.c.cfg.maxTTL)
+		}
+		w.handedBy(node, n.Key, n.Names, n.Server)
 	default:
 		w.notify(n.Key, n.Names)
 	}

@@ -209,7 +209,9 @@ func (a *attempt) nodeAnswers() []string {
 		switch {
 		case r.Err != nil:
 			s = "error"
-		case !a.c.verified(r.Node):
+		case r.Val.Status == script.Unadmitted && a.proven[r.Node] != "":
+			s = "quarantined" // as tally: lost its data, its id with it
+		case !script.SameServer(a.proven[r.Node], r.Val.Ident):
 			s = "unverified"
 		default:
 			switch r.Val.Status {

@@ -45,8 +45,8 @@ type waiter struct {
 	// Nodes where a release handed the key to id (attempts' replies; the
 	// waker counts the notices: see nodesHanded), and when the first
 	// attempt that put id in line began: see handedLease.
-	handedFew  [16]bool
-	handedMany []bool // instead of handedFew, for more nodes
+	handedFew  [16]string
+	handedMany []string // instead of handedFew, for more nodes
 	first      time.Time
 	gaveBack   time.Time // when the call last gave keys back
 }
@@ -58,17 +58,17 @@ func (c *Client) newWaiter(key string, ttl time.Duration, cc *callConfig) waiter
 	w := waiter{c: c, key: key, ttl: ttl, place: time.Now().UnixMicro(), retry: cc.retry, args: c.callArgs(cc)}
 	w.handoffs = c.handoffs && !w.args.fenced
 	if n := len(c.nodes); n > len(w.handedFew) {
-		w.handedMany = make([]bool, n)
+		w.handedMany = make([]string, n)
 	}
 	w.id = c.waiterID(ttl, w.place, w.handoffs)
 	return w
 }
 
-// nodesHanded is, per node, whether its release handed the key to id. It
-// is a view of the waiter's own storage: a waiter with a pointer into
-// itself would escape to the heap, so the view is made on every use and
-// never kept.
-func (w *waiter) nodesHanded() []bool {
+// nodesHanded is, per node, the id of the server whose release handed
+// the key to id ("" for none: see handedTo). It is a view of the waiter's
+// own storage: a waiter with a pointer into itself would escape to the
+// heap, so the view is made on every use and never kept.
+func (w *waiter) nodesHanded() []string {
 	if w.handedMany != nil {
 		return w.handedMany
 	}
@@ -118,8 +118,8 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 		return nil, w.last.err
 	}
 	handed := w.nodesHanded()
-	for _, i := range w.last.handed {
-		handed[i] = true
+	for _, h := range w.last.handed {
+		handed[h.node] = h.server
 	}
 	// Give the handed keys back when a call ahead in line holds a handed
 	// key too: releases split the nodes between them, and the call ahead

@@ -45,7 +45,7 @@ type keyWaiters struct {
 	lastAt    time.Time           // when the last release notice arrived
 	lastNames string              // and whom it named
 	linger    *time.Timer         // set while the key has no waiter
-	handed    map[string][]bool   // waiter id -> the nodes that handed it the key
+	handed    map[string][]string // waiter id -> per node, the id of the server that handed it the key ("" none)
 	ready     chan struct{}       // closed once a majority of nodes confirmed the subscription
 }
 

@@ -374,8 +374,8 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
 	unregister() // the key lingers, still subscribed
 
 	since := time.Now()
-	w.handedBy(0, "k", "late") // a release handed node 0 to it before it registered
-	w.notify("k", "")          // and a release with nobody in line woke everyone
+	w.handedBy(0, "k", "late", "srv") // a release handed node 0 to it before it registered
+	w.notify("k", "")                 // and a release with nobody in line woke everyone
 	requireRegistersWith(t, w, "k", "late", since, wakePart)
 }
 
@@ -502,7 +502,7 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlockOverPubSub(t *testing.T
 	ctx := context.Background()
 	since := time.Now()
 	late := w.id + ".late"
-	require.NoError(t, ucs[0].Publish(ctx, chanWake(c), handOffNotice(late, key)).Err())
+	require.NoError(t, ucs[0].Publish(ctx, chanWake(c), handOffNotice(late, ucs[0].Get(ctx, keyIdent).Val(), key)).Err())
 	require.NoError(t, ucs[1].Publish(ctx, chanReleased(key), "").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
@@ -542,4 +542,20 @@ func TestWaker_ReadsKeysWithBarsAndSpacesFromItsOwnChannel(t *testing.T) {
 	requireWake(t, ch, wakeFirst)
 	w.deliver(0, chanReleased(key), "w.1")
 	requireWake(t, ch, wakeFirst)
+}
+
+// A hand-off counts only from the server its node was verified on
+// (identity.go): a notice from another server (a re-pointed name) or from
+// one without an identity (it lost its data) counts for nothing, as a
+// reply of an attempt does.
+func TestWaker_AHandOffCountsOnlyFromTheServerItsNodeWasVerifiedOn(t *testing.T) {
+	c, w := idleWaker(t)
+	_, unregister, _ := w.register("k", "w", time.Now())
+	defer unregister()
+	w.handedBy(0, "k", "w", provenOn(c, 0))
+	w.handedBy(1, "k", "w", provenOn(c, 2)) // node 2's server, through node 1's name
+	w.handedBy(2, "k", "w", "")
+	require.Equal(t, 1, w.handedTo("k", "w", make([]string, 3)))
+	also := []string{"", provenOn(c, 1), ""} // node 1's attempt reply
+	require.Equal(t, 2, w.handedTo("k", "w", also))
 }

@@ -141,8 +141,9 @@ type Config struct {
 	// MaxTime bounds real time, in ticks.
 	MaxTime int
 	// Wipes bounds the data losses (FLUSHALL, a restart without
-	// persistence) in a run. (Lost replies need no bound: a reply that is
-	// never delivered is a lost one.)
+	// persistence) in a run; a loss keeps the server's identity (see
+	// wiped). (Lost replies need no bound: a reply that is never
+	// delivered is a lost one.)
 	Wipes int
 	// Pendings bounds the pending calls (quarantine starts) each client
 	// sends in a run.
@@ -207,6 +208,10 @@ type Config struct {
 	// round even when a verified entry did not (a defect: that entry may
 	// be one of them under another name).
 	ProofIgnoresMissing bool
+	// NoReplyIdentity counts a verified entry's replies whatever server
+	// sent them (a defect, I1: an entry proven once and never again, so
+	// one re-pointed to another entry's server counts it twice).
+	NoReplyIdentity bool
 }
 
 // settings is σ, as redlock's deployment.go writes it: the string the

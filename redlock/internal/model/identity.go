@@ -11,47 +11,135 @@ import (
 // (ClientConfig.Servers: entry i reaches node Servers[i]); the acquire
 // script answers a repeated SET of the client's own value as granted, so
 // such a client would count that server as two votes. An entry's replies
-// count as votes (grants, fence commits) only once the entry is verified,
-// by a proof round: the ident script on every entry, each reply arriving
-// at once, later or never, and script.Prove, the rule identity.go
+// count as votes (grants, fence commits, renewals) only once the entry is
+// verified, by a proof round: the ident script on every entry, each reply
+// arriving at once, later or never, and script.Prove, the rule identity.go
 // applies, deciding on the ids heard once every entry answered or at the
 // round's timeout, which may come at any moment. Proofs are one at a time
 // per client, and a client may start one at any moment (up to
 // Config.Proofs), which covers New's probe (a proof round whose missing
 // replies are the entries down at New), the proof after an attempt that
 // met an unverified entry, and the one in the background after a won
-// attempt (proveSoon). A round that finds two entries with one identity
-// refuses the client for good (DuplicateNodeError): it starts no more
-// attempts.
+// attempt or a reply from another server (proveSoon). A round that finds
+// two entries with one identity refuses the client for good
+// (DuplicateNodeError): it starts no more attempts.
+//
+// An entry is verified with the id it read, and a reply counts only if
+// the server that ran it read that id (script.SameServer, against the ids
+// as the reply's round read them when it began): an entry re-pointed
+// after its proof (ClientConfig.Repoint) answers with another server's
+// id, counts for nothing, and is verified no longer. Every node starts
+// with an id of its own (nodeID), as the clients' probes left it; a data
+// loss keeps it (see wipe).
 //
 // A client whose entries are the nodes (no Servers) starts with every
 // entry verified, as after a probe that heard every entry: proofs only
 // take votes away, and cannot find a duplicate among distinct servers.
-// A client with Servers starts with none verified; with NoIdentityCheck
-// (the defect) every entry votes from the start.
+// A client with Servers starts with the entries of Probed verified; with
+// NoIdentityCheck (the defect) every entry votes from the start.
 
 // prover is a client's identity state. Entry sets are bit masks.
 type prover struct {
-	repointed bool  // ClientConfig.Repoint happened
-	verified  uint8 // the entries whose replies count as votes
-	dup       bool  // two entries proved to be one server: refused for good
-	proving   bool  // a proof round is out
-	rounds    int   // proof rounds started
+	repointed bool             // ClientConfig.Repoint happened
+	proven    [maxNodes]string // the id each entry was verified with ("": not verified)
+	dup       bool             // two entries proved to be one server: refused for good
+	proving   bool             // a proof round is out
+	rounds    int              // proof rounds started
 	answered  uint8
 	ids       [maxNodes]string // what each entry read in the current round
+}
+
+// verified is the set of the entries that are verified.
+func (p *prover) verified() uint8 {
+	var out uint8
+	for i, v := range p.proven {
+		if v != "" {
+			out |= 1 << i
+		}
+	}
+	return out
+}
+
+// nodeID is node i's identity at the start (script.IdentKey).
+func nodeID(i int) string { return fmt.Sprintf("n%d", i) }
+
+// canonID encodes v, an id entry (or node) e read or was proven with, for
+// a state's identity: the id node e started with is written "=", so that
+// a renaming of the nodes (Symmetry, where entry e is node e and ids never
+// change) leaves it alike; any other id as it is.
+func canonID(e int, v string) string {
+	if v == nodeID(e) {
+		return "="
+	}
+	return v
 }
 
 // initialIdent is every client's identity state at the start.
 func (m *machine) initialIdent() []prover {
 	out := make([]prover, len(m.cfg.Clients))
 	for c, cc := range m.cfg.Clients {
-		if len(cc.Servers) == 0 || cc.Probed == nil || m.cfg.NoIdentityCheck {
-			out[c].verified = allNodes(m.size[c])
+		all := len(cc.Servers) == 0 || cc.Probed == nil || m.cfg.NoIdentityCheck
+		for e := 0; e < m.size[c]; e++ {
+			if all {
+				out[c].proven[e] = nodeID(m.serverOf(c, e))
+			}
+		}
+		if all {
 			continue
 		}
-		for _, i := range cc.Probed {
-			out[c].verified |= 1 << i
+		for _, e := range cc.Probed {
+			out[c].proven[e] = nodeID(m.serverOf(c, e))
 		}
+	}
+	return out
+}
+
+// counts reports whether a reply of client c's entry e, from a server
+// whose id is read, counts, with the ids its round read when it began
+// (proven): script.SameServer, or, with NoReplyIdentity (the defect I1),
+// any reply of an entry verified then. Where it does not for an entry
+// verified then, the entry is verified no longer (identity.go's moved),
+// unless a proof verified it again since.
+func (m *machine) counts(t *state, c, e int, proven *[maxNodes]string, read string) bool {
+	was := proven[e]
+	if m.cfg.NoReplyIdentity {
+		return was != ""
+	}
+	if script.SameServer(was, read) {
+		return true
+	}
+	if p := &t.ident[c]; was != "" && p.proven[e] == was {
+		p.proven[e] = ""
+	}
+	return false
+}
+
+// same notes whether client c's reply through entry e in its current
+// round came from the server the entry was verified on (its id is read):
+// it counts then, and otherwise never (see counts).
+func (m *machine) same(t *state, c, e int, read string) string {
+	cl := &t.clients[c]
+	was := t.ident[c].proven[e]
+	if m.counts(t, c, e, &cl.proven, read) {
+		cl.same |= 1 << e
+		return ""
+	}
+	if cl.proven[e] != "" && was != "" && t.ident[c].proven[e] == "" {
+		return fmt.Sprintf(" (from another server than its entry %d was verified on: the entry is verified no longer)", e)
+	}
+	return ""
+}
+
+// wiped is ks after a data loss: nothing but the server's id, which the
+// model keeps. A server that loses its data loses its id too, and the
+// library proves an entry that answers with none again (identity.go)
+// before it counts: that only takes votes away, so a model in which the
+// id survives allows every run the library allows, and more, without the
+// proof rounds each loss would cost the search.
+func wiped(ks keyspace) keyspace {
+	out := keyspace{}
+	if e := ks[script.IdentKey]; e != nil {
+		out[script.IdentKey] = e
 	}
 	return out
 }
@@ -136,7 +224,7 @@ func (m *machine) identSteps(s *state, c int, emit func(step)) {
 			return fmt.Sprintf("client %d's entry %d (node %d) is re-pointed to node %d (a proxy, a DNS name): go-redis reconnects", c, rp[0], m.serverOf(c, rp[0]), rp[1])
 		}, t})
 	}
-	if p.dup || p.verified == allNodes(n) {
+	if p.dup || p.verified() == allNodes(n) {
 		return
 	}
 	if p.proving {
@@ -186,14 +274,12 @@ func (m *machine) deliverIdent(t *state, r msg) string {
 func (m *machine) prove(t *state, c int) string {
 	p := &t.ident[c]
 	n := m.size[c]
-	verified := make([]bool, n)
-	for i := range verified {
-		verified[i] = p.verified&(1<<i) != 0
-	}
+	proven := p.proven[:n]
 	if m.cfg.ProofIgnoresMissing {
-		verified = make([]bool, n) // the defect: no verified entry is missed
+		proven = make([]string, n) // the defect: no verified entry is missed
 	}
-	pr := script.Prove(p.ids[:n], verified)
+	pr := script.Prove(p.ids[:n], proven)
+	ids := p.ids
 	p.proving, p.answered, p.ids = false, 0, [maxNodes]string{}
 	switch {
 	case pr.Dup:
@@ -203,17 +289,25 @@ func (m *machine) prove(t *state, c int) string {
 		return " -> a verified entry did not answer: nothing proved"
 	}
 	for _, i := range pr.Verified {
-		p.verified |= 1 << i
+		p.proven[i] = ids[i]
 	}
 	return fmt.Sprintf(" -> entries %v verified", pr.Verified)
 }
 
 // encode appends a client's identity state with node i renamed perm[i].
 func (p *prover) encode(b []byte, perm, inv []int) []byte {
-	b = append(b, 'I', permMask(p.verified, perm), permMask(p.answered, perm))
+	b = append(b, 'I', permMask(p.answered, perm))
 	b = fmt.Appendf(b, "%t,%t,%t,%d,", p.dup, p.proving, p.repointed, p.rounds)
 	for j := range perm {
-		b = append(b, p.ids[inv[j]]...)
+		b = append(b, canonID(inv[j], p.proven[inv[j]])...)
+		b = append(b, ',')
+		b = append(b, canonID(inv[j], p.ids[inv[j]])...)
+		b = append(b, ',')
+	}
+	for e := len(perm); e < maxNodes; e++ { // a list longer than the nodes (no Symmetry)
+		b = append(b, p.proven[e]...)
+		b = append(b, ',')
+		b = append(b, p.ids[e]...)
 		b = append(b, ',')
 	}
 	return append(b, '|')

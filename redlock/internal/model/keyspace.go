@@ -62,12 +62,13 @@ func (ks keyspace) live(key string, now int64) *entry {
 	return e
 }
 
-// encode writes the live keys in key order, with their expiries on the
-// node's clock: the key space's part of a state's identity.
-func (ks keyspace) encode(b *strings.Builder, now int64) {
+// encode writes the live keys in key order, but skip, with their
+// expiries on the node's clock: the key space's part of a state's
+// identity.
+func (ks keyspace) encode(b *strings.Builder, now int64, skip string) {
 	keys := make([]string, 0, len(ks))
 	for k, e := range ks {
-		if e.exp == 0 || now < e.exp {
+		if k != skip && (e.exp == 0 || now < e.exp) {
 			keys = append(keys, k)
 		}
 	}

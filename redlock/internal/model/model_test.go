@@ -177,7 +177,7 @@ func TestModel_OtherSettingsGetNoLease(t *testing.T) {
 func TestModel_FindsAnUntrustworthyLeaseWithoutTheSettingsCheck(t *testing.T) {
 	cfg := scenario(t, "settings")
 	cfg.Patches = map[string]func(string) string{"acquire": func(src string) string {
-		return strings.Replace(src, "  if m ~= ARGV[3] then\n    return {-2, 0, m}\n  end\n", "", 1)
+		return strings.Replace(src, "  if m ~= ARGV[3] then\n    return reply({-2, 0, m})\n  end\n", "", 1)
 	}}
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
@@ -213,7 +213,7 @@ func TestModel_TwoFencedLeasesInOneInstantGetDifferentTokens(t *testing.T) {
 func TestModel_FindsTheRepeatedTokenWithoutTheCommitOwnershipCheck(t *testing.T) {
 	cfg := scenario(t, "commit")
 	cfg.Patches = map[string]func(string) string{"commit": func(src string) string {
-		return strings.Replace(src, "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return 0\nend\n", "", 1)
+		return strings.Replace(src, "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return {0, ident}\nend\n", "", 1)
 	}}
 	requireFound(t, cfg, "token uniqueness", "token order")
 }
@@ -291,4 +291,18 @@ func TestModel_FindsAServerCountedTwiceWhenAProofIgnoresAMissingEntry(t *testing
 	cfg := scenario(t, "identity")
 	cfg.ProofIgnoresMissing = true
 	requireFound(t, cfg, "double grant", "outlives its keys")
+}
+
+// A renewal counts only from the node an entry was verified on: client 0
+// holds a lease on nodes 0 and 1 (the prefix), its entry 0 is re-pointed
+// to node 1, and node 0's key expires; node 1's two renewals must not
+// extend the lease beyond the keys. Without the check they do.
+func TestModel_ARePointedEntryRenewsNothing(t *testing.T) {
+	e := lease(2, 0.01, 1)
+	e.Extends, e.Repoint = 1, []int{0, 1}
+	cfg := Config{Nodes: 3, Clients: []ClientConfig{e}, Admitted: true, MaxTime: 2, RepliesAtOnce: true, NoGiveUps: true, Depth: 10,
+		Prefix: []string{"client 0 starts TryLock", "node 0 runs acquire of client 0", "node 1 runs acquire of client 0"}}
+	requireClean(t, cfg)
+	cfg.NoReplyIdentity = true
+	requireFound(t, cfg, "outlives its keys")
 }

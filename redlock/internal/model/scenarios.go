@@ -97,6 +97,18 @@ func Scenarios() []Scenario {
 	dup.Servers, dup.Probed = []int{0, 0, 1}, []int{0, 2}
 	identity := Config{Nodes: 3, Clients: []ClientConfig{c, dup}, Admitted: true, Proofs: 2,
 		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
+	// Client 1's entry 0 reaches node 0 when New verifies it, and is
+	// re-pointed at any moment after to node 1, which its entry 1 reaches
+	// too (a proxy or a DNS name; go-redis reconnects): the acquire script
+	// answers the second SET of its value "already ours", so node 1 would
+	// vote twice while client 0 holds a lease on nodes 0 and 2. A proof
+	// may follow (the depth lets it end, after both attempts and the
+	// re-pointing). Its entries stop mapping one to one to the nodes, so
+	// no symmetry reduction.
+	moved := c
+	moved.Repoint = []int{0, 1}
+	repointed := Config{Nodes: 3, Clients: []ClientConfig{c, moved}, Admitted: true, Proofs: 1,
+		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
 	return append([]Scenario{
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
@@ -113,6 +125,7 @@ func Scenarios() []Scenario {
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
 		{"identity", "one server, one vote: a server listed twice counts once", identity},
+		{"repointed", "one server, one vote when an entry is re-pointed to another entry's server after its proof", repointed},
 	}, reconfigScenarios()...)
 }
 

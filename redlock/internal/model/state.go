@@ -47,6 +47,11 @@ type client struct {
 	e0        int
 	eyes      uint8
 	egone     uint8
+	// The ids the client's entries were verified with as the current
+	// round (acquire, commit or extend) read them when it began, and the
+	// entries whose reply in it came from that server (identity.go).
+	proven [maxNodes]string
+	same   uint8
 	// wiped: the nodes that lost their data since this attempt began
 	// (what the invariant "a lease never outlives its keys" excuses).
 	wiped uint8
@@ -80,11 +85,27 @@ type msg struct {
 
 func newMsg(m msg) msg {
 	if m.reply {
-		m.key = fmt.Sprintf("R>%d#%d.%d:%s=%v", m.client, m.attempt, m.round, m.req.Script, m.res)
+		m.key = fmt.Sprintf("R>%d#%d.%d:%s=%v", m.client, m.attempt, m.round, m.req.Script, canonReply(m.node, m.res))
 	} else {
 		m.key = fmt.Sprintf("Q%d#%d.%d:%s%v%v", m.client, m.attempt, m.round, m.req.Script, m.req.Keys, m.req.Args)
 	}
 	return m
+}
+
+// canonReply is a reply through entry e for a state's identity: the id of
+// node e in it written as canonID does.
+func canonReply(e int, res any) any {
+	switch v := res.(type) {
+	case string:
+		return canonID(e, v)
+	case []any:
+		out := make([]any, len(v))
+		for k, x := range v {
+			out[k] = canonReply(e, x)
+		}
+		return out
+	}
+	return res
 }
 
 // state is one global state: real time, each clock's lead over it, the
@@ -166,6 +187,15 @@ func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
 		mask(c.unadmitted)
 		mask(c.admitting)
 		mask(c.wiped)
+		mask(c.same)
+		for j := 0; j < n; j++ {
+			b = append(b, canonID(inv[j], c.proven[inv[j]])...)
+			b = append(b, ',')
+		}
+		for e := n; e < maxNodes; e++ { // a list longer than the nodes (no Symmetry)
+			b = append(b, c.proven[e]...)
+			b = append(b, ',')
+		}
 		if c.extending {
 			b = append(b, 'e')
 			num(int64(c.e0))
@@ -215,12 +245,18 @@ func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
 	return b
 }
 
-// nodeEncodings encodes each node's key space at its clock.
+// nodeEncodings encodes each node's key space at its clock, the id it
+// started with as canonID writes it.
 func (s *state) nodeEncodings() [][]byte {
 	out := make([][]byte, len(s.nodes))
 	for i, ks := range s.nodes {
 		var sb strings.Builder
-		ks.encode(&sb, s.nodeNow(i))
+		skip := ""
+		if e := ks[script.IdentKey]; e != nil && e.exp == 0 && e.str == nodeID(i) {
+			skip = script.IdentKey
+			sb.WriteString("=;")
+		}
+		ks.encode(&sb, s.nodeNow(i), skip)
 		out[i] = []byte(sb.String())
 	}
 	return out

@@ -64,6 +64,8 @@ func (m *machine) initial() *state {
 		for k, v := range m.cfg.Keys[i] {
 			s.nodes[i][k] = &entry{kind: 's', str: v}
 		}
+		// The identity the clients' probes read (identity.go).
+		s.nodes[i][script.IdentKey] = &entry{kind: 's', str: nodeID(i)}
 	}
 	if m.cfg.Admitted {
 		for e := 0; e < m.size[0]; e++ {
@@ -158,11 +160,12 @@ func (m *machine) successors(s *state, emit func(step)) {
 	}
 	if s.wipes < m.cfg.Wipes {
 		for i := range s.nodes {
-			if len(s.nodes[i]) == 0 {
+			kept := wiped(s.nodes[i])
+			if len(s.nodes[i]) == len(kept) {
 				continue
 			}
 			t := s.clone()
-			t.nodes[i] = keyspace{}
+			t.nodes[i] = kept
 			t.wipes++
 			for c := range t.clients {
 				if p := t.clients[c].phase; p != idle && p != done {
@@ -291,7 +294,7 @@ func (m *machine) startAttempt(t *state, c int) {
 	a := cl.attempt + 1
 	*tc = client{phase: acquiring, attempt: a, t0: t.clientNow(m.cfg.Nodes, c), since: t.maxTok,
 		unadmitted: cl.unadmitted, mark: cl.mark, admitting: cl.admitting, pendings: cl.pendings,
-		adm: cl.adm}
+		adm: cl.adm, proven: t.ident[c].proven}
 	req := m.acquire(c, a).Request()
 	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: a, req: req}))
@@ -327,17 +330,23 @@ func (m *machine) deliver(t *state, r msg) string {
 		if m.cfg.Confirm {
 			m.readAcquire(cl, c, r.node, rep)
 		}
-		return m.tallyAcquire(t, c, r.node, rep)
+		what := m.same(t, c, r.node, rep.Ident)
+		return what + m.tallyAcquire(t, c, r.node, rep)
 	case "commit":
 		if cl.phase != committing || cl.attempt != r.attempt {
 			return " (late: ignored)"
 		}
-		if r.res == int64(1) {
+		rep, err := script.ParseCommit(r.res.([]any))
+		if err != nil {
+			panic(err)
+		}
+		if rep.Committed {
 			cl.commits |= 1 << r.node
 		} else {
 			cl.cfails |= 1 << r.node
 		}
-		return m.tallyCommit(t, c)
+		what := m.same(t, c, r.node, rep.Ident)
+		return what + m.tallyCommit(t, c)
 	case "extend":
 		if cl.phase != holding || !cl.extending || cl.attempt != r.attempt || cl.extends != r.round {
 			return " (late: ignored)"
@@ -413,7 +422,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	} else {
 		cl.refused |= 1 << node
 	}
-	votes := cl.granted & t.ident[c].verified // only a verified entry votes (identity.go)
+	votes := cl.granted & cl.same // only from the server an entry was verified on (identity.go)
 	if count(votes) < m.qc[c] {
 		if quorum.Decided(m.size[c], m.qc[c], count(votes), count(cl.answered&^votes)) {
 			m.fail(t, c)
@@ -443,6 +452,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 		return " -> the token would pass the largest bigint: fails"
 	}
 	cl.phase, cl.token = committing, token
+	cl.proven, cl.same = t.ident[c].proven, 0
 	req := script.NewCommit(script.CommitArgs{Key: lockKey, Value: value(c, cl.attempt), Token: token,
 		Keep: cc.TTL + m.quar[c]}).Request()
 	for i := 0; i < m.size[c]; i++ {
@@ -458,7 +468,7 @@ func (m *machine) tallyCommit(t *state, c int) string {
 	cl := &t.clients[c]
 	cc := m.cfg.Clients[c]
 	n := m.cfg.Nodes
-	votes := cl.commits & t.ident[c].verified // only a verified entry votes (identity.go)
+	votes := cl.commits & cl.same // only from the server an entry was verified on (identity.go)
 	if count(votes) < m.qc[c] {
 		if quorum.Decided(m.size[c], m.qc[c], count(votes), count((cl.commits|cl.cfails)&^votes)) {
 			m.fail(t, c)
@@ -620,6 +630,7 @@ func (m *machine) extendSteps(s *state, c int, emit func(step)) {
 	t := s.clone()
 	tc := &t.clients[c]
 	tc.extending, tc.extends, tc.e0, tc.eyes, tc.egone = true, cl.extends+1, now, 0, 0
+	tc.proven, tc.same = s.ident[c].proven, 0
 	req := script.NewExtend([]script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}).Request()
 	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, round: tc.extends, req: req}))
@@ -636,18 +647,24 @@ func (m *machine) extendSteps(s *state, c int, emit func(step)) {
 // releases it, as a caller would).
 func (m *machine) tallyExtend(t *state, c int, r msg) string {
 	cl := &t.clients[c]
-	cc := m.cfg.Clients[c]
-	n := m.cfg.Nodes
-	rep, ok := r.res.([]any)
-	if !ok || len(rep) != 1 {
-		panic(fmt.Errorf("model: extend replied %v", r.res))
+	rep, err := script.ParseExtend(r.res.([]any), 1)
+	if err != nil {
+		panic(err)
 	}
-	if rep[0] == int64(1) {
+	if rep.Renewed(0) {
 		cl.eyes |= 1 << r.node
 	} else {
 		cl.egone |= 1 << r.node
 	}
-	votes := cl.eyes & t.ident[c].verified // only a verified entry votes (identity.go)
+	return m.same(t, c, r.node, rep.Ident) + m.decideExtend(t, c)
+}
+
+// decideExtend is tallyExtend's decision on the replies heard so far.
+func (m *machine) decideExtend(t *state, c int) string {
+	cl := &t.clients[c]
+	cc := m.cfg.Clients[c]
+	n := m.cfg.Nodes
+	votes := cl.eyes & cl.same // only from the server an entry was verified on (identity.go)
 	switch {
 	case count(votes) >= m.qc[c]:
 		cl.extending = false

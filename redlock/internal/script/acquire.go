@@ -52,6 +52,11 @@ type AcquireReply struct {
 	Fence  uint64 // with Fencing and Status >= Held: the node's fence value for the key
 	TimeUs uint64 // with Fencing and Status >= Held: the node's clock, µs since the epoch
 	Marker string // with Mismatch: the settings the node was admitted with
+	// Ident is the identity of the server that ran the call (IdentKey),
+	// "" for a server with none (new, or it lost its data): a reply
+	// counts only from the server its entry was proven to reach (see
+	// SameServer).
+	Ident string
 }
 
 // Acquire is a prepared acquire call, its arguments boxed once for every
@@ -73,7 +78,7 @@ func (b *Boxes) Acquire(a AcquireArgs) *Acquire {
 	if a.Fencing {
 		fence, fkey = "1", FenceKey(a.Key)
 	}
-	keys := []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen}
+	keys := []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen, IdentKey}
 	if a.Metadata == "" {
 		x.init(acquireScript, keys, x.value, x.ttl, str(&b.settings, a.Settings), fence, x.waiter, ms(&b.line, a.Line), x.place)
 		return x
@@ -97,9 +102,14 @@ func (x *Acquire) Run(ctx context.Context, n *Node) (AcquireReply, error) {
 
 func parseAcquire(res []any) (AcquireReply, error) {
 	var r AcquireReply
-	if len(res) < 2 {
+	if len(res) < 3 {
 		return r, malformed("acquire script returned %d values", len(res))
 	}
+	id, ok := res[len(res)-1].(string)
+	if !ok {
+		return r, malformed("acquire script returned %T for the server's identity", res[len(res)-1])
+	}
+	r.Ident, res = id, res[:len(res)-1]
 	st, ok1 := res[0].(int64)
 	pt, ok2 := res[1].(int64)
 	if !ok1 || !ok2 {

@@ -4,7 +4,8 @@
 -- marker, KEYS[4] this attempt's tombstone, KEYS[5] the key's line of
 -- waiters, KEYS[6] the waiters a release named (a short reservation),
 -- KEYS[7] when this node last saw each waiter in the line (its TIME, us),
--- KEYS[8] (only with ARGV[8]) the key's holder metadata
+-- KEYS[8] the server's identity (ident.lua), KEYS[9] (only with ARGV[8])
+-- the key's holder metadata
 -- ARGV[1] our random value, ARGV[2] ttl in ms,
 -- ARGV[3] the deployment settings this client runs with ('' skips the
 -- admission check: WithoutRestartQuarantine),
@@ -16,11 +17,16 @@
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order; a
 -- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>'),
--- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[8]
+-- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[9]
 -- becomes our value, a newline and it, with the lock key's expiry. It is
 -- written after the grant is decided and never read here: metadata plays
 -- no part in who gets the key (docs/fencing.md, "Holder metadata").
--- Returns {status, pttl, fence, seconds, microseconds} or {status, 0, marker}:
+-- Returns {status, pttl, fence, seconds, microseconds, ident} or
+-- {status, 0, marker, ident} or {status, pttl, ident}, where ident, last in
+-- every reply, is the identity of the server that ran the call ('' for a
+-- server with none: new, or it lost its data): the client counts a grant
+-- only from the server its entry of the node list was proven to reach
+-- (docs/fencing.md, "One server, one vote"):
 --   status 1 taken by us (or already ours), 0 held by another value
 --   (pttl: its remaining ms),
 --   -1 not admitted (the node lost its state and has not served a
@@ -36,20 +42,24 @@
 -- and a release may hand the key to the first in line (release.lua).
 -- Only calls that take hand-offs (unfenced: ids ending in '+<ttl ms>')
 -- get -5 or -6.
+local function reply(r)
+  r[#r + 1] = redis.call('GET', KEYS[8]) or ''
+  return r
+end
 -- The three control keys are read in one MGET: the script is atomic, so
 -- this is the same as reading each where it is checked.
 local ctl = redis.call('MGET', KEYS[3], KEYS[4], KEYS[6])
 if ARGV[3] ~= '' then
   local m = ctl[1]
   if not m then
-    return {-1, 0}
+    return reply({-1, 0})
   end
   if m ~= ARGV[3] then
-    return {-2, 0, m}
+    return reply({-2, 0, m})
   end
 end
 if ctl[2] then
-  return {-3, 0}
+  return reply({-3, 0})
 end
 local id = ARGV[5]
 -- Joining the line first drops the waiters this node has not seen for
@@ -91,7 +101,7 @@ end
 local named = ctl[3]
 if named and (id == '' or not string.find(' ' .. named .. ' ', ' ' .. id .. ' ', 1, true)) then
   join()
-  return {-4, redis.call('PTTL', KEYS[6])}
+  return reply({-4, redis.call('PTTL', KEYS[6])})
 end
 local status, pttl = 1, 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -100,7 +110,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     -- A release handed the key to this Lock call (release.lua): it stays
     -- so, and the call counts this node towards a lease of its own; an
     -- attempt never takes over or changes a handed key.
-    return {-5, redis.call('PTTL', KEYS[1])}
+    return reply({-5, redis.call('PTTL', KEYS[1])})
   end
   if cur ~= ARGV[1] then
     status = 0
@@ -127,7 +137,7 @@ if status == 1 then
   if md and md ~= '' then
     local left = redis.call('PTTL', KEYS[1])
     if left > 0 then
-      redis.call('SET', KEYS[8], ARGV[1] .. '\n' .. md, 'PX', left)
+      redis.call('SET', KEYS[9], ARGV[1] .. '\n' .. md, 'PX', left)
     end
   end
   if named then
@@ -141,7 +151,7 @@ else
   join()
 end
 if ARGV[4] ~= '1' then
-  return {status, pttl}
+  return reply({status, pttl})
 end
 local t = redis.call('TIME')
-return {status, pttl, redis.call('GET', KEYS[2]) or '0', tonumber(t[1]), tonumber(t[2])}
+return reply({status, pttl, redis.call('GET', KEYS[2]) or '0', tonumber(t[1]), tonumber(t[2])})

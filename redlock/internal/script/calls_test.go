@@ -16,47 +16,47 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	var b Boxes
 	a := AcquireArgs{Key: "k", Value: "v", TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.w~100+5000", Place: 100, Line: 10 * time.Second}
 	acq := b.Acquire(a)
-	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 7,
-		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"),
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 8,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey,
 		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100)}, acq.cmd)
 	a.Fencing = true
 	require.Equal(t, FenceKey("k"), b.Acquire(a).cmd[4])
-	require.Equal(t, "1", b.Acquire(a).cmd[13])
+	require.Equal(t, "1", b.Acquire(a).cmd[14])
 
-	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey}
+	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey}
 	// A lease's release: the waiter leaves the line.
 	r := acq.ReleaseArgs()
 	r.Window = 30 * time.Millisecond
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 6}, append(relKeys,
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 7}, append(relKeys,
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix)...), b.Release(r).cmd)
 	// A failed attempt's cleanup: the waiter goes back to its place.
 	r.Back = true
-	require.Equal(t, int64(100), b.Release(r).cmd[3+6+5])
+	require.Equal(t, int64(100), b.Release(r).cmd[3+7+5])
 	// Leaving the line under a fresh value, no tombstone.
 	leave := ReleaseArgs{Key: "k", Value: "fresh", Waiter: "c1.w~100+5000", Window: 30 * time.Millisecond, Place: 100, Line: 10 * time.Second}
-	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 6, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey,
+	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 7, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey,
 		"fresh", ReleaseChannel("k"), int64(0), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix}, b.Release(leave).cmd)
 	// A give-back: the new id takes the place.
 	leave.Next = "c1.x~100+5000"
-	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[17:])
+	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[18:])
 
-	require.Equal(t, []any{"evalsha", commitScript.Hash(), 2, "k", FenceKey("k"), "v", "18446744073709551615", int64(7000)},
+	require.Equal(t, []any{"evalsha", commitScript.Hash(), 3, "k", FenceKey("k"), IdentKey, "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
-	require.Equal(t, []any{"evalsha", extendScript.Hash(), 3, "a", "b", MarkerKey, "va", int64(1000), "vb", int64(2000)},
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 4, "a", "b", MarkerKey, IdentKey, "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
 
 	// Holder metadata: a KEYS and an ARGV after the others where a call
 	// carries it, and none where it does not.
 	a.Fencing, a.Metadata = false, "host=a"
 	macq := b.Acquire(a)
-	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 8,
-		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MetaKey("k"),
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 9,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey, MetaKey("k"),
 		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100), "host=a"}, macq.cmd)
 	mr := macq.ReleaseArgs()
 	require.True(t, mr.Meta)
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 7}, append(append(relKeys, MetaKey("k")),
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 8}, append(append(relKeys, MetaKey("k")),
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(0), "", int64(10000), wakePrefix)...), b.Release(mr).cmd)
-	require.Equal(t, []any{"evalsha", extendScript.Hash(), 5, "a", "b", MarkerKey, MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
+	require.Equal(t, []any{"evalsha", extendScript.Hash(), 6, "a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
 	require.Equal(t, []any{"evalsha", metaScript.Hash(), 2, "k", MetaKey("k"), "c1.w~100+5000", "host=a"},
 		NewMeta(MetaArgs{Key: "k", Value: "c1.w~100+5000", Metadata: "host=a"}).cmd)
@@ -78,6 +78,20 @@ func TestCalls_OnRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Granted, r.Status)
 	require.Positive(t, r.TimeUs)
+	require.Empty(t, r.Ident, "a server with no identity yet")
+	id, err := n.Ident(ctx, "srv")
+	require.NoError(t, err)
+	r, err = first.Run(ctx, n)
+	require.NoError(t, err)
+	require.Equal(t, AcquireReply{Status: Granted, TimeUs: r.TimeUs, Ident: id}, r, "a repeated SET of our value, on a server with an identity")
+	c, err := NewCommit(CommitArgs{Key: key, Value: "v1", Token: 7, Keep: time.Second}).Run(ctx, n)
+	require.NoError(t, err)
+	require.Equal(t, CommitReply{Committed: true, Ident: id}, c)
+	e, err := NewExtend([]ExtendArgs{{Key: key, Value: "v1", TTL: 5 * time.Second}, {Key: key, Value: "v0", TTL: time.Second}}).Run(ctx, n)
+	require.NoError(t, err)
+	require.True(t, e.Renewed(0))
+	require.False(t, e.Renewed(1))
+	require.Equal(t, id, e.Ident)
 
 	w := WaiterID{Client: "c2", Nonce: "n", Place: time.Now().UnixMicro(), TTL: 4 * time.Second}
 	second := b.Acquire(AcquireArgs{Key: key, Value: "v2", TTL: 4 * time.Second, Settings: ctSettings, Waiter: w.String(), Place: w.Place, Line: 10 * time.Second})
@@ -99,7 +113,7 @@ func TestCalls_OnRedis(t *testing.T) {
 	require.NoError(t, err)
 	notice, ok := ParseNotice(msg.Channel, msg.Payload)
 	require.True(t, ok)
-	require.Equal(t, Notice{Key: key, Names: w.String(), Handed: true}, notice)
+	require.Equal(t, Notice{Key: key, Names: w.String(), Handed: true, Server: id}, notice)
 	r, err = second.Run(ctx, n)
 	require.NoError(t, err)
 	require.Equal(t, HandedHere, r.Status)
@@ -131,11 +145,9 @@ func TestCalls_OnRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, NotAdmitted, adm, "a quarantine two seconds young admitted")
 
-	id, err := n.Ident(ctx, "fresh")
-	require.NoError(t, err)
 	again, err := n.Ident(ctx, "other")
 	require.NoError(t, err)
-	require.Equal(t, id, again)
+	require.Equal(t, id, again, "a server's identity is written once")
 }
 
 // A reconfiguration's typed calls and replies on redis-server: an old

@@ -27,13 +27,37 @@ type Commit struct{ call }
 // NewCommit prepares a's call.
 func NewCommit(a CommitArgs) *Commit {
 	x := &Commit{}
-	x.init(commitScript, []any{a.Key, FenceKey(a.Key)}, a.Value, strconv.FormatUint(a.Token, 10), a.Keep.Milliseconds())
+	x.init(commitScript, []any{a.Key, FenceKey(a.Key), IdentKey}, a.Value, strconv.FormatUint(a.Token, 10), a.Keep.Milliseconds())
 	return x
 }
 
-// Run sends the call to n. It reports whether the node still held Value
-// (and its fence is at least Token now).
-func (x *Commit) Run(ctx context.Context, n *Node) (bool, error) {
-	v, err := n.do(ctx, &x.call).Int64()
-	return v == 1, err
+// CommitReply is a node's answer to a commit call.
+type CommitReply struct {
+	// Committed: the node still held Value, and its fence is at least
+	// Token now.
+	Committed bool
+	// Ident is the identity of the server that ran the call, as
+	// AcquireReply's.
+	Ident string
+}
+
+// Run sends the call to n.
+func (x *Commit) Run(ctx context.Context, n *Node) (CommitReply, error) {
+	v, err := n.do(ctx, &x.call).Slice()
+	if err != nil {
+		return CommitReply{}, err
+	}
+	return parseCommit(v)
+}
+
+func parseCommit(res []any) (CommitReply, error) {
+	if len(res) != 2 {
+		return CommitReply{}, malformed("commit script returned %d values", len(res))
+	}
+	ok, ok1 := res[0].(int64)
+	id, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return CommitReply{}, malformed("commit script returned %T, %T", res[0], res[1])
+	}
+	return CommitReply{Committed: ok == 1, Ident: id}, nil
 }

@@ -122,13 +122,24 @@ var (
 	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
-	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey)}
-	ctLineMs   = int64(10_000)
-	ctAdmKeys  = []string{MarkerKey, PendingKey}
-	ctRecKeys  = []string{MarkerKey, PendingKey, TraceKey}
-	ctQuarUs   = int64(500_000)
+	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), IdentKey}
+	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), MarkerKey, IdentKey}
+	ctExtKeys  = []string{ctKey, MarkerKey, IdentKey}
+	ctComKeys  = []string{ctKey, FenceKey(ctKey), IdentKey}
+	// ctServer is the server identity runContract gives the node (see
+	// identReplies).
+	ctServer  = "server-1"
+	ctLineMs  = int64(10_000)
+	ctAdmKeys = []string{MarkerKey, PendingKey}
+	ctRecKeys = []string{MarkerKey, PendingKey, TraceKey}
+	ctQuarUs  = int64(500_000)
 )
+
+// noIdent takes the server's identity away, as a loss of its data does.
+func noIdent(t *testing.T, n contractNode) {
+	t.Helper()
+	require.NoError(t, redis.NewScript("return redis.call('DEL', KEYS[1])").Run(context.Background(), n.sc(), []string{IdentKey}).Err())
+}
 
 func fixed(args ...any) func(*testing.T, contractNode) []any {
 	return func(*testing.T, contractNode) []any { return args }
@@ -807,21 +818,21 @@ var contractCases = []contractCase{
 		}},
 
 	// extend.lua
-	{name: "extend/our key gets the longer ttl", script: extendScript, keys: []string{ctKey},
+	{name: "extend/our key gets the longer ttl", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second) },
 		args:  fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/a shorter ttl never shortens our key", script: extendScript, keys: []string{ctKey},
+	{name: "extend/a shorter ttl never shortens our key", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 8*time.Second) },
 		args:  fixed(ctValue, 1000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/another's key is left alone", script: extendScript, keys: []string{ctKey},
+	{name: "extend/another's key is left alone", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", time.Second) },
 		args:  fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -829,20 +840,20 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, "theirs")
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a missing key is not brought back", script: extendScript, keys: []string{ctKey},
+	{name: "extend/a missing key is not brought back", script: extendScript, keys: ctExtKeys,
 		args: fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/with the node's marker given, our key on an admitted node is renewed", script: extendScript, keys: []string{ctKey, MarkerKey},
+	{name: "extend/with the node's marker given, our key on an admitted node is renewed", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, time.Second) },
 		args:  fixed(ctValue, 8000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/a node a reconfiguration marked renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+	{name: "extend/a node a reconfiguration marked renews nothing", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
@@ -853,7 +864,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a retired node renews nothing", script: extendScript, keys: []string{ctKey, MarkerKey},
+	{name: "extend/a retired node renews nothing", script: extendScript, keys: ctExtKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
@@ -863,7 +874,7 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d"},
+	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d", MarkerKey, IdentKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)     // ours: lengthened
 			n.put(t, "b", "vb", 9*time.Second)   // ours: already longer, kept
@@ -880,7 +891,7 @@ var contractCases = []contractCase{
 		}},
 
 	// commit.lua
-	{name: "commit/raises a missing fence", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/raises a missing fence", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
 		args:  fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -889,7 +900,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "42")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 0)
@@ -900,7 +911,7 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "10")
 		}},
-	{name: "commit/never lowers the fence", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/never lowers the fence", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9007199254740993", 0)
@@ -911,7 +922,7 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "9007199254740993")
 		}},
-	{name: "commit/refuses when the key is not ours", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/refuses when the key is not ours", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, FenceKey(ctKey), "5", 0)
@@ -922,7 +933,7 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, FenceKey(ctKey), "5")
 		}},
-	{name: "commit/never shortens a fence's life", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/never shortens a fence's life", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 20*time.Second)
@@ -934,7 +945,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "10")
 			requireTTLNear(t, n, FenceKey(ctKey), 20*time.Second)
 		}},
-	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", time.Second)
@@ -946,7 +957,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "99")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: ctComKeys,
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", 0)
@@ -957,7 +968,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "99")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/refuses when the key is gone", script: commitScript, keys: []string{ctKey, FenceKey(ctKey)},
+	{name: "commit/refuses when the key is gone", script: commitScript, keys: ctComKeys,
 		args: fixed(ctValue, "42", 7000),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1173,8 +1184,11 @@ var contractCases = []contractCase{
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
 	{name: "reconfigure/retire: a node another change retired is not touched", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Retired(ctOther), 0); n.put(t, TraceKey, ctRecord, 0) },
-		args:  fixed("retire", ctSettings, ctOther, ctElse),
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Retired(ctOther), 0)
+			n.put(t, TraceKey, ctRecord, 0)
+		},
+		args: fixed("retire", ctSettings, ctOther, ctElse),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), Retired(ctOther)}, res)
@@ -1235,8 +1249,11 @@ var contractCases = []contractCase{
 			requireKey(t, n, MarkerKey, Retired(ctOther))
 		}},
 	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0); n.put(t, TraceKey, ctRecord, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+			n.put(t, TraceKey, ctRecord, 0)
+		},
+		args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), ctQuarUs}, res)
@@ -1351,6 +1368,53 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			require.Equal(t, "id1", res)
 		}},
+	// Every acquire, extend and commit reply ends with the server's
+	// identity (runContract checks it in every case); a server without one
+	// (new, or it lost its data) answers '' and grants as before: the
+	// client counts nothing of it until a proof gives it one.
+	{name: "acquire/a server without an identity answers with none", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); noIdent(t, n) },
+		args:  placed(ctValue, 5000, ctSettings, "1", "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			s := slice(t, res, err)
+			require.Len(t, s, 5)
+			require.Equal(t, int64(1), s[0])
+			requireKey(t, n, ctKey, ctValue)
+			requireNoKey(t, n, IdentKey)
+		}},
+	{name: "extend/a server without an identity answers with none", script: extendScript, keys: ctExtKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second); noIdent(t, n) },
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
+			requireNoKey(t, n, IdentKey)
+		}},
+	{name: "commit/a server without an identity answers with none", script: commitScript, keys: ctComKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second); noIdent(t, n) },
+		args:  fixed(ctValue, "42", 7000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, IdentKey)
+		}},
+	func() contractCase {
+		var heard func() []string
+		return contractCase{name: "release/a server without an identity hands the key over and names none", script: releaseScript, keys: ctRelKeys,
+			published: []string{},
+			setup: func(t *testing.T, n contractNode) {
+				noIdent(t, n)
+				n.put(t, ctKey, ctValue, 5*time.Second)
+				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
+				heard = n.listen(t, wakePrefix+"c1")
+			},
+			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			check: func(t *testing.T, n contractNode, res any, err error) {
+				require.NoError(t, err)
+				require.Equal(t, int64(1), res)
+				requireKey(t, n, ctKey, "c1.a+4000")
+				require.Equal(t, []string{"!c1.a+4000 |" + ctKey}, heard())
+			}}
+	}(),
 
 	// state.lua
 	{name: "state/an empty node", script: stateScript, keys: ctAdmKeys, args: fixed(),
@@ -1398,7 +1462,7 @@ var contractCases = []contractCase{
 				requireKey(t, n, ctKey, "c1.a+4000")
 				requireTTLNear(t, n, ctKey, 4*time.Second)
 				requireNoKey(t, n, NamedKey(ctKey)) // nothing to reserve: the key is taken
-				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c1.a+4000 " + ctServer + "|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.a+4000")
 				requireInLine(t, n, true, "c1.b+4000")
 			}}
@@ -1406,7 +1470,7 @@ var contractCases = []contractCase{
 	func() contractCase {
 		var heard func() []string
 		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation", script: releaseScript,
-			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			keys: ctRelKeys, published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, MarkerKey, Moving(ctOther), 0)
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -1425,7 +1489,7 @@ var contractCases = []contractCase{
 	func() contractCase {
 		var heard func() []string
 		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over", script: releaseScript,
-			keys: append(slices.Clone(ctRelKeys), MarkerKey), published: []string{},
+			keys: ctRelKeys, published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				admitted(t, n)
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -1437,7 +1501,7 @@ var contractCases = []contractCase{
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
 				requireKey(t, n, ctKey, "c1.a+4000")
-				require.Equal(t, []string{"!c1.a+4000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c1.a+4000 " + ctServer + "|" + ctKey}, heard())
 			}}
 	}(),
 	{name: "release/a key that is not ours is handed to nobody", script: releaseScript, keys: ctRelKeys,
@@ -1469,7 +1533,7 @@ var contractCases = []contractCase{
 				requireKey(t, n, ctKey, "c2.w1+3000")
 				requireTTLNear(t, n, ctKey, 3*time.Second)
 				requireNoKey(t, n, NamedKey(ctKey))
-				require.Equal(t, []string{"!c2.w1+3000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c2.w1+3000 " + ctServer + "|" + ctKey}, heard())
 			}}
 	}(),
 	func() contractCase {
@@ -1486,7 +1550,7 @@ var contractCases = []contractCase{
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
 				requireKey(t, n, ctKey, "c2.w1+3000")
-				require.Equal(t, []string{"!c2.w1+3000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c2.w1+3000 " + ctServer + "|" + ctKey}, heard())
 			}}
 	}(),
 	{name: "release/a failed attempt's cleanup leaves a key handed to its Lock call alone", script: releaseScript, keys: ctRelKeys,
@@ -1581,7 +1645,7 @@ var contractCases = []contractCase{
 				require.Equal(t, int64(1), res)
 				requireKey(t, n, ctKey, "c1.new~100+5000")
 				requireTTLNear(t, n, ctKey, 5*time.Second)
-				require.Equal(t, []string{"!c1.new~100+5000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c1.new~100+5000 " + ctServer + "|" + ctKey}, heard())
 				requireInLine(t, n, false, "c1.old~100+5000", "c1.new~100+5000")
 				requireInLine(t, n, true, "c2.w~300+3000")
 			}}
@@ -1600,7 +1664,7 @@ var contractCases = []contractCase{
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
 				requireKey(t, n, ctKey, "c2.w~50+3000")
-				require.Equal(t, []string{"!c2.w~50+3000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c2.w~50+3000 " + ctServer + "|" + ctKey}, heard())
 				requireSeen(t, n, false, "c2.w~50+3000")
 				requireInLine(t, n, true, "c1.new~100+5000")
 				requireSeen(t, n, true, "c1.new~100+5000")
@@ -1621,7 +1685,7 @@ var contractCases = []contractCase{
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				requireKey(t, n, ctKey, "c2.b~2+4000")
-				require.Equal(t, []string{"!c2.b~2+4000|" + ctKey}, heard())
+				require.Equal(t, []string{"!c2.b~2+4000 " + ctServer + "|" + ctKey}, heard())
 				requireInLine(t, n, false, "gone.a~1+4000", "c2.b~2+4000")
 			}}
 	}(),
@@ -1657,6 +1721,9 @@ func TestScriptContractRedis(t *testing.T) {
 }
 
 func runContract(t *testing.T, n contractNode, tc contractCase) {
+	if identReplies(tc.script) || tc.script == releaseScript {
+		n.put(t, IdentKey, ctServer, 0) // a case may take it away
+	}
 	if tc.setup != nil {
 		tc.setup(t, n)
 	}
@@ -1666,7 +1733,11 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	}
 	args := tc.args(t, n)
 	requireLayout(t, tc, args)
+	server, _ := n.read(t, IdentKey)
 	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, args...).Result()
+	if err == nil && identReplies(tc.script) {
+		res = withoutIdent(t, res, server, tc.script == commitScript)
+	}
 	tc.check(t, n, res, err)
 	if heard != nil {
 		got := heard()
@@ -1677,6 +1748,29 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	}
 }
 
+// identReplies reports whether every reply of s ends with the identity of
+// the server that ran it ("" for none), whatever else it says: the
+// client counts the reply only from the server its entry was proven to
+// reach (SameServer). runContract checks it for every case and hands the
+// case the reply without it: for the commit script, whose reply is
+// {committed, identity}, the bare 0 or 1.
+func identReplies(s *redis.Script) bool {
+	return s == acquireScript || s == extendScript || s == commitScript
+}
+
+func withoutIdent(t *testing.T, res any, server string, scalar bool) any {
+	t.Helper()
+	s, ok := res.([]any)
+	require.True(t, ok, "reply %#v is not an array", res)
+	require.NotEmpty(t, s)
+	require.Equal(t, server, s[len(s)-1], "the reply %#v does not end with the server's identity", res)
+	if scalar {
+		require.Len(t, s, 2)
+		return s[0]
+	}
+	return s[:len(s)-1]
+}
+
 // requireLayout checks that a case of a script with optional trailing
 // keys puts them where the typed calls do (NewExtend, Boxes.Release): the
 // scripts find them by position, so a case that sends a metadata key
@@ -1684,15 +1778,20 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 func requireLayout(t *testing.T, tc contractCase, args []any) {
 	t.Helper()
 	switch tc.script {
+	case acquireScript:
+		require.Equal(t, IdentKey, tc.keys[7], "acquire KEYS[8] is the server's identity")
+		if len(tc.keys) > 8 {
+			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[8:], "acquire KEYS[9] is the metadata")
+		}
+	case commitScript:
+		require.Equal(t, []string{FenceKey(tc.keys[0]), IdentKey}, tc.keys[1:], "commit KEYS[2], KEYS[3]")
 	case extendScript:
 		n := len(args) / 2
-		if len(tc.keys) > n {
-			require.Equal(t, MarkerKey, tc.keys[n], "extend KEYS[n+1] is the marker")
-		}
-		if len(tc.keys) > n+1 {
-			require.Len(t, tc.keys, 2*n+1, "extend: a metadata key for every lease, or none")
+		require.Equal(t, []string{MarkerKey, IdentKey}, tc.keys[n:n+2], "extend KEYS[n+1] is the marker, KEYS[n+2] the identity")
+		if len(tc.keys) > n+2 {
+			require.Len(t, tc.keys, 2*n+2, "extend: a metadata key for every lease, or none")
 			for i := range n {
-				require.Equal(t, MetaKey(tc.keys[i]), tc.keys[n+1+i], "extend KEYS[n+1+%d]", i+1)
+				require.Equal(t, MetaKey(tc.keys[i]), tc.keys[n+2+i], "extend KEYS[n+2+%d]", i+1)
 			}
 		}
 	case releaseScript:
@@ -1700,7 +1799,10 @@ func requireLayout(t *testing.T, tc contractCase, args []any) {
 			require.Equal(t, MarkerKey, tc.keys[5], "release KEYS[6] is the marker")
 		}
 		if len(tc.keys) > 6 {
-			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[6:], "release KEYS[7] is the metadata")
+			require.Equal(t, IdentKey, tc.keys[6], "release KEYS[7] is the server's identity")
+		}
+		if len(tc.keys) > 7 {
+			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[7:], "release KEYS[8] is the metadata")
 		}
 	}
 }

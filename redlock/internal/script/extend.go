@@ -30,7 +30,7 @@ type Extend struct {
 
 // NewExtend prepares one call that extends every lease of ls.
 func NewExtend(ls []ExtendArgs) *Extend {
-	keys := make([]any, len(ls), 2*len(ls)+1)
+	keys := make([]any, len(ls), 2*len(ls)+2)
 	args := make([]any, 0, 2*len(ls))
 	meta := false
 	for i, l := range ls {
@@ -39,10 +39,10 @@ func NewExtend(ls []ExtendArgs) *Extend {
 		meta = meta || l.Meta
 	}
 	// KEYS[n+1] is the node's admission marker: a node a reconfiguration
-	// marked renews nothing.
-	keys = append(keys, MarkerKey)
+	// marked renews nothing. KEYS[n+2] is the server's identity.
+	keys = append(keys, MarkerKey, IdentKey)
 	if meta {
-		// KEYS[n+1+i] is lease i's metadata key, for every lease: the
+		// KEYS[n+2+i] is lease i's metadata key, for every lease: the
 		// script finds it by position.
 		for _, l := range ls {
 			keys = append(keys, MetaKey(l.Key))
@@ -53,18 +53,44 @@ func NewExtend(ls []ExtendArgs) *Extend {
 	return x
 }
 
-// ExtendReply is a node's answer to an extend call, per lease in order.
-type ExtendReply []int64
+// ExtendReply is a node's answer to an extend call: per lease in order,
+// whether it was renewed, and the server's identity.
+type ExtendReply struct {
+	renewed []bool
+	// Ident is the identity of the server that ran the call, as
+	// AcquireReply's.
+	Ident string
+}
 
 // Renewed reports whether the node renewed lease k (or its key already
 // lived long enough); false where the key no longer holds its value.
-func (r ExtendReply) Renewed(k int) bool { return r[k] == 1 }
+func (r ExtendReply) Renewed(k int) bool { return r.renewed[k] }
 
 // Run sends the call to n.
 func (x *Extend) Run(ctx context.Context, n *Node) (ExtendReply, error) {
-	v, err := n.do(ctx, &x.call).Int64Slice()
-	if err == nil && len(v) != x.n {
-		err = malformed("extend script returned %d results for %d keys", len(v), x.n)
+	v, err := n.do(ctx, &x.call).Slice()
+	if err != nil {
+		return ExtendReply{}, err
 	}
-	return v, err
+	return parseExtend(v, x.n)
+}
+
+// parseExtend reads the reply to an extend call for n leases.
+func parseExtend(res []any, n int) (ExtendReply, error) {
+	if len(res) != n+1 {
+		return ExtendReply{}, malformed("extend script returned %d results for %d keys", len(res), n)
+	}
+	id, ok := res[n].(string)
+	if !ok {
+		return ExtendReply{}, malformed("extend script returned %T for the server's identity", res[n])
+	}
+	r := ExtendReply{renewed: make([]bool, n), Ident: id}
+	for k, v := range res[:n] {
+		i, ok := v.(int64)
+		if !ok {
+			return ExtendReply{}, malformed("extend script returned %T for lease %d", v, k)
+		}
+		r.renewed[k] = i == 1
+	}
+	return r, nil
 }

@@ -14,7 +14,7 @@ import (
 var (
 	ctMetaKey     = MetaKey(ctKey)
 	ctAcqMetaKeys = append(append([]string(nil), ctAcqKeys...), ctMetaKey)
-	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), MarkerKey, ctMetaKey)
+	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), ctMetaKey)
 )
 
 // withMeta is the acquire arguments of placed, plus metadata md.
@@ -68,7 +68,7 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "extend/our metadata follows our key's expiry, another's is left alone", script: extendScript,
-		keys: []string{"a", "b", MarkerKey, MetaKey("a"), MetaKey("b")},
+		keys: []string{"a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b")},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)
 			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
@@ -82,7 +82,7 @@ var metadataCases = []contractCase{
 			requireKey(t, n, MetaKey("a"), "va\nhost=a")
 			requireTTLNear(t, n, MetaKey("b"), time.Second)
 		}},
-	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, MarkerKey, ctMetaKey},
+	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
@@ -94,7 +94,7 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "extend/a batch with metadata on some leases only renews each and creates none", script: extendScript,
-		keys: []string{"a", "b", MarkerKey, MetaKey("a"), MetaKey("b")},
+		keys: []string{"a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b")},
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, "a", "va", time.Second)
@@ -110,7 +110,7 @@ var metadataCases = []contractCase{
 			requireNoKey(t, n, MetaKey("b"))
 		}},
 	{name: "extend/a node a reconfiguration marked renews neither our key nor its metadata", script: extendScript,
-		keys: []string{ctKey, MarkerKey, ctMetaKey},
+		keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
@@ -124,7 +124,7 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
 	{name: "extend/a retired node renews neither our key nor its metadata", script: extendScript,
-		keys: []string{ctKey, MarkerKey, ctMetaKey},
+		keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)

@@ -96,7 +96,7 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 		back = place
 	}
 	x := &Release{}
-	keys := []any{key, tombKey, queue, named, seen, MarkerKey}
+	keys := []any{key, tombKey, queue, named, seen, MarkerKey, IdentKey}
 	if r.Meta {
 		keys = append(keys, MetaKey(r.Key))
 	}

@@ -21,8 +21,10 @@
 -- KEYS[1] lock key, KEYS[2] our value's tombstone, KEYS[3] the key's line,
 -- KEYS[4] the reservation, KEYS[5] when this node last saw each waiter in
 -- the line (see acquire.lua), KEYS[6] (optional) the node's admission
--- marker: see marked below, KEYS[7] (optional, after the marker) the key's
--- holder metadata, deleted with the key
+-- marker: see marked below, KEYS[7] (optional, after the marker) the
+-- server's identity (ident.lua), named in a hand-off's notice, KEYS[8]
+-- (optional, after the identity) the key's holder metadata, deleted with
+-- the key
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
 -- reservation's length in ms; ARGV[6] '' when a lease is released (or
@@ -124,12 +126,15 @@ local function handoff(tellAll)
     if httl and tonumber(httl) > 0 and cid and ARGV[8] and not redis.call('GET', KEYS[1]) and not marked() then
       -- A waiter whose id ends in '+<ttl ms>' takes the key itself: set
       -- for it, as its SET NX would have been on the free key, and told
-      -- so ('!id|key'); it holds the lock once a majority of nodes told
-      -- it, with no round trip of its own (docs/fencing.md, "Hand-off
-      -- inside the release"). Only if its Client is subscribed, though:
-      -- one whose process is gone (its connection closed) would hold the
-      -- key up for its ttl.
-      if redis.call('PUBLISH', ARGV[8] .. cid, '!' .. w .. '|' .. KEYS[1]) > 0 then
+      -- so ('!id server|key', server this server's identity, '' for
+      -- none); it holds the lock once a majority of nodes told it, with
+      -- no round trip of its own (docs/fencing.md, "Hand-off inside the
+      -- release"), each counted only from the server its entry of the
+      -- node list was proven to reach ("One server, one vote"). Only if
+      -- its Client is subscribed, though: one whose process is gone (its
+      -- connection closed) would hold the key up for its ttl.
+      local server = KEYS[7] and redis.call('GET', KEYS[7]) or ''
+      if redis.call('PUBLISH', ARGV[8] .. cid, '!' .. w .. ' ' .. server .. '|' .. KEYS[1]) > 0 then
         redis.call('SET', KEYS[1], w, 'PX', httl)
         return
       end
@@ -188,11 +193,11 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
-  if KEYS[7] then
+  if KEYS[8] then
     -- Metadata is written only where the lock key holds its owner, and
     -- that is us: any there is ours, or a leftover of an owner whose key
     -- is gone. Deleting it decides nothing (docs/fencing.md).
-    redis.call('DEL', KEYS[7])
+    redis.call('DEL', KEYS[8])
   end
   handoff(not cleaning)
   return 1

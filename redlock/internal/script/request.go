@@ -116,6 +116,13 @@ func Names() []string {
 // it (int64, string, nil, []any).
 func ParseAcquire(res []any) (AcquireReply, error) { return parseAcquire(res) }
 
+// ParseCommit reads a commit script's reply, as ParseAcquire.
+func ParseCommit(res []any) (CommitReply, error) { return parseCommit(res) }
+
+// ParseExtend reads the reply to an extend call for n leases, as
+// ParseAcquire.
+func ParseExtend(res []any, n int) (ExtendReply, error) { return parseExtend(res, n) }
+
 // ParsePending reads a pending script's reply, as ParseAcquire.
 func ParsePending(res []any) (PendingReply, error) { return parsePending(res) }
 

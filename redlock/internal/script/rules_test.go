@@ -37,19 +37,36 @@ func TestBootstrapUse(t *testing.T) {
 
 func TestProve(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		ids      []string
-		verified []bool
-		want     Proof
+		name   string
+		ids    []string
+		proven []string
+		want   Proof
 	}{
-		{"all distinct", []string{"a", "b", "c"}, []bool{false, false, false}, Proof{Verified: []int{0, 1, 2}}},
-		{"one server twice", []string{"a", "a", "c"}, []bool{false, false, false}, Proof{Dup: true, First: 0, Second: 1}},
-		{"a verified entry missing", []string{"", "a", "c"}, []bool{true, false, true}, Proof{Missed: true}},
-		{"an unverified entry missing", []string{"a", "", "c"}, []bool{false, false, true}, Proof{Verified: []int{0}}},
-		{"nothing new", []string{"a", "b", ""}, []bool{true, true, false}, Proof{}},
+		{"all distinct", []string{"a", "b", "c"}, []string{"", "", ""}, Proof{Verified: []int{0, 1, 2}}},
+		{"one server twice", []string{"a", "a", "c"}, []string{"", "", ""}, Proof{Dup: true, First: 0, Second: 1}},
+		{"a verified entry missing", []string{"", "a", "c"}, []string{"x", "", "c"}, Proof{Missed: true}},
+		{"an unverified entry missing", []string{"a", "", "c"}, []string{"", "", "c"}, Proof{Verified: []int{0}}},
+		{"nothing new", []string{"a", "b", ""}, []string{"a", "b", ""}, Proof{}},
+		// I1: entry 0 was proven on a server that entry 1 does not reach;
+		// re-pointed, it reads entry 1's server.
+		{"a verified entry re-pointed to another entry's server", []string{"b", "b", "c"}, []string{"a", "b", "c"}, Proof{Dup: true, First: 0, Second: 1}},
+		{"a verified entry re-pointed to a new server", []string{"d", "b", "c"}, []string{"a", "b", "c"}, Proof{Verified: []int{0}}},
+		{"a verified entry whose server lost its data", []string{"e", "b", ""}, []string{"a", "b", ""}, Proof{Verified: []int{0}}},
+		// Entry 1, never verified, reads the identity entry 0 was proven
+		// with, while entry 0 now reads another: entry 0 takes the new
+		// one, and the proven identities stay distinct.
+		{"an old identity read by another entry", []string{"d", "a", "c"}, []string{"a", "", "c"}, Proof{Verified: []int{0, 1}}},
 	} {
-		require.Equal(t, tc.want, Prove(tc.ids, tc.verified), tc.name)
+		require.Equal(t, tc.want, Prove(tc.ids, tc.proven), tc.name)
 	}
+}
+
+func TestSameServer(t *testing.T) {
+	require.True(t, SameServer("a", "a"))
+	require.False(t, SameServer("a", "b"), "another server")
+	require.False(t, SameServer("a", ""), "a server without an identity: new, or it lost its data")
+	require.False(t, SameServer("", ""), "an entry never verified")
+	require.False(t, SameServer("", "a"), "an entry never verified")
 }
 
 func TestRequests_Reconfigure(t *testing.T) {

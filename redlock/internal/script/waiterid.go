@@ -65,20 +65,26 @@ type Notice struct {
 	// Handed says the release handed Key to the waiter Names holds: the
 	// node that sent the notice set Key to that id.
 	Handed bool
+	// Server, with Handed, is the identity of the server that sent the
+	// notice ("" for none, or a release script that does not say): the
+	// hand-off counts only from the server its entry was proven to reach
+	// (see SameServer).
+	Server string
 }
 
 // ParseNotice reads a Pub/Sub message: on a key's ReleaseChannel the
 // payload is the names; on a Client's WakeChannel it is 'names|key', or
-// '!id|key' for a hand-off. A key may itself hold '|' and spaces (waiter
-// ids hold neither), so the names end at the first '|'. ok is false for a
-// payload that is no notice.
+// '!id server|key' for a hand-off. A key may itself hold '|' and spaces
+// (waiter ids and server identities hold neither), so the names end at
+// the first '|'. ok is false for a payload that is no notice.
 func ParseNotice(channel, payload string) (n Notice, ok bool) {
 	if key, ok := strings.CutPrefix(channel, channelPrefix); ok {
 		return Notice{Key: key, Names: payload}, true
 	}
 	if rest, ok := strings.CutPrefix(payload, "!"); ok {
-		id, key, ok := strings.Cut(rest, "|")
-		return Notice{Key: key, Names: id, Handed: true}, ok
+		head, key, ok := strings.Cut(rest, "|")
+		id, server, _ := strings.Cut(head, " ")
+		return Notice{Key: key, Names: id, Handed: true, Server: server}, ok
 	}
 	names, key, ok := strings.Cut(payload, "|")
 	return Notice{Key: key, Names: names}, ok

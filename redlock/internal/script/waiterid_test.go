@@ -37,7 +37,9 @@ func TestParseNotice(t *testing.T) {
 		{ReleaseChannel("a|b c"), "w1 w2", Notice{Key: "a|b c", Names: "w1 w2"}, true},
 		{ReleaseChannel("k"), "", Notice{Key: "k"}, true},
 		{WakeChannel("c1"), "c1.a|a|b c", Notice{Key: "a|b c", Names: "c1.a"}, true},
-		{WakeChannel("c1"), "!c1.a~1+5000|a|b", Notice{Key: "a|b", Names: "c1.a~1+5000", Handed: true}, true},
+		{WakeChannel("c1"), "!c1.a~1+5000 srv|a|b", Notice{Key: "a|b", Names: "c1.a~1+5000", Handed: true, Server: "srv"}, true},
+		{WakeChannel("c1"), "!c1.a~1+5000 |a b", Notice{Key: "a b", Names: "c1.a~1+5000", Handed: true}, true},
+		{WakeChannel("c1"), "!c1.a~1+5000|a", Notice{Key: "a", Names: "c1.a~1+5000", Handed: true}, true},
 		{WakeChannel("c1"), "junk", Notice{}, false},
 		{WakeChannel("c1"), "!junk", Notice{}, false},
 	} {
