@@ -66,11 +66,12 @@ func (e *NotNewError) Is(target error) bool { return target == ErrNotNew }
 //   - A node admitted with other settings: a *ConfigError
 //     (ErrConfigMismatch), and nothing is written.
 //   - A node that does not answer: an error, and nothing is written.
-//   - Signs of use (some node admitted, or a quarantine in progress) with
-//     nodes not admitted: those nodes start (or go on with) their ordinary
-//     quarantine, and Bootstrap returns a *NotNewError (ErrNotNew) that
-//     names them and says when each quarantine ends; nil if that admitted
-//     them all.
+//   - Signs of use (some node admitted, a quarantine in progress, or a
+//     reconfiguration to these settings holding nodes off) with nodes not
+//     admitted: those nodes start (or go on with) their ordinary
+//     quarantine or hold-off, and Bootstrap returns a *NotNewError
+//     (ErrNotNew) that names them and says when each ends; nil if that
+//     admitted them all.
 //   - Every node bare: Bootstrap claims each node (a pending mark of its
 //     own, stamped by the node), then admits each node that still carries
 //     its claim; a node that lost its data since has none and serves an
@@ -141,7 +142,7 @@ func (c *Client) states(ctx context.Context) ([]script.State, error) {
 		switch {
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val.Marker != "" && rep.Val.Marker != c.settings:
+		case rep.Val.Marker != "" && rep.Val.Marker != c.settings && !c.movingHere(rep.Val.Marker):
 			errs = append(errs, c.mismatch(rep.Node, rep.Val.Marker, false))
 		default:
 			out[rep.Node] = rep.Val

@@ -119,8 +119,19 @@ func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, ne
 	require.Greater(t, ne.Wait, time.Duration(0), "%v", err)
 	require.Eventually(t, func() bool { return slices.Equal(same(moving, len(newIdx)), cl.markers(t, newIdx...)) },
 		2*time.Second, time.Millisecond, "the new nodes are not all held off")
-	// Bootstrap is no shortcut, from either side.
-	require.ErrorIs(t, newc.Bootstrap(ctx), ErrConfigMismatch)
+	// Bootstrap is no shortcut, from either side; a client of the new
+	// settings that calls it at every start is told to wait (ErrNotNew,
+	// the hold-off left), not refused.
+	err = newc.Bootstrap(ctx)
+	require.ErrorIs(t, err, ErrNotNew)
+	require.NotErrorIs(t, err, ErrConfigMismatch)
+	var nn *NotNewError
+	require.ErrorAs(t, err, &nn)
+	require.Len(t, nn.Nodes, len(newIdx))
+	for _, n := range nn.Nodes {
+		require.NoError(t, n.Err)
+		require.Positive(t, n.Left, "node %d: no hold-off left", n.Node)
+	}
 	require.ErrorIs(t, oldc.Bootstrap(ctx), ErrConfigMismatch)
 	require.Equal(t, same(moving, len(newIdx)), cl.markers(t, newIdx...))
 

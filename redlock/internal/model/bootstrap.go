@@ -167,7 +167,7 @@ func (m *machine) bootRead(t *state) string {
 	n := m.size[m.cfg.BootClient]
 	sigma := m.sigma[m.cfg.BootClient]
 	for i := 0; i < n; i++ {
-		if mk := o.states[i].Marker; mk != "" && mk != sigma {
+		if mk := o.states[i].Marker; mk != "" && mk != sigma && mk != script.Moving(sigma) {
 			m.bootEnd(t)
 			return fmt.Sprintf(" -> node %d is admitted under other settings: Bootstrap refused, nothing written", i)
 		}

@@ -64,8 +64,8 @@ func (a ClaimedArgs) call() ([]string, []any) {
 // every node (states, in node order, none admitted under other
 // settings) for a client with settings: the nodes without its marker,
 // and whether the deployment shows signs of use, that is, a node
-// admitted with these settings or a quarantine in progress
-// (docs/fencing.md, "Bootstrap"). Bootstrap claims every node only when
+// admitted with these settings, a quarantine in progress, or a
+// reconfiguration to these settings (docs/fencing.md, "Bootstrap"). Bootstrap claims every node only when
 // some node is unmarked and none shows use; with signs of use it starts
 // the unmarked nodes' ordinary quarantine instead. The model checker
 // (redlock/internal/model) decides with it too.
@@ -74,6 +74,12 @@ func BootstrapUse(states []State, settings string) (unmarked []int, used bool) {
 		switch {
 		case s.Marker == settings:
 			used = true
+		case s.Marker == Moving(settings):
+			// Held off by a reconfiguration: it admits itself when the
+			// hold-off ends, and a client that calls Bootstrap at every
+			// start waits like the others.
+			used = true
+			unmarked = append(unmarked, i)
 		case s.Pending != "":
 			used = true
 			unmarked = append(unmarked, i)

@@ -28,6 +28,7 @@ func TestBootstrapUse(t *testing.T) {
 		{"admitted", []State{{Marker: s}, {Marker: s}, {Marker: s}}, nil, true},
 		{"one node lost its data", []State{{}, {Marker: s}, {Marker: s}}, []int{0}, true},
 		{"a quarantine in progress", []State{{Pending: s}, {}, {}}, []int{0, 1, 2}, true},
+		{"a reconfiguration to these settings, a new node bare", []State{{Marker: Moving(s)}, {Marker: Moving(s)}, {}}, []int{0, 1, 2}, true},
 	} {
 		unmarked, used := BootstrapUse(tc.states, s)
 		require.Equal(t, tc.unmarked, unmarked, tc.name)
