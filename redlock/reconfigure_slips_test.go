@@ -31,6 +31,25 @@ func stopAtHold(cl *cluster, cancel context.CancelFunc) *faults {
 	return f
 }
 
+// stoppedWithALease deploys oldIdx with a max ttl of 1 s, takes a lease of
+// those settings on a new key, and runs a change to newIdx with a max ttl
+// of 300 ms that stops between its steps (on first, whose node clients
+// end its ctx at the first hold-off).
+func stoppedWithALease(t *testing.T, cl *cluster, oldIdx, newIdx []int) (string, *Lease, *Client) {
+	t.Helper()
+	ctx := context.Background()
+	oldOpts := []Option{WithMaxTTL(time.Second)}
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
+	key := testenv.Key(t)
+	l1, err := oldc.TryLock(ctx, key, time.Second)
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	first := cl.over(t, stopAtHold(cl, cancel), newIdx, WithMaxTTL(300*time.Millisecond))
+	err = first.Reconfigure(cctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...)
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	return key, l1, first
+}
+
 // untilDeadline has c try key every 5 ms until deadline has passed and
 // reports a lease granted before it (nil: none was).
 func untilDeadline(t *testing.T, c *Client, key string, ttl time.Duration, deadline time.Time) *Lease {
@@ -59,23 +78,14 @@ func TestReconfigure_AStopBeforeTheHoldOffLeavesNoNewNodeBare(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 6)
 	oldIdx, newIdx := []int{0, 1, 2}, []int{3, 4, 5}
-	oldOpts := []Option{WithMaxTTL(time.Second)}
-	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
-	key := testenv.Key(t)
-	l1, err := oldc.TryLock(ctx, key, time.Second)
-	require.NoError(t, err)
-
-	cctx, cancel := context.WithCancel(ctx)
-	first := cl.over(t, stopAtHold(cl, cancel), newIdx, WithMaxTTL(300*time.Millisecond))
-	err = first.Reconfigure(cctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...)
-	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	key, l1, first := stoppedWithALease(t, cl, oldIdx, newIdx)
 
 	newc := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(300*time.Millisecond), roomy)
 	if l2 := untilDeadline(t, newc, key, 300*time.Millisecond, l1.Deadline()); l2 != nil {
 		t.Fatalf("double grant: a lease of the new settings %v before the old lease's deadline", l1.Deadline().Sub(l2.Deadline().Add(-300*time.Millisecond)))
 	}
 	// Running the command again finishes the change.
-	require.NoError(t, first.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...))
+	require.NoError(t, first.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), WithMaxTTL(time.Second)))
 	l2, _ := lockAfter(t, newc, key, 300*time.Millisecond, 3*time.Second)
 	require.NoError(t, l2.Release(ctx))
 }
@@ -89,19 +99,11 @@ func TestReconfigure_ARerunWithOtherOldSettingsIsRefused(t *testing.T) {
 	cl := newCluster(t, 5)
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 3, 4}
 	oldOpts := []Option{WithMaxTTL(time.Second)}
-	oldc := cl.deployed(t, newFaults(cl), oldIdx, oldOpts...)
-	key := testenv.Key(t)
-	l1, err := oldc.TryLock(ctx, key, time.Second)
-	require.NoError(t, err)
-
-	cctx, cancel := context.WithCancel(ctx)
-	first := cl.over(t, stopAtHold(cl, cancel), newIdx, WithMaxTTL(300*time.Millisecond))
-	err = first.Reconfigure(cctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...)
-	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	key, l1, _ := stoppedWithALease(t, cl, oldIdx, newIdx)
 
 	// The slip: --from-max-ttl 200ms instead of 1s.
 	cmd := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(300*time.Millisecond))
-	err = cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), WithMaxTTL(200*time.Millisecond))
+	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), WithMaxTTL(200*time.Millisecond))
 	require.Error(t, err, "a rerun with other old settings was taken")
 	require.ErrorContains(t, err, "maxttl=1000ms", "the error does not say which change is under way")
 
