@@ -120,7 +120,7 @@ MODEL_MEMLIMIT ?= 12GiB
 model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored
 	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model $(MODEL_ARGS)
 
-model-known: ## Run the model checker's scenarios of the known defects of the current protocol: each must find its counterexample
+model-known: ## Run the model checker's scenarios with a guard of the protocol taken out: each must find its counterexample
 	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model -known
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)

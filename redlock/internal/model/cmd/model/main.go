@@ -18,7 +18,7 @@ func main() {
 	extra := flag.Int("extra", 1, "steps beyond each scenario's CI depth")
 	only := flag.String("scenario", "", "comma-separated scenario names (default: all)")
 	maxStates := flag.Int("max-states", 0, "stop a scenario after this many states (0: no limit)")
-	known := flag.Bool("known", false, "run the scenarios of the known defects of the current protocol (model.KnownDefects) instead: each must find its counterexample")
+	known := flag.Bool("known", false, "run the scenarios with a guard of the protocol taken out (model.KnownDefects) instead: each must find its counterexample")
 	flag.Parse()
 	// The explorer keeps every state it reached; collecting less often
 	// trades memory for time.
