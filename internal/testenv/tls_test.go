@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +45,15 @@ func TestRedisTLS_MutualRequiresAClientCertificate(t *testing.T) {
 	client := pki.Client(t)
 	require.NoError(t, tlsClient(t, node.Addr(), pki.ClientConfig(&client)).Ping(ctx).Err(),
 		"a client with a certificate of the CA must be served")
+	// With TLS 1.3 the client's handshake ends before the server checks
+	// for its certificate: the server's alert comes after the client's
+	// first write, and on a loaded machine that write can meet the closed
+	// connection first (seen once in 5 stress runs).
 	err := tlsClient(t, node.Addr(), pki.ClientConfig(nil)).Ping(ctx).Err()
-	require.ErrorContains(t, err, "certificate required", "a client without a certificate must be refused")
+	require.Error(t, err, "a client without a certificate must be refused")
+	if !strings.Contains(err.Error(), "connection reset by peer") && !strings.Contains(err.Error(), "broken pipe") {
+		require.ErrorContains(t, err, "certificate required", "a client without a certificate must be refused")
+	}
 	other := testenv.NewPKI(t).Client(t)
 	err = tlsClient(t, node.Addr(), pki.ClientConfig(&other)).Ping(ctx).Err()
 	require.ErrorContains(t, err, "unknown certificate authority", "a client with a certificate of another CA must be refused")
