@@ -3,9 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -174,4 +176,55 @@ func TestReconfigure_ARerunWithTheNewSettingsAsOldSaysWhatIsLeft(t *testing.T) {
 	l, err := newc.TryLock(ctx, testenv.Key(t), 300*time.Millisecond)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
+}
+
+// A new node that does not answer the first look: the change is named by
+// its new nodes, so nothing is written and the old clients go on.
+func TestReconfigure_ANewNodeDownWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 4)
+	oldOpts := []Option{WithMaxTTL(400 * time.Millisecond), roomy}
+	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
+	fcmd := newFaults(cl)
+	fcmd.fail(errors.New("connection refused"), "", 3)
+	cmd := cl.over(t, fcmd, []int{0, 1, 3}, WithMaxTTL(300*time.Millisecond))
+	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	require.ErrorContains(t, err, "1 of 3 new nodes did not answer")
+	require.ErrorContains(t, err, "nothing was written")
+	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
+	require.Equal(t, []string{""}, cl.markers(t, 3))
+	l, err := oldc.TryLock(ctx, testenv.Key(t), 400*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
+// Step 1 reaches the old nodes but too few new ones: the command stops
+// before any hold-off and does not say that the new clients may start,
+// and the new nodes it did not mark stay bare for the rerun to mark.
+func TestReconfigure_Step1ShortOfTheNewNodesStopsBeforeTheHoldOff(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 6)
+	oldOpts := []Option{WithMaxTTL(400 * time.Millisecond)}
+	cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
+	fcmd := newFaults(cl)
+	fcmd.fail(errors.New("connection reset by peer"), "reconfigure", 4, 5)
+	log := &testenv.Buffer{}
+	cmd := cl.over(t, fcmd, []int{3, 4, 5}, WithMaxTTL(300*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	require.ErrorContains(t, err, "1 of 3 new ones (2 must)")
+	require.ErrorContains(t, err, "do not start clients of the new settings yet")
+	require.NotContains(t, log.String(), "step=marked", "the command said the new clients may start")
+	moving := script.Moving(cmd.settings)
+	require.Equal(t, []string{moving, "", ""}, cl.markers(t, 3, 4, 5))
+	for _, i := range []int{3, 4, 5} {
+		_, err := cl.raw[i].HGet(ctx, keyPending, "reconfigure").Result()
+		require.ErrorIs(t, err, redis.Nil, "node %d: a hold-off was stamped", i)
+	}
+	// The rerun marks the rest and finishes the change.
+	fcmd.heal()
+	require.NoError(t, cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...))
+	require.Equal(t, same(cmd.settings, 3), cl.markers(t, 3, 4, 5))
 }
