@@ -412,7 +412,10 @@ func (f *faults) reset() {
 func (f *faults) idle() bool { return f.started.Load() == f.ended.Load() }
 
 // requireIdle waits until every script call the Client sent returned:
-// its rounds' stragglers and cleanups are over.
+// its rounds' stragglers and cleanups are over. A call whose goroutine
+// has not reached the hook yet is not counted as sent: after a call that
+// returns at a majority, use requireAttempts, which waits for one on
+// every node.
 func (f *faults) requireIdle(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, f.idle, 5*time.Second, time.Millisecond, "script calls still in flight")
