@@ -51,6 +51,7 @@ type attempt struct {
 	granted    int
 	busy       []int64 // remaining ms of the other holder's key, per busy node
 	unadmitted []int
+	heldOff    int           // of unadmitted: nodes in a reconfiguration's hold-off
 	unverified []int         // nodes that answered before their identity was verified, or from another server: their votes did not count
 	refused    int           // nodes that refused this client's configuration (ErrNodeRefused)
 	handed     []handOff     // nodes where the key holds the Lock call's waiter id
@@ -193,7 +194,8 @@ func (a *attempt) tally(timedOut bool) {
 			c.admit.lost(r.Node)
 			c.admit.reconfigured()
 			a.unadmitted = append(a.unadmitted, r.Node)
-			a.errs = append(a.errs, c.nodeErr(r.Node, ErrNodeQuarantined))
+			a.heldOff++
+			a.errs = append(a.errs, c.nodeErr(r.Node, errHeldOff))
 		case r.Val.Status == script.Mismatch:
 			ce := c.mismatch(r.Node, r.Val.Marker, false)
 			c.admit.conflicted(ce)
@@ -276,8 +278,18 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 			atLeast, len(a.busy), n, a.granted, c.quorum)
 		e.Wait = freeIn(a.busy, c.quorum, n)
 	case len(a.unadmitted) > 0 && a.granted+len(a.unadmitted) >= c.quorum:
-		e.Reason, e.Detail = ReasonQuarantine, fmt.Sprintf("%s%d of %d nodes are in restart quarantine (they are new, or lost their data)",
-			atLeast, len(a.unadmitted), n)
+		e.Reason = ReasonQuarantine
+		switch a.heldOff {
+		case len(a.unadmitted):
+			e.Detail = fmt.Sprintf("%s%d of %d nodes are in a reconfiguration's hold-off (a change to this client's settings is under way)",
+				atLeast, a.heldOff, n)
+		case 0:
+			e.Detail = fmt.Sprintf("%s%d of %d nodes are in restart quarantine (they are new, or lost their data)",
+				atLeast, len(a.unadmitted), n)
+		default:
+			e.Detail = fmt.Sprintf("%s%d of %d nodes are in a reconfiguration's hold-off (a change to this client's settings is under way) and %d in restart quarantine (new, or lost their data)",
+				atLeast, a.heldOff, n, len(a.unadmitted)-a.heldOff)
+		}
 	default:
 		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
 	}

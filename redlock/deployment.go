@@ -40,6 +40,27 @@ func (s settings) String() string {
 		strconv.FormatFloat(s.factor, 'g', -1, 64))
 }
 
+// parseSettings reads settings written by String; false for anything
+// else (another layout, a reconfiguration's marker, "").
+func parseSettings(s string) (settings, bool) {
+	var out settings
+	var ms int64
+	var factor string
+	n, err := fmt.Sscanf(s, settingsVersion+" nodes=%d maxttl=%dms drift=%s", &out.nodes, &ms, &factor)
+	if err != nil || n != 3 {
+		return settings{}, false
+	}
+	f, err := strconv.ParseFloat(factor, 64)
+	if err != nil {
+		return settings{}, false
+	}
+	out.maxTTL, out.factor = time.Duration(ms)*time.Millisecond, f
+	if out.String() != s || out.nodes < 1 || checkMaxTTL(out.maxTTL, f) != nil || drift.CheckFactor(f) != nil {
+		return settings{}, false
+	}
+	return out, true
+}
+
 // quarantine is how long a node that lost its data stays out of every
 // quorum: one max ttl plus its drift. Every lease any client of the
 // deployment holds was granted with a ttl of at most maxTTL, and its

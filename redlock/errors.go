@@ -51,6 +51,11 @@ var (
 	// has served one quarantine (see Quarantine and Client.Bootstrap).
 	ErrNodeQuarantined = errors.New("node is in quarantine: it lost its data or is new")
 
+	// errHeldOff is the per-node cause for a node that a reconfiguration
+	// to this client's settings holds off (Client.Reconfigure): it admits
+	// itself when the hold-off ends. It matches ErrNodeQuarantined.
+	errHeldOff = fmt.Errorf("%w: held off by a reconfiguration to this client's settings", ErrNodeQuarantined)
+
 	// ErrConfigMismatch reports that a node was admitted (or is being
 	// admitted) under deployment settings other than this client's: another
 	// max ttl, drift factor or number of nodes. Such a client gets no lock

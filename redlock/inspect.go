@@ -29,7 +29,11 @@ const (
 	AdmissionAdmitted    Admission = "admitted"    // votes for clients with this client's settings
 	AdmissionQuarantined Admission = "quarantined" // serving a quarantine (see NodeState.QuarantineLeft)
 	AdmissionUnadmitted  Admission = "unadmitted"  // no marker and no quarantine yet: new, or lost its data; a client's next attempt starts the quarantine
-	AdmissionMismatch    Admission = "mismatch"    // admitted or quarantined under other settings (NodeState.Settings)
+	AdmissionMismatch    Admission = "mismatch"    // admitted or quarantined under other settings, or being reconfigured to them or retired (NodeState.Settings holds its marker)
+	// AdmissionReconfiguring: a reconfiguration to this client's settings
+	// holds the node off (Client.Reconfigure); it admits itself when the
+	// hold-off ends (NodeState.QuarantineLeft).
+	AdmissionReconfiguring Admission = "reconfiguring"
 	AdmissionUnknown     Admission = "unknown"     // did not answer
 )
 
@@ -52,7 +56,10 @@ type NodeState struct {
 	Settings  string // the settings of its marker or of its quarantine, "" when it has neither
 	// QuarantineLeft is, for a quarantined node, how much of its
 	// quarantine is left on its own clock; 0 or less means it is over and
-	// the next attempt of any client admits it.
+	// the next attempt of any client admits it. For a reconfiguring node,
+	// it is the hold-off left (0: over), and -1 when none is stamped yet
+	// (the reconfiguration has not reached its second step: if it
+	// stopped, it must be run again).
 	QuarantineLeft time.Duration
 	Value          string        // the key's value, "" when the node does not hold it
 	TTL            time.Duration // the key's remaining life; -1 without expiry
@@ -150,6 +157,12 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	switch {
 	case st.Marker == c.settings:
 		ns.Admission, ns.Settings = AdmissionAdmitted, st.Marker
+	case c.movingHere(st.Marker):
+		ns.Admission, ns.Settings = AdmissionReconfiguring, c.settings
+		ns.QuarantineLeft = -1
+		if st.Pending == c.settings && st.Quarantine.Length > 0 {
+			ns.QuarantineLeft = max(st.Quarantine.Left(), 0)
+		}
 	case st.Marker != "":
 		ns.Admission, ns.Settings = AdmissionMismatch, st.Marker
 	case st.Pending != "" && st.Pending != c.settings:

@@ -98,13 +98,19 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 			// Bootstrap is no remedy here: the attempt itself started
 			// the quarantines it found missing, and Bootstrap never ends
 			// one (docs/fencing.md, "Bootstrap").
-			when := "when their quarantine ends"
+			what, remedy := "quarantine", " (Bootstrap admits only a deployment nobody has used yet)"
+			if k := heldOff(e); k > 0 && k == quarantined(e) {
+				// A change to these settings is under way: only its
+				// hold-off is left to wait out.
+				what, remedy = "hold-off", ""
+			}
+			when := "when their " + what + " ends"
 			if left > 0 {
 				e.Wait = left
-				when = fmt.Sprintf("when the first quarantine ends, in %v", left.Round(time.Millisecond))
+				when = fmt.Sprintf("when the first %s ends, in %v", what, left.Round(time.Millisecond))
 				at.wait = left
 			}
-			e.Detail += "; the nodes admit themselves " + when + " (Bootstrap admits only a deployment nobody has used yet)"
+			e.Detail += "; the nodes admit themselves " + when + remedy
 			c.noticeQuarantine(e)
 		}
 		return at

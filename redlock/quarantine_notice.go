@@ -13,12 +13,22 @@ import (
 // admits only a deployment that shows no sign of use, so it cannot end a
 // quarantine that an attempt has already started (docs/fencing.md,
 // "Bootstrap").
+//
+// A reconfiguration to the client's settings (Client.Reconfigure) holds
+// the new nodes off the same way; HeldOff counts them, and when every
+// node found is held off, Left is the time until the first hold-off ends.
 type QuarantineNotice struct {
 	Key         string        // the key of the refused attempt
-	Quarantined int           // nodes the attempt found in quarantine: at least this many
+	Quarantined int           // nodes the attempt found in quarantine or hold-off: at least this many
+	HeldOff     int           // of Quarantined: nodes in a reconfiguration's hold-off
 	Nodes       int           // nodes in the deployment
 	Left        time.Duration // until the first of those quarantines ends; 0 when unknown
 }
+
+// Reconfiguring reports whether every node found in quarantine is in
+// the hold-off of a reconfiguration to the client's settings: a change is
+// under way, not a loss of data.
+func (n QuarantineNotice) Reconfiguring() bool { return n.HeldOff > 0 && n.HeldOff == n.Quarantined }
 
 // notices keeps quarantine notices to one per episode, not one per
 // attempt, node or Lock call: a waiting Lock tries again every few
@@ -46,15 +56,31 @@ func (c *Client) noticeQuarantine(e *NotObtainedError) {
 	}
 	c.notices.until = now.Add(span)
 	c.notices.mu.Unlock()
-	n := QuarantineNotice{Key: e.Key, Quarantined: quarantined(e), Nodes: e.Nodes, Left: e.Wait}
-	c.cfg.logger.Warn("redlock: locks are refused until the nodes' restart quarantine ends (they are new or lost their data); they admit themselves then",
-		"key", keyText(n.Key), "quarantined_at_least", n.Quarantined, "nodes", n.Nodes, "left", n.Left)
+	n := QuarantineNotice{Key: e.Key, Quarantined: quarantined(e), HeldOff: heldOff(e), Nodes: e.Nodes, Left: e.Wait}
+	if n.Reconfiguring() {
+		c.cfg.logger.Warn("redlock: locks are refused until the hold-off of a reconfiguration to this client's settings ends; the nodes admit themselves then",
+			"key", keyText(n.Key), "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
+	} else {
+		c.cfg.logger.Warn("redlock: locks are refused until the nodes' restart quarantine ends (they are new or lost their data); they admit themselves then",
+			"key", keyText(n.Key), "quarantined_at_least", n.Quarantined, "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
+	}
 	if c.cfg.onQuarantine != nil {
 		c.cfg.onQuarantine(n)
 	}
 }
 
-// quarantined counts the nodes e found in quarantine.
+// heldOff counts the nodes e found in a reconfiguration's hold-off.
+func heldOff(e *NotObtainedError) int {
+	k := 0
+	for _, ne := range e.NodeErrors() {
+		if errors.Is(ne.Err, errHeldOff) {
+			k++
+		}
+	}
+	return k
+}
+
+// quarantined counts the nodes e found in quarantine (or hold-off).
 func quarantined(e *NotObtainedError) int {
 	k := 0
 	for _, ne := range e.NodeErrors() {

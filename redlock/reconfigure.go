@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +55,10 @@ var ErrReconfigureIncomplete = errors.New("redlock: reconfiguration incomplete: 
 // this client's nodes and settings without an overlap: from lists the old
 // nodes (in any order, under any names), and opts give the old settings
 // as the old clients were built with them (WithMaxTTL, WithDriftFactor;
-// other options are ignored). The nodes may differ by any number of
+// other options are ignored). With no opts, the old settings are read
+// from the old nodes: the settings they were admitted with, or, on nodes
+// that a change left marked, that change's old settings (a rerun), and
+// every old node that answers must agree. The nodes may differ by any number of
 // additions, removals or replacements; a node in both lists keeps its
 // data.
 //
@@ -87,6 +91,7 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 	if err != nil {
 		return err
 	}
+	readFrom := len(opts) == 0
 	olds := make([]*node, len(from))
 	for i, uc := range from {
 		if err := checkNodeClient(uc); err != nil {
@@ -94,7 +99,7 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 		}
 		olds[i] = &node{idx: i, name: addrOf(uc, i), uc: uc, sn: script.NewNode(uc, c.cfg.cleanup)}
 	}
-	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.settings, holdOff: max(old.quarantine(), c.set.quarantine())}
+	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.settings, holdOff: max(old.quarantine(), c.set.quarantine()), readFrom: readFrom}
 	return r.run(ctx)
 }
 
@@ -120,6 +125,9 @@ type reconfig struct {
 	from, to string
 	holdOff  time.Duration
 	rec      string // the change's record (script.ChangeRecord), once the look is in
+	// readFrom: the old settings (from, holdOff) are read from the old
+	// nodes' look (oldFromLooks), not given.
+	readFrom bool
 }
 
 // look is one node's identity and admission state.
@@ -140,6 +148,13 @@ func (r *reconfig) run(ctx context.Context) error {
 	// minority of the old list, and every node that answers can be moved.
 	oldLook := fanOut(ctx, r.olds, r.look)
 	newLook := fanOut(ctx, news, r.look)
+	if r.readFrom {
+		old, err := r.oldFromLooks(oldLook)
+		if err != nil {
+			return err
+		}
+		r.from, r.holdOff = old.String(), max(old.quarantine(), c.set.quarantine())
+	}
 	need := script.ReconfigureNeed(len(r.olds))
 	var errs, down, newDown []error
 	var answered int
@@ -206,6 +221,14 @@ func (r *reconfig) run(ctx context.Context) error {
 		// new could be disjoint.
 		return fmt.Errorf("redlock: Reconfigure refused: the node list changes but the settings (%s) do not, so the nodes cannot refuse clients of the old list; change the max ttl or the drift factor together with the nodes (one millisecond more max ttl will do); nothing was written", r.to)
 	}
+
+	if r.done(oldLook, newLook, stays) {
+		c.cfg.logger.Info("redlock: reconfiguration already done: every node of both lists carries its outcome; nothing was written",
+			"from", r.from, "to", r.to, "step", "done")
+		return nil
+	}
+	c.cfg.logger.Info("redlock: reconfiguring: every node answered and can be moved", "from", r.from, "to", r.to,
+		"holdoff", r.holdOff, "step", "checked")
 
 	// Step 1: refuse the old settings on the old nodes, and mark the new
 	// nodes that are not old ones, so that no new node is left bare for a
@@ -355,6 +378,96 @@ func (r *reconfig) unmovable(side string, i int, nd *node, l look, want string) 
 		return fmt.Errorf("%s node %d (%s) %s another change, from %q to %q over %d nodes: run that change again (its old settings and node lists) to finish it, then change from there", side, i, nd.name, state, ch.From, ch.To, ch.Nodes)
 	}
 	return &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want}
+}
+
+// done reports whether an earlier run finished this change: every node of
+// both lists answered, every new node carries the new settings and every
+// old node that leaves is retired, each by this change (movable checked
+// the record of every node that carries either).
+func (r *reconfig) done(oldLook, newLook []look, stays map[string]bool) bool {
+	if r.from == r.to {
+		return false
+	}
+	for _, l := range newLook {
+		if l.err != nil || l.st.Marker != r.to {
+			return false
+		}
+	}
+	for _, l := range oldLook {
+		if l.err != nil || (!stays[l.id] && l.st.Marker != script.Retired(r.to)) {
+			return false
+		}
+	}
+	return true
+}
+
+// oldFromLooks reads the old settings from the old nodes that answered:
+// the settings a node was admitted with, or, on a node a change marked,
+// that change's old settings, unless the change made it what it is now
+// and this client's settings are not that change's new ones (then this is
+// a change from there). Every node that gives settings must give the same,
+// for as many nodes as the old list has.
+func (r *reconfig) oldFromLooks(looks []look) (settings, error) {
+	found := map[string][]string{}
+	var order []string
+	var answered int
+	for _, l := range looks {
+		if l.err == nil {
+			answered++
+		}
+	}
+	if need := script.ReconfigureNeed(len(looks)); answered < need {
+		errs := []error{fmt.Errorf("%w; only %d of %d old nodes answered, %d must, to read the old settings from them and refuse them on all but a minority; nothing was written", ErrReconfigureIncomplete, answered, len(looks), need)}
+		for i, l := range looks {
+			if l.err != nil {
+				// A refusal stays typed: running it again does not help.
+				errs = append(errs, &NodeError{Node: i, Addr: r.olds[i].name, Err: fmt.Errorf("old node: %w", typed(l.err))})
+			}
+		}
+		return settings{}, errors.Join(errs...)
+	}
+	for i, l := range looks {
+		if l.err != nil {
+			continue
+		}
+		s := ""
+		_, moving := script.MovingTo(l.st.Marker)
+		ch, traced := script.ParseChange(l.trace)
+		switch {
+		case traced && (moving || strings.HasPrefix(l.st.Marker, script.Retired(""))):
+			s = ch.From
+		case traced && l.st.Marker == ch.To && ch.To == r.to:
+			s = ch.From // a rerun of the change that made it this
+		case l.st.Marker != "":
+			s = l.st.Marker
+		}
+		if s == "" {
+			continue // new, or lost its data: it says nothing
+		}
+		if _, ok := found[s]; !ok {
+			order = append(order, s)
+		}
+		found[s] = append(found[s], r.olds[i].name)
+	}
+	switch len(order) {
+	case 0:
+		return settings{}, errors.New("redlock: Reconfigure: no old node that answered records its settings (new, or lost their data): give the old settings (WithMaxTTL, WithDriftFactor); nothing was written")
+	case 1:
+	default:
+		var parts []string
+		for _, s := range order {
+			parts = append(parts, fmt.Sprintf("%q on %s", s, strings.Join(found[s], ", ")))
+		}
+		return settings{}, fmt.Errorf("redlock: Reconfigure: the old nodes record different settings (%s): give the old settings (WithMaxTTL, WithDriftFactor), or check the node list; nothing was written", strings.Join(parts, "; "))
+	}
+	old, ok := parseSettings(order[0])
+	switch {
+	case !ok:
+		return settings{}, fmt.Errorf("redlock: Reconfigure: the old nodes record %q, which are not settings of this version: give the old settings (WithMaxTTL, WithDriftFactor); nothing was written", order[0])
+	case old.nodes != len(r.olds):
+		return settings{}, fmt.Errorf("redlock: Reconfigure: the old nodes were admitted with %d nodes, and %d old nodes were given: list every old node, as the old clients do; nothing was written", old.nodes, len(r.olds))
+	}
+	return old, nil
 }
 
 // lookIDs are the identities of the nodes looked at, "" for one that did not

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -26,13 +27,16 @@ func init() {
 const exitIncomplete = 75
 
 func reconfigureUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
-	fmt.Fprint(w, `Usage: quorumlock reconfigure --from-nodes ADDR,... [--from-max-ttl D] [--from-drift F]
+	fmt.Fprint(w, `Usage: quorumlock reconfigure --from-nodes ADDR,... [--from-max-ttl D --from-drift F]
                              --nodes ADDR,... [--max-ttl D] [--drift F] [--timeout D] [-v]
 
 The nodes refuse a client whose settings (node count, max ttl, drift factor)
 differ from the ones they were admitted with. reconfigure moves a deployment
 in use from its old settings and nodes (--from-*) to new ones without a
-moment in which a client of each could hold the same key:
+moment in which a client of each could hold the same key. The old max ttl
+and drift factor are read from the old nodes unless --from-max-ttl or
+--from-drift is given (then both are checked against the nodes), and the
+downtime is printed once every node answered:
 
   1. it marks the old nodes so that they refuse clients of the old settings
      (they get a configuration error at once; a node that leaves refuses
@@ -58,7 +62,9 @@ each is in a state it can move: the nodes record the change (old and new
 settings, new nodes), and a run with other old settings or another node
 list while a change is under way is refused and told which change that is.
 If it stops (a node down, Ctrl-C, --timeout), run it again with the same
-flags: it is idempotent and keeps the hold-offs it stamped. --nodes and the credential flags apply to both lists.
+flags: it is idempotent and keeps the hold-offs it stamped, and a run after
+the change finished says "already done" and writes nothing. --nodes and the
+credential flags apply to both lists.
 
 Flags:
 `)
@@ -84,10 +90,10 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	nodes.register(fs, env)
 	var fromNodes string
 	fs.StringVar(&fromNodes, "from-nodes", "", "the deployment's current `nodes`, as its clients list them now")
-	fromTTL := durationFlag{d: redlock.DefaultMaxTTL, set: true}
-	fs.Var(&fromTTL, "from-max-ttl", "the max ttl (`duration`) the current clients use")
+	var fromTTL durationFlag
+	fs.Var(&fromTTL, "from-max-ttl", "the max ttl (`duration`) the current clients use (default: as the old nodes record it)")
 	fromDrift := redlock.DefaultDriftFactor
-	fs.Float64Var(&fromDrift, "from-drift", fromDrift, "the drift `factor` the current clients use")
+	fs.Float64Var(&fromDrift, "from-drift", fromDrift, "the drift `factor` the current clients use (default: as the old nodes record it, else 0.01)")
 	maxTTL := durationFlag{d: redlock.DefaultMaxTTL, set: true}
 	fs.Var(&maxTTL, "max-ttl", "the max ttl (`duration`) every client will use from now on")
 	env["max-ttl"] = envMaxTTL
@@ -104,9 +110,21 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	if timeout.d <= 0 {
 		return usageError(stderr, "reconfigure", errors.New("--timeout must be positive"))
 	}
-	holdOld, err := redlock.Quarantine(fromTTL.d, fromDrift)
-	if err != nil {
-		return usageError(stderr, "reconfigure", fmt.Errorf("--from-max-ttl/--from-drift: %w", err))
+	// --from-max-ttl or --from-drift: the old settings are given (the
+	// other one its default) and checked against the nodes; neither: they
+	// are read from the old nodes.
+	var fromOpts []redlock.Option
+	holdOld := time.Duration(0)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "from-max-ttl" || f.Name == "from-drift" {
+			fromOpts = []redlock.Option{redlock.WithMaxTTL(cmp.Or(fromTTL.d, redlock.DefaultMaxTTL)), redlock.WithDriftFactor(fromDrift)}
+		}
+	})
+	if fromOpts != nil {
+		var err error
+		if holdOld, err = redlock.Quarantine(cmp.Or(fromTTL.d, redlock.DefaultMaxTTL), fromDrift); err != nil {
+			return usageError(stderr, "reconfigure", fmt.Errorf("--from-max-ttl/--from-drift: %w", err))
+		}
 	}
 	holdNew, err := redlock.Quarantine(maxTTL.d, newDrift)
 	if err != nil {
@@ -127,14 +145,32 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	logger := newLogger(stderr, verbose)
 	redis.SetLogger(redisLogger{l: logger})
-	// The library logs step 1's end (step=marked): from then on the
-	// clients of the new settings may start, and the operator is told so.
-	logger = slog.New(markedHandler{Handler: logger.Handler(), marked: func() {
-		fmt.Fprintln(stdout, "the old nodes refuse the old settings and the new nodes are marked: start the clients of the new settings now (they wait out the hold-off by themselves)")
+	// The library logs its steps (step=...): once every node answered and
+	// can be moved (checked), the downtime is known; after step 1
+	// (marked), the clients of the new settings may start; and a change
+	// an earlier run finished is done.
+	var done bool
+	logger = slog.New(stepHandler{Handler: logger.Handler(), step: func(step string, attrs map[string]slog.Value) {
+		switch step {
+		case "checked":
+			fmt.Fprintf(stdout, "reconfiguring %d nodes (%s) to %d nodes (%s): no lock for about %v\n",
+				len(oldOpts), attrs["from"].String(), len(newOpts), attrs["to"].String(), attrs["holdoff"].Duration().Round(time.Millisecond))
+		case "marked":
+			fmt.Fprintln(stdout, "the old nodes refuse the old settings and the new nodes are marked: start the clients of the new settings now (they wait out the hold-off by themselves)")
+		case "done":
+			done = true
+			fmt.Fprintf(stdout, "already done: the nodes carry the new settings (%s) and the old nodes that leave are retired; nothing was written\n", attrs["to"].String())
+		}
 	}})
 
-	// The hold-off on top of the bound on reaching the nodes.
-	ctx, cancel := context.WithTimeout(ctx, max(holdOld, holdNew)+timeout.d)
+	// The hold-off on top of the bound on reaching the nodes. With the old
+	// settings read from the nodes, the old quarantine is not known yet:
+	// the bound allows for the longest a max ttl may be.
+	hold := max(holdOld, holdNew)
+	if fromOpts == nil {
+		hold = 2 * redlock.MaxMaxTTL
+	}
+	ctx, cancel := context.WithTimeout(ctx, hold+timeout.d)
 	defer cancel()
 	ncs, ocs := clients(newOpts, nil), clients(oldOpts, nil)
 	defer closeAll(ncs)
@@ -147,9 +183,7 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer lc.Close()
 	start := time.Now()
-	fmt.Fprintf(stdout, "reconfiguring %d nodes (max ttl %v, drift %v) to %d nodes (max ttl %v, drift %v): no lock for about %v\n",
-		len(ocs), fromTTL.d, fromDrift, len(ncs), maxTTL.d, newDrift, max(holdOld, holdNew).Round(time.Millisecond))
-	err = lc.Reconfigure(ctx, universal(ocs), redlock.WithMaxTTL(fromTTL.d), redlock.WithDriftFactor(fromDrift))
+	err = lc.Reconfigure(ctx, universal(ocs), fromOpts...)
 	switch {
 	case errors.Is(err, redlock.ErrNodeRefused):
 		// Running it again cannot help: the nodes refuse the credentials,
@@ -163,7 +197,9 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "quorumlock reconfigure: %s\n", redact(err.Error()))
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "reconfigured in %v: the nodes carry the new settings\n", time.Since(start).Round(time.Millisecond))
+	if !done {
+		fmt.Fprintf(stdout, "reconfigured in %v: the nodes carry the new settings\n", time.Since(start).Round(time.Millisecond))
+	}
 	return exitOK
 }
 
@@ -175,35 +211,37 @@ func universal(cs []*redis.Client) []redis.UniversalClient {
 	return out
 }
 
-// markedHandler passes records on to Handler and calls marked when the
-// library logs that a reconfiguration's step 1 is done.
-type markedHandler struct {
+// stepHandler passes records on to Handler and calls step with the
+// record's attributes when the library logs a reconfiguration's step (an
+// attribute step=...).
+type stepHandler struct {
 	slog.Handler
-	marked func()
+	step func(step string, attrs map[string]slog.Value)
 }
 
-func (h markedHandler) Enabled(ctx context.Context, l slog.Level) bool {
+func (h stepHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l == slog.LevelInfo || h.Handler.Enabled(ctx, l)
 }
 
-func (h markedHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h stepHandler) Handle(ctx context.Context, r slog.Record) error {
+	attrs := map[string]slog.Value{}
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "step" && a.Value.String() == "marked" {
-			h.marked()
-			return false
-		}
+		attrs[a.Key] = a.Value.Resolve()
 		return true
 	})
+	if s, ok := attrs["step"]; ok {
+		h.step(s.String(), attrs)
+	}
 	if !h.Handler.Enabled(ctx, r.Level) {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h markedHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return markedHandler{h.Handler.WithAttrs(as), h.marked}
+func (h stepHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return stepHandler{h.Handler.WithAttrs(as), h.step}
 }
 
-func (h markedHandler) WithGroup(name string) slog.Handler {
-	return markedHandler{h.Handler.WithGroup(name), h.marked}
+func (h stepHandler) WithGroup(name string) slog.Handler {
+	return stepHandler{h.Handler.WithGroup(name), h.step}
 }

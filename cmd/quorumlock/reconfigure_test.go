@@ -23,9 +23,14 @@ func TestReconfigure_MovesADeploymentInUse(t *testing.T) {
 	if r := runCLI(t, "", nil, "run", "--nodes", oldArg, "--max-ttl", "400ms", "--key", "k", "--ttl", "300ms", "--", "true"); r.code != exitOK {
 		t.Fatalf("run with the old settings before: exit %d: %s", r.code, r.stderr)
 	}
-	r := runCLI(t, "", nil, "reconfigure", "--from-nodes", oldArg, "--from-max-ttl", "400ms", "--nodes", newArg, "--max-ttl", "250ms")
+	// No --from-max-ttl: the old settings are read from the old nodes, and
+	// the downtime printed is their quarantine (400ms + 1% + 2ms).
+	r := runCLI(t, "", nil, "reconfigure", "--from-nodes", oldArg, "--nodes", newArg, "--max-ttl", "250ms")
 	if r.code != exitOK || !strings.Contains(r.stdout, "reconfigured in") {
 		t.Fatalf("reconfigure: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "(v1 nodes=3 maxttl=400ms drift=0.01) to 3 nodes (v1 nodes=3 maxttl=250ms drift=0.01): no lock for about 406ms") {
+		t.Errorf("reconfigure did not print the settings it read and the downtime:\n%s", r.stdout)
 	}
 	if r.elapsed < 400*time.Millisecond {
 		t.Errorf("reconfigure returned after %v, before the hold-off of the old max ttl ended", r.elapsed)
@@ -40,9 +45,44 @@ func TestReconfigure_MovesADeploymentInUse(t *testing.T) {
 	if r := runCLI(t, "", nil, "run", "--nodes", newArg, "--max-ttl", "250ms", "--key", "k", "--ttl", "200ms", "--", "true"); r.code != exitOK {
 		t.Errorf("run with the new settings after: exit %d: %s", r.code, r.stderr)
 	}
-	// Run again: nothing left to do.
-	if r := runCLI(t, "", nil, "reconfigure", "--from-nodes", oldArg, "--from-max-ttl", "400ms", "--nodes", newArg, "--max-ttl", "250ms"); r.code != exitOK {
-		t.Errorf("reconfigure again: exit %d: %s", r.code, r.stderr)
+	// Run again, with the old settings read or typed: already done.
+	for _, from := range [][]string{nil, {"--from-max-ttl", "400ms"}} {
+		args := append([]string{"reconfigure", "--from-nodes", oldArg, "--nodes", newArg, "--max-ttl", "250ms"}, from...)
+		r := runCLI(t, "", nil, args...)
+		if r.code != exitOK || !strings.HasPrefix(r.stdout, "already done:") || strings.Contains(r.stdout, "reconfigured in") {
+			t.Errorf("reconfigure again %v: exit %d\nstdout: %s\nstderr: %s", from, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// While a change holds the new nodes off, status with the new settings
+// says "reconfiguration hold-off" and the time left, not "mismatch", and
+// status with the old settings says the nodes are being reconfigured.
+func TestReconfigure_StatusShowsTheHoldOff(t *testing.T) {
+	nodes := emptyRedisNodes(t, 3)
+	arg := nodesArg(nodes)
+	if r := runCLI(t, "", nil, "bootstrap", "--nodes", arg, "--max-ttl", "5s"); r.code != exitOK {
+		t.Fatalf("bootstrap: exit %d: %s", r.code, r.stderr)
+	}
+	cmd := startCLI(t, "", nil, "reconfigure", "--from-nodes", arg, "--nodes", arg, "--max-ttl", "4s")
+	var seen result
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		seen = runCLI(t, "", nil, "status", "--nodes", arg, "--max-ttl", "4s", "--key", "k")
+		if strings.Contains(seen.stdout, "reconfiguration hold-off, ") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(seen.stdout, "reconfiguring (hold-off, ") || !strings.Contains(seen.stdout, "reconfiguration hold-off, ") || strings.Contains(seen.stdout, "mismatch") {
+		t.Errorf("status with the new settings during the hold-off:\n%s%s", seen.stdout, seen.stderr)
+	}
+	old := runCLI(t, "", nil, "status", "--nodes", arg, "--max-ttl", "5s", "--key", "k")
+	if !strings.Contains(old.stdout, "is being reconfigured to the settings \"v1 nodes=3 maxttl=4000ms drift=0.01\"") {
+		t.Errorf("status with the old settings during the change:\n%s%s", old.stdout, old.stderr)
+	}
+	if r := cmd.wait(t); r.code != exitOK {
+		t.Errorf("reconfigure: exit %d: %s", r.code, r.stderr)
 	}
 }
 

@@ -314,11 +314,23 @@ func (rc *runConfig) quarantineNotice(n redlock.QuarantineNotice) string {
 	} else if n.Left < time.Second {
 		left = "about " + n.Left.Round(time.Millisecond).String()
 	}
-	msg := fmt.Sprintf("quorumlock run: the nodes are new or lost their data: locks are refused for %s while they serve their restart quarantine; waiting", left)
-	if rc.wait.set && n.Left > rc.wait.d {
-		msg += fmt.Sprintf(" (longer than --wait %v, which will end first)", rc.wait.d)
+	if n.Reconfiguring() {
+		msg := "quorumlock run: reconfiguration hold-off, " + strings.TrimPrefix(left, "about ") + " left: a change to these settings is under way and locks are refused until it ends; waiting"
+		if n.Left <= 0 {
+			msg = "quorumlock run: reconfiguration hold-off: a change to these settings is under way and locks are refused until it ends (" + left + "); waiting"
+		}
+		return msg + rc.waitNote(n) + " (the nodes admit themselves when it ends)"
 	}
-	return msg + " (the nodes admit themselves when it ends; quorumlock bootstrap admits only a deployment nobody has used yet)"
+	msg := fmt.Sprintf("quorumlock run: the nodes are new or lost their data: locks are refused for %s while they serve their restart quarantine; waiting", left)
+	return msg + rc.waitNote(n) + " (the nodes admit themselves when it ends; quorumlock bootstrap admits only a deployment nobody has used yet)"
+}
+
+// waitNote says when --wait will end the wait before the nodes do.
+func (rc *runConfig) waitNote(n redlock.QuarantineNotice) string {
+	if rc.wait.set && n.Left > rc.wait.d {
+		return fmt.Sprintf(" (longer than --wait %v, which will end first)", rc.wait.d)
+	}
+	return ""
 }
 
 // holderMetadata is what run stores with the lock: --metadata, or by

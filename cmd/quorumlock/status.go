@@ -72,10 +72,14 @@ type nodeStatus struct {
 	// Metadata is what the holder of Value stored with the key.
 	Metadata string `json:"metadata,omitempty"`
 	// Admission is redlock.Admission: admitted, quarantined, unadmitted,
-	// mismatch or unknown.
+	// reconfiguring, mismatch or unknown.
 	Admission      string `json:"admission"`
 	Pending        bool   `json:"quarantine_pending"`           // a client has started timing its quarantine
 	QuarantineLeft int64  `json:"quarantine_left_ms,omitempty"` // with Pending: ms left on the node's clock
+	// HoldOffLeft is, for a node that a reconfiguration to these settings
+	// holds off (admission "reconfiguring"), the ms of the hold-off left on
+	// its clock: 0 once over, -1 when none is stamped yet.
+	HoldOffLeft *int64 `json:"hold_off_left_ms,omitempty"`
 	Settings       string `json:"settings,omitempty"`           // the deployment settings the node keeps
 }
 
@@ -245,6 +249,13 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 		if ns.Pending {
 			ns.QuarantineLeft = max(n.QuarantineLeft.Milliseconds(), 0)
 		}
+		if n.Admission == redlock.AdmissionReconfiguring {
+			left := int64(-1)
+			if n.QuarantineLeft >= 0 {
+				left = n.QuarantineLeft.Milliseconds()
+			}
+			ns.HoldOffLeft = &left
+		}
 		rep.Nodes = append(rep.Nodes, ns)
 	}
 	rep.warn()
@@ -272,7 +283,7 @@ func (r *statusReport) warn() {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("node %d (%s) is a %s, not a primary: Redlock needs independent primaries", ns.Node, ns.Addr, ns.Role))
 		}
 		if ns.Admission == string(redlock.AdmissionMismatch) {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("node %d (%s) keeps the settings %q, not %q: clients with these settings get no lock from it", ns.Node, ns.Addr, ns.Settings, r.Settings))
+			r.Warnings = append(r.Warnings, mismatchWarning(ns, r.Settings))
 		}
 	}
 }
@@ -305,8 +316,13 @@ func printStatus(w io.Writer, r *statusReport) error {
 			fence = strconv.FormatUint(ns.Fence, 10)
 		}
 		voting := ns.Admission
-		if ns.Pending {
+		switch {
+		case ns.Pending:
 			voting += fmt.Sprintf(" (%v left)", time.Duration(ns.QuarantineLeft)*time.Millisecond)
+		case ns.HoldOffLeft != nil && *ns.HoldOffLeft >= 0:
+			voting += fmt.Sprintf(" (hold-off, %v left)", time.Duration(*ns.HoldOffLeft)*time.Millisecond)
+		case ns.HoldOffLeft != nil:
+			voting += " (no hold-off yet)"
 		}
 		fmt.Fprintf(tw, "%d\t%s\tup %.1fms\t%s\t%s\t%s\t%s\t%s\t%s\n", ns.Node, ns.Addr, ns.LatencyMS,
 			orDash(ns.Role), time.Duration(ns.UptimeS)*time.Second, key, ttl, fence, voting)
@@ -324,6 +340,12 @@ func printStatus(w io.Writer, r *statusReport) error {
 		switch redlock.Admission(ns.Admission) {
 		case redlock.AdmissionQuarantined:
 			fmt.Fprintf(w, "node %d (%s) lost its data (restart without persistence, failover or flush), or the deployment is new: it does not vote until one max ttl has passed since a client noticed\n", ns.Node, ns.Addr)
+		case redlock.AdmissionReconfiguring:
+			if left := *ns.HoldOffLeft; left >= 0 {
+				fmt.Fprintf(w, "node %d (%s): reconfiguration hold-off, %v left: a change to these settings is under way; the node admits itself when the hold-off ends\n", ns.Node, ns.Addr, time.Duration(left)*time.Millisecond)
+			} else {
+				fmt.Fprintf(w, "node %d (%s): being reconfigured to these settings, but no hold-off is stamped yet: the reconfiguration has not reached its second step (if quorumlock reconfigure stopped, run it again with the same flags)\n", ns.Node, ns.Addr)
+			}
 		case redlock.AdmissionUnadmitted:
 			fmt.Fprintf(w, "node %d (%s) has no admission marker: the next client attempt starts its quarantine (a new deployment can be admitted at once with \"quorumlock bootstrap\")\n", ns.Node, ns.Addr)
 		}
@@ -342,6 +364,26 @@ func printStatus(w io.Writer, r *statusReport) error {
 	}
 	_, err := fmt.Fprintf(w, "verdict: %s\n", r.Summary)
 	return err
+}
+
+// The markers a reconfiguration leaves on a node (redlock's
+// reconfigure.lua writes them; Inspect reports them as the node's settings
+// with AdmissionMismatch for a client of other settings).
+const (
+	markerMoving  = "reconfiguring to "
+	markerRetired = "retired, reconfigured to "
+)
+
+// mismatchWarning says why a node with other settings grants nothing to
+// clients with these settings, and what to do.
+func mismatchWarning(ns nodeStatus, settings string) string {
+	if to, ok := strings.CutPrefix(ns.Settings, markerMoving); ok {
+		return fmt.Sprintf("node %d (%s) is being reconfigured to the settings %q: clients with %q get no lock from it; run them with the new settings", ns.Node, ns.Addr, to, settings)
+	}
+	if to, ok := strings.CutPrefix(ns.Settings, markerRetired); ok {
+		return fmt.Sprintf("node %d (%s) was retired by a reconfiguration to the settings %q: no client gets a lock from it; take it out of the node list", ns.Node, ns.Addr, to)
+	}
+	return fmt.Sprintf("node %d (%s) keeps the settings %q, not %q: clients with these settings get no lock from it", ns.Node, ns.Addr, ns.Settings, settings)
 }
 
 // printable is s as written, or quoted when it holds what a terminal
