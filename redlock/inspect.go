@@ -34,7 +34,7 @@ const (
 	// holds the node off (Client.Reconfigure); it admits itself when the
 	// hold-off ends (NodeState.QuarantineLeft).
 	AdmissionReconfiguring Admission = "reconfiguring"
-	AdmissionUnknown     Admission = "unknown"     // did not answer
+	AdmissionUnknown       Admission = "unknown" // did not answer
 )
 
 // ServerInfo is what a node's INFO says about the server.

@@ -80,7 +80,7 @@ type nodeStatus struct {
 	// holds off (admission "reconfiguring"), the ms of the hold-off left on
 	// its clock: 0 once over, -1 when none is stamped yet.
 	HoldOffLeft *int64 `json:"hold_off_left_ms,omitempty"`
-	Settings       string `json:"settings,omitempty"`           // the deployment settings the node keeps
+	Settings    string `json:"settings,omitempty"` // the deployment settings the node keeps
 }
 
 type statusReport struct {
