@@ -173,14 +173,16 @@ chaos-full: deps bin/quorumlock-chaos ## Run the full chaos profile (8 workers, 
 chaos-smoke: deps bin/quorumlock-chaos ## Run the CI smoke profile (1-2 minutes) and fail unless every verdict holds
 	./bin/quorumlock-chaos --profile smoke --json chaos-report-smoke.json $(CHAOS_ARGS)
 
-# The randomized multi-client nemesis (docs/chaos.md, "The nemesis"), for
-# SOAK_DURATION in all; SOAK_SEED=N reproduces a soak (default: random,
-# printed). The table is printed and written to soak-report.{json,md}.
+# The randomized multi-client nemeses (docs/chaos.md, "The nemesis"): the
+# nemesis, then the nemesis with reconfiguration, each for SOAK_DURATION
+# (one alone: CHAOS_ARGS=--fault=nemesis-reconfig); SOAK_SEED=N reproduces a
+# soak (default: random, printed). The table is printed and written to
+# soak-report.{json,md}.
 SOAK_DURATION ?= 1h
 SOAK_SEED ?=
 .PHONY: soak
 
-soak: deps bin/quorumlock-chaos ## Run the randomized multi-client nemesis for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
+soak: deps bin/quorumlock-chaos ## Run each randomized multi-client nemesis (without and with reconfiguration) for SOAK_DURATION (default 1h; SOAK_SEED=N to reproduce); table in soak-report.{json,md}
 	./bin/quorumlock-chaos --profile soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --json soak-report.json --markdown soak-report.md $(CHAOS_ARGS)
 
 .PHONY: chaos-compose

@@ -238,6 +238,9 @@ func TestChaosNemesis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p, err = p.Filter(nil, []string{"nemesis"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if len(p.Runs) != 1 || p.Runs[0].Fault != "nemesis" || p.Runs[0].Duration != time.Minute {
 		t.Fatalf("the soak profile is %+v, want one minute of the nemesis", p.Runs)
 	}
@@ -293,6 +296,50 @@ func TestChaosNemesis(t *testing.T) {
 	for _, kind := range []string{"restart-empty", "pause", "partition", "slow"} {
 		if r.FaultCounts[kind] == 0 {
 			t.Errorf("no %s fault in a minute (faults: %v)", kind, r.FaultCounts)
+		}
+	}
+}
+
+// TestChaosNemesisReconfig: 30 s of the nemesis with the deployment
+// reconfigured from one settings to the other and back, under the node
+// faults, with runs cut short and rerun: no overlap, no inversion, no lost
+// update, every change done, and each side's clients granted and refused.
+func TestChaosNemesisReconfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 30 s of faults and reconfigurations on five redis-server processes and PostgreSQL")
+	}
+	soak, err := chaos.LookupProfile("soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := soak.Filter(nil, []string{"nemesis-reconfig"}, nil)
+	if err == nil {
+		p, err = p.Lasting(30 * time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runProfile(t, p, 13, "")
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	var table strings.Builder
+	chaos.WriteSoak(&table, rep)
+	t.Log(table.String())
+	if !r.Pass {
+		t.Errorf("nemesis-reconfig (seed %d): %s", r.Seed, strings.Join(r.Failure, "; "))
+	}
+	if r.ValidOverlaps != 0 || r.GrantInversions != 0 || r.TokenInversions != 0 || r.LostUpdates != 0 || r.Accepted == 0 {
+		t.Errorf("overlaps %d, grant inversions %d, token inversions %d, lost %d of %d committed; want 0, 0, 0, 0 of > 0",
+			r.ValidOverlaps, r.GrantInversions, r.TokenInversions, r.LostUpdates, r.Accepted)
+	}
+	if r.FaultCounts["reconfigure-done-T"] == 0 || r.FaultCounts["reconfigure-stuck"] != 0 {
+		t.Errorf("changes: %v; want one to T done and none stuck", r.FaultCounts)
+	}
+	for _, w := range r.Nemesis {
+		if w.Granted == 0 || w.Refusals == 0 {
+			t.Errorf("client %q: %d leases, %d refusals; want both > 0", w.Client, w.Granted, w.Refusals)
 		}
 	}
 }

@@ -22,6 +22,10 @@ type nemesisClient struct {
 	// leases (its four distinct servers are the deployment's) until the
 	// second name answers, and from then on must be refused.
 	aliased bool
+	// changed: a client of the settings a reconfiguration nemesis moves
+	// the deployment to and back from (nemesis-reconfig); the others are
+	// clients of the deployment's first settings.
+	changed bool
 	apply   func(ttl time.Duration, cfg *workerConfig)
 }
 

@@ -30,7 +30,7 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 	if e.fault != nil && e.fault.noQuarantine {
 		// The lock is broken on purpose: report, judge nothing but the
 		// expectations.
-		r.Nemesis = nemesisWorkers(h, stats)
+		r.Nemesis = nemesisWorkers(h, stats, nemesisClients)
 		return nil
 	}
 	if r.ValidOverlaps != 0 {
@@ -42,7 +42,7 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 	if r.TokenInversions != 0 {
 		bad = append(bad, fmt.Sprintf("%d writes accepted with an older token, want 0", r.TokenInversions))
 	}
-	r.Nemesis = nemesisWorkers(h, stats)
+	r.Nemesis = nemesisWorkers(h, stats, nemesisClients)
 	for w, nw := range r.Nemesis {
 		c, st := nemesisClients[w%len(nemesisClients)], stats[w]
 		if st == nil {
@@ -74,14 +74,14 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 
 // nemesisWorkers is what each client did: its leases from the history,
 // the rest from its statistics (none for a worker that left none).
-func nemesisWorkers(h *history, stats []*workerStats) []NemesisWorker {
+func nemesisWorkers(h *history, stats []*workerStats, clients []nemesisClient) []NemesisWorker {
 	granted := map[int]int{}
 	for _, s := range h.sections {
 		granted[s.Worker]++
 	}
 	out := make([]NemesisWorker, len(stats))
 	for w, st := range stats {
-		c := nemesisClients[w%len(nemesisClients)]
+		c := clients[w%len(clients)]
 		nw := NemesisWorker{Worker: w, Client: c.name, Refused: c.refused, Aliased: c.aliased, Polling: c.polls, Granted: granted[w]}
 		if st != nil {
 			nw.Accepted, nw.Refusals, nw.RefusalError = st.Accepted, st.Refused, st.RefusedError

@@ -16,6 +16,12 @@ import (
 // three nodes restart empty at once, and nothing may be granted until
 // their quarantine ends.
 func nemesisWith(kinds []weightedKind) func(ctx context.Context, e *env) error {
+	return nemesisBeside(kinds, nil)
+}
+
+// nemesisBeside is nemesisWith with beside run on a goroutine of its own
+// alongside the schedule (nil: nothing), until ctx ends.
+func nemesisBeside(kinds []weightedKind, beside func(ctx context.Context, n *nemesisState)) func(ctx context.Context, e *env) error {
 	return func(ctx context.Context, e *env) error {
 		if err := e.crew.warm(ctx, 1); err != nil {
 			return err
@@ -24,6 +30,9 @@ func nemesisWith(kinds []weightedKind) func(ctx context.Context, e *env) error {
 		n := &nemesisState{e: e, kinds: kinds, start: time.Now(), busy: make([]time.Time, e.cluster.lockN),
 			quarantine: quarantineFor(e.sc.TTL)}
 		defer n.wg.Wait()
+		if beside != nil {
+			n.wg.Go(func() { beside(ctx, n) })
+		}
 		for ctx.Err() == nil {
 			if sleep(ctx, time.Duration(150+e.rng.IntN(350))*time.Millisecond) != nil {
 				return nil
@@ -45,6 +54,9 @@ type nemesisKind struct {
 	// The others run only while at most one is, so that the lock stays
 	// available.
 	anyImpaired bool
+	// wipes: the nodes it hits lose their data, so it leaves alone the
+	// nodes a reconfiguration is moving (nemesisState.protect).
+	wipes bool
 	// inject starts the fault. node is a random unimpaired node (-1 if
 	// none is), free all of them.
 	inject func(n *nemesisState, ctx context.Context, node int, free []int)
@@ -64,18 +76,18 @@ type weightedKind struct {
 // The kinds of fault. Each says in its note what it did, with the time,
 // so that the history lines up with it.
 var (
-	kindRestartEmpty = &nemesisKind{name: "restart-empty", needsFree: 1, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
+	kindRestartEmpty = &nemesisKind{name: "restart-empty", needsFree: 1, wipes: true, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
 		n.hold(node, n.quarantine+300*time.Millisecond)
 		n.note("kill -9 node %d, restart empty", node)
 		n.wg.Go(func() { n.restart(ctx, node, 0) })
 	}}
-	kindRestartDown = &nemesisKind{name: "restart-down", needsFree: 1, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
+	kindRestartDown = &nemesisKind{name: "restart-down", needsFree: 1, wipes: true, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
 		down := n.ms(100, 800)
 		n.hold(node, down+n.quarantine+300*time.Millisecond)
 		n.note("kill -9 node %d, restart empty after %v", node, down)
 		n.wg.Go(func() { n.restart(ctx, node, down) })
 	}}
-	kindRestart3 = &nemesisKind{name: "restart-3", needsFree: 3, anyImpaired: true, inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
+	kindRestart3 = &nemesisKind{name: "restart-3", needsFree: 3, anyImpaired: true, wipes: true, inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
 		nodes := n.three(free)
 		n.note("kill -9 nodes %v at once, restart empty (no quorum until their quarantine ends)", nodes)
 		for _, i := range nodes {
@@ -83,7 +95,7 @@ var (
 			n.wg.Go(func() { n.restart(ctx, i, 0) })
 		}
 	}}
-	kindFlush3 = &nemesisKind{name: "flush-3", needsFree: 3, anyImpaired: true, inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
+	kindFlush3 = &nemesisKind{name: "flush-3", needsFree: 3, anyImpaired: true, wipes: true, inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
 		nodes := n.three(free)
 		n.note("FLUSHALL nodes %v at once (their data is gone at once, the processes go on)", nodes)
 		for _, i := range nodes {
@@ -91,7 +103,7 @@ var (
 			n.wg.Go(func() { n.flush(ctx, i) })
 		}
 	}}
-	kindRollingRestart = &nemesisKind{name: "rolling-restart", inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
+	kindRollingRestart = &nemesisKind{name: "rolling-restart", wipes: true, inject: func(n *nemesisState, ctx context.Context, _ int, free []int) {
 		n.rolling(ctx, free)
 	}}
 	kindPause = &nemesisKind{name: "pause", needsFree: 1, inject: func(n *nemesisState, _ context.Context, node int, _ []int) {
@@ -174,6 +186,24 @@ type nemesisState struct {
 
 	mu   sync.Mutex
 	busy []time.Time // per node: impaired until
+	// protected are the nodes a reconfiguration is moving: no fault
+	// that wipes a node hits them until it is done.
+	protected []int
+}
+
+// protect keeps the faults that wipe a node off nodes (nil: none) until
+// the next call.
+func (n *nemesisState) protect(nodes []int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.protected = slices.Clone(nodes)
+}
+
+// isProtected reports whether node i is protected now.
+func (n *nemesisState) isProtected(i int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.protected, i)
 }
 
 // step injects one fault, drawn by the seeded generator.
@@ -181,6 +211,9 @@ func (n *nemesisState) step(ctx context.Context) {
 	e := n.e
 	free := n.free()
 	kind := n.pick()
+	if kind.wipes {
+		free = slices.DeleteFunc(free, n.isProtected)
+	}
 	if !kind.fits(len(free), e.cluster.lockN-len(free)) {
 		kind = kindWorkerFreeze
 	}
@@ -302,6 +335,10 @@ func (n *nemesisState) rolling(ctx context.Context, free []int) {
 	}
 	e.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	order = order[:2+e.rng.IntN(len(order)-1)]
+	order = slices.DeleteFunc(order, n.isProtected)
+	if len(order) == 0 {
+		return
+	}
 	last := order[len(order)-1]
 	cutOff := -1
 	if len(free) == e.cluster.lockN && e.rng.IntN(2) == 0 {
@@ -314,7 +351,7 @@ func (n *nemesisState) rolling(ctx context.Context, free []int) {
 		defer p.Blackhole(false)
 	}
 	for _, i := range order {
-		for !slices.Contains(n.free(), i) {
+		for !slices.Contains(n.free(), i) || n.isProtected(i) {
 			if sleep(ctx, 20*time.Millisecond) != nil {
 				return
 			}

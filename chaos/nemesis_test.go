@@ -13,7 +13,12 @@ import (
 // TestLasting: a soak of d is timed runs adding up to d, none longer than
 // soakSegment, each with a name (and so a seed) of its own.
 func TestLasting(t *testing.T) {
-	p, err := LookupProfile("soak")
+	soak, err := LookupProfile("soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each nemesis lasts d: one of them.
+	p, err := soak.Filter(nil, []string{"nemesis"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +220,72 @@ func TestNemesisKinds(t *testing.T) {
 		if got := c.kind.fits(c.free, c.impaired); got != c.want {
 			t.Errorf("%s fits with %d free, %d impaired = %v, want %v", c.kind.name, c.free, c.impaired, got, c.want)
 		}
+	}
+}
+
+// TestJudgeNemesisReconfig: the reconfiguration nemesis's judge fails a
+// run in which a change got stuck, a run with the wrong old settings was
+// taken, no change to T was done, a side's client was never granted or
+// never refused, or the tokens went backwards; and passes a clean one.
+func TestJudgeNemesisReconfig(t *testing.T) {
+	f := lookupFault("nemesis-reconfig")
+	if f == nil {
+		t.Fatal("no fault nemesis-reconfig")
+	}
+	nodes := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"}
+	cfgs := make([]workerConfig, len(reconfigClients))
+	for w := range cfgs {
+		cfgs[w] = workerConfig{ID: w, TTLms: 1000, Nodes: slices.Clone(nodes), Dial: []string{"a", "b", "c", "d", "e"}}
+		f.worker(w, &cfgs[w])
+	}
+	clean := func() (*Result, *history, []*workerStats) {
+		r := &Result{FaultCounts: map[string]int{"reconfigure-T": 2, "reconfigure-done-T": 2, "reconfigure-S": 1, "reconfigure-done-S": 1}}
+		h := &history{}
+		stats := make([]*workerStats, len(reconfigClients))
+		for w := range reconfigClients {
+			h.sections = append(h.sections, check.Section{Worker: w, Got: int64(w), Deadline: int64(w) + 1})
+			stats[w] = &workerStats{Accepted: 1, Panics: 1, AfterPanic: 1, Extends: 1, Refused: 2, Failures: 2}
+		}
+		return r, h, stats
+	}
+	sW, tW := -1, -1
+	for w, c := range reconfigClients {
+		switch {
+		case c.changed && tW < 0:
+			tW = w
+		case !c.changed && sW < 0:
+			sW = w
+		}
+		if c.changed && len(cfgs[w].Nodes) != len(reconfigTNodes) {
+			t.Errorf("worker %d (%s), a client of T, lists %d nodes, want %d", w, c.name, len(cfgs[w].Nodes), len(reconfigTNodes))
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(r *Result, h *history, st []*workerStats)
+		want  string
+	}{
+		{"clean", func(*Result, *history, []*workerStats) {}, ""},
+		{"stuck", func(r *Result, _ *history, _ []*workerStats) { r.FaultCounts["reconfigure-stuck"] = 1 }, "not done after 40 runs"},
+		{"slip taken", func(r *Result, _ *history, _ []*workerStats) { r.FaultCounts["reconfigure-slip-taken"] = 1 }, "wrong old max ttl returned nil"},
+		{"no change", func(r *Result, _ *history, _ []*workerStats) { delete(r.FaultCounts, "reconfigure-done-T") }, "no change to T"},
+		{"T starved", func(_ *Result, h *history, _ []*workerStats) {
+			h.sections = slices.DeleteFunc(h.sections, func(s check.Section) bool { return s.Worker == tW })
+		}, "never got the lock"},
+		{"S never refused", func(_ *Result, _ *history, st []*workerStats) { st[sW].Refused = 0 }, "was never refused"},
+		{"valid overlap", func(r *Result, _ *history, _ []*workerStats) { r.ValidOverlaps = 1 }, "overlaps of valid lease windows"},
+		{"resource inversion", func(r *Result, _ *history, _ []*workerStats) { r.TokenInversions = 1 }, "older token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, h, st := clean()
+			tc.spoil(r, h, st)
+			got := strings.Join(judgeNemesisReconfig(&env{cfgs: cfgs}, r, h, st), "; ")
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("a clean run failed: %s", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("got %q, want a failure containing %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -42,7 +42,7 @@ type soakTotals struct {
 func sumSoak(rep *Report) *soakTotals {
 	var t *soakTotals
 	for _, r := range rep.Runs {
-		if r.Nemesis == nil && r.Fault != "nemesis" {
+		if r.Nemesis == nil && !strings.HasPrefix(r.Fault, "nemesis") {
 			continue
 		}
 		if t == nil {
@@ -117,13 +117,18 @@ func WriteSoak(w io.Writer, rep *Report) {
 	row("linearizability (porcupine), runs", fmtCounts(t.Linearizable))
 	row("runs that failed a check", t.Failed)
 	fmt.Fprintf(w, "\n| client | expected | leases | refused (ErrConfigMismatch) | other lock failures |\n|---|---|---|---|---|\n")
-	for _, c := range nemesisClients {
+	for _, c := range slices.Concat(nemesisClients, reconfigClients) {
+		if _, ran := t.Granted2[c.name]; !ran {
+			continue // a client of the other nemesis, which did not run
+		}
 		exp := "granted"
 		switch {
 		case c.refused:
 			exp = "refused"
 		case c.aliased:
 			exp = "refused once its second name answers"
+		case slices.ContainsFunc(reconfigClients, func(r nemesisClient) bool { return r.name == c.name }):
+			exp = "granted with its settings, refused with the others"
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d |\n", c.name, exp, t.Granted2[c.name], t.Refusals[c.name], t.OtherFailures[c.name])
 	}
