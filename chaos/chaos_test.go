@@ -234,28 +234,12 @@ func TestChaosNemesis(t *testing.T) {
 		}
 		seed = n
 	}
-	p, err := chaos.LookupProfile("soak")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err = p.Filter(nil, []string{"nemesis"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	p := faultRuns(t, "soak", "nemesis")
 	if len(p.Runs) != 1 || p.Runs[0].Fault != "nemesis" || p.Runs[0].Duration != time.Minute {
 		t.Fatalf("the soak profile is %+v, want one minute of the nemesis", p.Runs)
 	}
 	t.Logf("nemesis seed %d", seed)
-	rep := runProfile(t, p, seed, "")
-	if len(rep.Runs) != 1 {
-		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
-	}
-	r := rep.Runs[0]
-	var table strings.Builder
-	chaos.WriteSoak(&table, rep)
-	t.Log(table.String())
-	if !r.Pass {
-		t.Errorf("nemesis (seed %d): %s", r.Seed, strings.Join(r.Failure, "; "))
-	}
+	r := runNemesis(t, p, seed)
 	// The verdicts, spelled out, so that a change to the fault's judge
 	// cannot quietly weaken them.
 	if r.ValidOverlaps != 0 || r.Overlaps != 0 {
@@ -308,28 +292,11 @@ func TestChaosNemesisReconfig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 30 s of faults and reconfigurations on five redis-server processes and PostgreSQL")
 	}
-	soak, err := chaos.LookupProfile("soak")
+	p, err := faultRuns(t, "soak", "nemesis-reconfig").Lasting(30 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := soak.Filter(nil, []string{"nemesis-reconfig"}, nil)
-	if err == nil {
-		p, err = p.Lasting(30 * time.Second)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := runProfile(t, p, 13, "")
-	if len(rep.Runs) != 1 {
-		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
-	}
-	r := rep.Runs[0]
-	var table strings.Builder
-	chaos.WriteSoak(&table, rep)
-	t.Log(table.String())
-	if !r.Pass {
-		t.Errorf("nemesis-reconfig (seed %d): %s", r.Seed, strings.Join(r.Failure, "; "))
-	}
+	r := runNemesis(t, p, 13)
 	if r.ValidOverlaps != 0 || r.GrantInversions != 0 || r.TokenInversions != 0 || r.LostUpdates != 0 || r.Accepted == 0 {
 		t.Errorf("overlaps %d, grant inversions %d, token inversions %d, lost %d of %d committed; want 0, 0, 0, 0 of > 0",
 			r.ValidOverlaps, r.GrantInversions, r.TokenInversions, r.LostUpdates, r.Accepted)
@@ -352,14 +319,7 @@ func TestChaosNemesisFindsDoubleGrants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 45 s of faults on five redis-server processes and PostgreSQL")
 	}
-	quick, err := chaos.LookupProfile("quick")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := quick.Filter(nil, []string{"nemesis-no-quarantine"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := faultRuns(t, "quick", "nemesis-no-quarantine")
 	rep := runProfile(t, p, 21, "")
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
@@ -372,4 +332,35 @@ func TestChaosNemesisFindsDoubleGrants(t *testing.T) {
 	if r.LostUpdates != 0 || r.TokenInversions != 0 {
 		t.Errorf("claim-first under double grants: %d lost, %d token inversions at the resource; want 0 and 0", r.LostUpdates, r.TokenInversions)
 	}
+}
+
+// faultRuns is profile's runs of fault.
+func faultRuns(t *testing.T, profile, fault string) chaos.Profile {
+	t.Helper()
+	p, err := chaos.LookupProfile(profile)
+	if err == nil {
+		p, err = p.Filter(nil, []string{fault}, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runNemesis runs p, one nemesis run, logs its soak table and fails the
+// test unless the run passed its own checks.
+func runNemesis(t *testing.T, p chaos.Profile, seed uint64) chaos.Result {
+	t.Helper()
+	rep := runProfile(t, p, seed, "")
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs reported, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	var table strings.Builder
+	chaos.WriteSoak(&table, rep)
+	t.Log(table.String())
+	if !r.Pass {
+		t.Errorf("%s (seed %d): %s", r.Fault, r.Seed, strings.Join(r.Failure, "; "))
+	}
+	return r
 }

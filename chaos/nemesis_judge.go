@@ -33,15 +33,7 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 		r.Nemesis = nemesisWorkers(h, stats, nemesisClients)
 		return nil
 	}
-	if r.ValidOverlaps != 0 {
-		bad = append(bad, fmt.Sprintf("%d overlaps of valid lease windows, want 0", r.ValidOverlaps))
-	}
-	if r.GrantInversions != 0 {
-		bad = append(bad, fmt.Sprintf("%d grants with a fencing token not above an earlier grant's, want 0", r.GrantInversions))
-	}
-	if r.TokenInversions != 0 {
-		bad = append(bad, fmt.Sprintf("%d writes accepted with an older token, want 0", r.TokenInversions))
-	}
+	bad = append(bad, safetyVerdicts(r)...)
 	r.Nemesis = nemesisWorkers(h, stats, nemesisClients)
 	for w, nw := range r.Nemesis {
 		c, st := nemesisClients[w%len(nemesisClients)], stats[w]
@@ -62,14 +54,37 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 		case !c.refused && nw.Granted == 0 && !c.polls:
 			bad = append(bad, fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, c.name, st.LastError))
 		}
-		if e.cfgs[w].Style == styleDoPanic && (nw.Panics == 0 || nw.AfterPanic == 0) {
-			bad = append(bad, fmt.Sprintf("worker %d (%s): %d panics in fn, %d leases after the first; want both > 0", w, c.name, nw.Panics, nw.AfterPanic))
-		}
-		if e.cfgs[w].Style == styleDoExtend && nw.Extends == 0 {
-			bad = append(bad, fmt.Sprintf("worker %d (%s) never called Extend from fn", w, c.name))
-		}
+		bad = append(bad, styleVerdicts(e.cfgs[w].Style, w, c.name, nw)...)
 	}
 	return bad
+}
+
+// safetyVerdicts are what no nemesis run may show: overlaps of valid
+// windows, and tokens that went backwards at the grant or the resource.
+func safetyVerdicts(r *Result) []string {
+	var bad []string
+	if r.ValidOverlaps != 0 {
+		bad = append(bad, fmt.Sprintf("%d overlaps of valid lease windows, want 0", r.ValidOverlaps))
+	}
+	if r.GrantInversions != 0 {
+		bad = append(bad, fmt.Sprintf("%d grants with a fencing token not above an earlier grant's, want 0", r.GrantInversions))
+	}
+	if r.TokenInversions != 0 {
+		bad = append(bad, fmt.Sprintf("%d writes accepted with an older token, want 0", r.TokenInversions))
+	}
+	return bad
+}
+
+// styleVerdicts are what worker w, of the given style, must have done:
+// been granted again after a panic in fn, or called Extend from fn.
+func styleVerdicts(style string, w int, name string, nw NemesisWorker) []string {
+	switch {
+	case style == styleDoPanic && (nw.Panics == 0 || nw.AfterPanic == 0):
+		return []string{fmt.Sprintf("worker %d (%s): %d panics in fn, %d leases after the first; want both > 0", w, name, nw.Panics, nw.AfterPanic)}
+	case style == styleDoExtend && nw.Extends == 0:
+		return []string{fmt.Sprintf("worker %d (%s) never called Extend from fn", w, name)}
+	}
+	return nil
 }
 
 // nemesisWorkers is what each client did: its leases from the history,

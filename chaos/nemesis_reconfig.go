@@ -231,16 +231,7 @@ func (n *nemesisState) reconfigureRun(ctx context.Context, rng *rand.Rand, lc *r
 // leases while the deployment ran with their settings and were refused
 // while it did not.
 func judgeNemesisReconfig(e *env, r *Result, h *history, stats []*workerStats) []string {
-	var bad []string
-	if r.ValidOverlaps != 0 {
-		bad = append(bad, fmt.Sprintf("%d overlaps of valid lease windows, want 0", r.ValidOverlaps))
-	}
-	if r.GrantInversions != 0 {
-		bad = append(bad, fmt.Sprintf("%d grants with a fencing token not above an earlier grant's, want 0", r.GrantInversions))
-	}
-	if r.TokenInversions != 0 {
-		bad = append(bad, fmt.Sprintf("%d writes accepted with an older token, want 0", r.TokenInversions))
-	}
+	bad := safetyVerdicts(r)
 	c := r.FaultCounts
 	if c["reconfigure-stuck"] > 0 {
 		bad = append(bad, "a change was not done after 40 runs (see the schedule)")
@@ -265,12 +256,7 @@ func judgeNemesisReconfig(e *env, r *Result, h *history, stats []*workerStats) [
 		case nw.Refusals == 0 && (cl.changed || toT > 0):
 			bad = append(bad, fmt.Sprintf("worker %d (%s) was never refused, though the deployment ran with the other settings (last error: %s)", w, cl.name, st.LastError))
 		}
-		if e.cfgs[w].Style == styleDoPanic && (nw.Panics == 0 || nw.AfterPanic == 0) {
-			bad = append(bad, fmt.Sprintf("worker %d (%s): %d panics in fn, %d leases after the first; want both > 0", w, cl.name, nw.Panics, nw.AfterPanic))
-		}
-		if e.cfgs[w].Style == styleDoExtend && nw.Extends == 0 {
-			bad = append(bad, fmt.Sprintf("worker %d (%s) never called Extend from fn", w, cl.name))
-		}
+		bad = append(bad, styleVerdicts(e.cfgs[w].Style, w, cl.name, nw)...)
 	}
 	return bad
 }

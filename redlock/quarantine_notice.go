@@ -70,21 +70,16 @@ func (c *Client) noticeQuarantine(e *NotObtainedError) {
 }
 
 // heldOff counts the nodes e found in a reconfiguration's hold-off.
-func heldOff(e *NotObtainedError) int {
-	k := 0
-	for _, ne := range e.NodeErrors() {
-		if errors.Is(ne.Err, errHeldOff) {
-			k++
-		}
-	}
-	return k
-}
+func heldOff(e *NotObtainedError) int { return countCauses(e, errHeldOff) }
 
 // quarantined counts the nodes e found in quarantine (or hold-off).
-func quarantined(e *NotObtainedError) int {
+func quarantined(e *NotObtainedError) int { return countCauses(e, ErrNodeQuarantined) }
+
+// countCauses counts e's per-node errors that match target.
+func countCauses(e *NotObtainedError, target error) int {
 	k := 0
 	for _, ne := range e.NodeErrors() {
-		if errors.Is(ne.Err, ErrNodeQuarantined) {
+		if errors.Is(ne.Err, target) {
 			k++
 		}
 	}
