@@ -77,13 +77,13 @@ type weightedKind struct {
 // so that the history lines up with it.
 var (
 	kindRestartEmpty = &nemesisKind{name: "restart-empty", needsFree: 1, wipes: true, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
-		n.hold(node, n.quarantine+300*time.Millisecond)
+		n.holdWipe(node, n.quarantine+300*time.Millisecond)
 		n.note("kill -9 node %d, restart empty", node)
 		n.wg.Go(func() { n.restart(ctx, node, 0) })
 	}}
 	kindRestartDown = &nemesisKind{name: "restart-down", needsFree: 1, wipes: true, inject: func(n *nemesisState, ctx context.Context, node int, _ []int) {
 		down := n.ms(100, 800)
-		n.hold(node, down+n.quarantine+300*time.Millisecond)
+		n.holdWipe(node, down+n.quarantine+300*time.Millisecond)
 		n.note("kill -9 node %d, restart empty after %v", node, down)
 		n.wg.Go(func() { n.restart(ctx, node, down) })
 	}}
@@ -91,7 +91,7 @@ var (
 		nodes := n.three(free)
 		n.note("kill -9 nodes %v at once, restart empty (no quorum until their quarantine ends)", nodes)
 		for _, i := range nodes {
-			n.hold(i, n.quarantine+300*time.Millisecond)
+			n.holdWipe(i, n.quarantine+300*time.Millisecond)
 			n.wg.Go(func() { n.restart(ctx, i, 0) })
 		}
 	}}
@@ -99,7 +99,7 @@ var (
 		nodes := n.three(free)
 		n.note("FLUSHALL nodes %v at once (their data is gone at once, the processes go on)", nodes)
 		for _, i := range nodes {
-			n.hold(i, n.quarantine+300*time.Millisecond)
+			n.holdWipe(i, n.quarantine+300*time.Millisecond)
 			n.wg.Go(func() { n.flush(ctx, i) })
 		}
 	}}
@@ -189,6 +189,7 @@ type nemesisState struct {
 	// protected are the nodes a reconfiguration is moving: no fault
 	// that wipes a node hits them until it is done.
 	protected []int
+	wiping    []time.Time // per node: a fault that wipes it lasts until
 }
 
 // protect keeps the faults that wipe a node off nodes (nil: none) until
@@ -265,6 +266,32 @@ func (n *nemesisState) hold(node int, d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.busy[node] = time.Now().Add(d)
+}
+
+// holdWipe is hold for a fault that wipes node: until it is over, a
+// reconfiguration does not start on the node (wiped reports it).
+func (n *nemesisState) holdWipe(node int, d time.Duration) {
+	n.hold(node, d)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.wiping == nil {
+		n.wiping = make([]time.Time, len(n.busy))
+	}
+	n.wiping[node] = time.Now().Add(d)
+}
+
+// wiped reports whether a fault that wipes one of nodes may still be
+// under way (a restart not over yet).
+func (n *nemesisState) wiped(nodes []int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	for _, i := range nodes {
+		if n.wiping != nil && n.wiping[i].After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *nemesisState) ms(lo, hi int) time.Duration {
@@ -360,7 +387,7 @@ func (n *nemesisState) rolling(ctx context.Context, free []int) {
 			p := e.cluster.prox[cutOff][last]
 			p.Blackhole(false)
 		}
-		n.hold(i, n.quarantine+300*time.Millisecond)
+		n.holdWipe(i, n.quarantine+300*time.Millisecond)
 		n.restart(ctx, i, 0)
 		if sleep(ctx, n.quarantine+n.ms(100, 300)) != nil {
 			return
