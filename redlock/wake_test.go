@@ -331,6 +331,7 @@ func TestWaker_DeliversANoticeThatCameBeforeRegistration(t *testing.T) {
 	w.waiters["k"].liveSince = time.Now().Add(-time.Second) // as if a majority confirmed it
 	w.mu.Unlock()
 	unregister() // the key lingers, still subscribed
+	keepLingering(t, w, "k")
 
 	since := time.Now()
 	w.notify("k", "other second")
@@ -372,6 +373,7 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlock(t *testing.T) {
 	w.waiters["k"].liveSince = time.Now().Add(-time.Second) // as if a majority confirmed it
 	w.mu.Unlock()
 	unregister() // the key lingers, still subscribed
+	keepLingering(t, w, "k")
 
 	since := time.Now()
 	w.handedBy(0, "k", "late", "srv") // a release handed node 0 to it before it registered
@@ -498,6 +500,7 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlockOverPubSub(t *testing.T
 		return !w.waiters[key].liveSince.IsZero()
 	}, 5*time.Second, 10*time.Millisecond, "the subscription was never confirmed by a majority")
 	unregister() // the key lingers, still subscribed
+	keepLingering(t, w, key)
 
 	ctx := context.Background()
 	since := time.Now()
@@ -508,10 +511,24 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlockOverPubSub(t *testing.T
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		kw := w.waiters[key]
-		return kw.handed[late] != nil && kw.lastAt.After(since)
+		return kw != nil && kw.handed[late] != nil && kw.lastAt.After(since)
 	}, 5*time.Second, 5*time.Millisecond, "the two notices never arrived")
 
 	requireRegistersWith(t, w, key, late, since, wakePart)
+}
+
+// keepLingering keeps key, whose last waiter left, subscribed until the
+// waker closes: its linger timer is stopped. A test that waits for
+// notices to reach the lingering key must not lose it after linger (2 s),
+// which a loaded machine reached and a CI run failed on.
+func keepLingering(t *testing.T, w *waker, key string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.waiters[key]
+	require.NotNil(t, kw, "the key is not lingering")
+	require.NotNil(t, kw.linger, "the key is not lingering")
+	kw.linger.Stop()
 }
 
 func requireWake(t *testing.T, ch chan int, want int) {
