@@ -380,25 +380,27 @@ func (r *reconfig) unmovable(side string, i int, nd *node, l look, want string) 
 	return &ConfigError{Node: i, Addr: nd.name, Deployment: l.st.Marker, Client: want}
 }
 
-// done reports whether an earlier run finished this change: every node of
-// both lists answered, every new node carries the new settings and every
-// old node that leaves is retired, each by this change (movable checked
-// the record of every node that carries either).
+// done reports whether an earlier run finished this change
+// (script.ReconfigureFinished): every node of both lists answered, every
+// new node carries the new settings and every old node that leaves is
+// retired.
 func (r *reconfig) done(oldLook, newLook []look, stays map[string]bool) bool {
-	if r.from == r.to {
-		return false
-	}
+	var news, leaving []string
 	for _, l := range newLook {
-		if l.err != nil || l.st.Marker != r.to {
+		if l.err != nil {
 			return false
 		}
+		news = append(news, l.st.Marker)
 	}
 	for _, l := range oldLook {
-		if l.err != nil || (!stays[l.id] && l.st.Marker != script.Retired(r.to)) {
+		if l.err != nil {
 			return false
 		}
+		if !stays[l.id] {
+			leaving = append(leaving, l.st.Marker)
+		}
 	}
-	return true
+	return script.ReconfigureFinished(r.from, r.to, news, leaving)
 }
 
 // oldFromLooks reads the old settings from the old nodes that answered:
@@ -430,17 +432,7 @@ func (r *reconfig) oldFromLooks(looks []look) (settings, error) {
 		if l.err != nil {
 			continue
 		}
-		s := ""
-		_, moving := script.MovingTo(l.st.Marker)
-		ch, traced := script.ParseChange(l.trace)
-		switch {
-		case traced && (moving || strings.HasPrefix(l.st.Marker, script.Retired(""))):
-			s = ch.From
-		case traced && l.st.Marker == ch.To && ch.To == r.to:
-			s = ch.From // a rerun of the change that made it this
-		case l.st.Marker != "":
-			s = l.st.Marker
-		}
+		s := script.ReconfigureOldSettingsOf(l.st.Marker, l.trace, r.to)
 		if s == "" {
 			continue // new, or lost its data: it says nothing
 		}

@@ -119,8 +119,10 @@ type Config struct {
 	// reconfiguration's marks, and the new settings when a change from
 	// its old settings wrote them (the rule before change records; the
 	// scenario patches reconfigure.lua's check out too); RecordWithoutNodes,
-	// the change record names no new node.
-	NoJoinMarks, NoChangeRecord, RecordWithoutNodes bool
+	// the change record names no new node; FinishedOnMarks, a run takes
+	// a new node only marked "reconfiguring to" the new settings for one
+	// that carries them, and finds the change already done.
+	NoJoinMarks, NoChangeRecord, RecordWithoutNodes, FinishedOnMarks bool
 
 	// Skew is how many ticks any clock may run ahead of real time over a
 	// whole run. Clocks only run ahead, so any two clocks measure any

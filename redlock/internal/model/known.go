@@ -141,12 +141,40 @@ func reconfigScenarios() []Scenario {
 	r4.LiveReconfig = true
 	r4.Depth = 8
 
+	// The old settings read from the nodes, and a run that finds the
+	// change done: one node in both lists, a lease of S held. Run 1 has
+	// the old settings typed and may stop after any step; runs 2 and 3
+	// read them from the node (after a stop between the steps, from the
+	// change record), and a run after the change finished writes nothing
+	// and returns nil ("already done"). No lease of T while the lease of S
+	// is trusted, and every run that returns nil leaves a client of T able
+	// to lock.
+	rd := base
+	rd.Nodes = 1
+	rd.Clients = []ClientConfig{on(s, 0), on(t, 0)}
+	// (While the lease of S is trusted the liveness check waits: see
+	// TestReconfig_ReadingTheOldSettingsLeavesTheNewSettingsLive for the
+	// same runs without it.)
+	rd.Clients[0].Holds = true
+	rd.Clients[1].Attempts = 1
+	rd.Reconfigs = []Reconfig{
+		{From: []int{0}, MaxTTL: s.MaxTTL, Factor: s.Factor, To: 1},
+		{From: []int{0}, To: 1, ReadFrom: true},
+		{From: []int{0}, To: 1, ReadFrom: true},
+	}
+	rd.ReconfigRuns = 3
+	rd.ReconfigInOrder = true
+	rd.Pendings = 1
+	rd.LiveReconfig = true
+	rd.Depth = 16
+
 	return []Scenario{
 		{"reconfig-disjoint", "Theorem 5, a new node list disjoint from the old one, the command stopped or slow at any step: no lease of T while one of S is trusted", r1},
 		{"reconfig-bootstrap", "Theorem 5 with a client of T that calls Bootstrap at every start", r1boot},
 		{"reconfig-rerun", "Theorem 5 across a stop between the steps and reruns with the right and the wrong old settings", r2},
 		{"reconfig-stale", "Theorem 5 after a finished change and a stale run with another node list", r3},
 		{"reconfig-same", "liveness: a rerun that returns nil leaves the new settings able to lock", r4},
+		{"reconfig-read", "Theorem 5 and liveness with the old settings read from the node by reruns, one of them after the change finished", rd},
 		{"reconfig-done", "Theorem 5 when Reconfigure does every step with the right arguments before a client of the new settings meets a new node", reconfigDone()},
 	}
 }
@@ -200,6 +228,13 @@ func KnownDefects() []Scenario {
 		}
 	}
 	r4 := noRecord(named("reconfig-same"))
+	// A node only marked "reconfiguring to T" taken for one that carries
+	// T: a rerun after a stop between the steps finds the change done.
+	// No lease of S, whose holder would keep the liveness check waiting
+	// beyond the bound of real time.
+	rd := named("reconfig-read")
+	rd.FinishedOnMarks = true
+	rd.Clients[0].Attempts = 0
 
 	return []Scenario{
 		{"reconfig-disjoint", "R1: step 1 marks no new node, and a client of T admits a bare new node by the first-admission path", r1},
@@ -207,6 +242,7 @@ func KnownDefects() []Scenario {
 		{"reconfig-rerun", "R2: without the change record, a rerun with other old settings sizes the hold-off from them", r2},
 		{"reconfig-stale", "R3: a change record without the new nodes takes a stale run with another node list for a rerun", r3},
 		{"reconfig-same", "R4: without the change record, a rerun with old = new returns nil and the nodes hold off for ever", r4},
+		{"reconfig-read", "a run that takes a node only marked for the new settings for one that carries them returns \"already done\" after a stop between the steps, and the node holds off for ever", rd},
 	}
 }
 

@@ -90,6 +90,28 @@ func TestReconfig_FindsR4WithoutTheChangeRecord(t *testing.T) {
 	requireFound(t, knownDefect(t, "reconfig-same"), "liveness")
 }
 
+// The old settings read from the node by reruns, one of them after the
+// change finished ("already done"): no lease of T while the lease of S is
+// trusted, and each run that returns nil leaves T able to lock.
+func TestReconfig_ReadingTheOldSettingsAndAFinishedChangeGrantNoSecondLease(t *testing.T) {
+	requireClean(t, scenario(t, "reconfig-read"))
+}
+
+// The same runs without the lease of S, so that the bounded liveness is
+// checked after every run that returns nil, "already done" included.
+func TestReconfig_ReadingTheOldSettingsLeavesTheNewSettingsLive(t *testing.T) {
+	cfg := scenario(t, "reconfig-read")
+	cfg.Clients[0].Attempts = 0
+	requireClean(t, cfg)
+}
+
+// A done rule that takes a node only marked "reconfiguring to T" for one
+// that carries T: a rerun after a stop between the steps returns nil, no
+// hold-off was ever stamped, and no client of T ever locks.
+func TestReconfig_FindsADoneRerunThatLeavesTheNodeHeldOffWithoutTheFinishedRule(t *testing.T) {
+	requireFound(t, knownDefect(t, "reconfig-read"), "liveness")
+}
+
 // I1: an entry re-pointed after New to a server another entry reaches
 // answers with that server's identity, and counts for nothing.
 func TestIdentity_ARePointedEntryCountsItsNewServerNever(t *testing.T) {

@@ -55,6 +55,12 @@ type Reconfig struct {
 	MaxTTL time.Duration
 	Factor float64
 	To     int
+	// ReadFrom: the operator gives no old settings, and the run reads
+	// them at its look (script.ReconfigureOldSettingsOf), as the library
+	// does without old options; MaxTTL and Factor are not used. Every
+	// settings string a node may carry must be one of the scenario's
+	// clients' or runs' (knownSettings).
+	ReadFrom bool
 }
 
 type reconfPhase byte
@@ -91,10 +97,11 @@ type reconfigurer struct {
 	joined uint8    // step 1: new entries (not old nodes) that took theirs
 	marker [2][maxNodes]string
 	trace  [2][maxNodes]string
+	read   string // with Reconfig.ReadFrom: the old settings the look read ("" before)
 }
 
 func (r *reconfigurer) encode(b []byte) []byte {
-	b = fmt.Appendf(b, "R%d,%d,%d,%d,%d,%v%v%v%d,%d,", r.phase, r.runs, r.run, r.wrote, r.last, r.looked, r.sent, r.heard, r.acked, r.joined)
+	b = fmt.Appendf(b, "R%d,%d,%d,%d,%d,%v%v%v%d,%d,%q,", r.phase, r.runs, r.run, r.wrote, r.last, r.looked, r.sent, r.heard, r.acked, r.joined, r.read)
 	if r.phase == rLooking {
 		b = fmt.Appendf(b, "%q%q", r.marker, r.trace)
 	}
@@ -111,15 +118,54 @@ func (m *machine) lists(k int) [2][]int {
 	return [2][]int{rc.From, news}
 }
 
-// fromTo are run k's old and new settings, and its hold-off.
-func (m *machine) fromTo(k int) (from, to string, holdOff time.Duration) {
+// fromTo are run k's old and new settings, and its hold-off; read is
+// what its look read of the old settings (a run with ReadFrom: "" until
+// then, and the hold-off is the new settings' quarantine).
+func (m *machine) fromTo(k int, read string) (from, to string, holdOff time.Duration) {
 	rc := m.cfg.Reconfigs[k]
+	if rc.ReadFrom {
+		return read, m.sigma[rc.To], max(m.known[read].quar, m.quar[rc.To])
+	}
 	old := ClientConfig{MaxTTL: rc.MaxTTL, Factor: rc.Factor}
 	q, err := redlock.Quarantine(rc.MaxTTL, rc.Factor)
 	if err != nil {
 		panic(err)
 	}
 	return old.settings(len(rc.From)), m.sigma[rc.To], max(q, m.quar[rc.To])
+}
+
+// known is a settings string the scenario uses: its quarantine and node
+// count, for a run that reads the old settings.
+type known struct {
+	quar  time.Duration
+	nodes int
+}
+
+// knownSettings are the settings of the scenario's clients and runs.
+func knownSettings(cfg Config) (map[string]known, error) {
+	out := map[string]known{}
+	add := func(cc ClientConfig, nodes int) error {
+		q, err := redlock.Quarantine(cc.MaxTTL, cc.Factor)
+		if err != nil {
+			return err
+		}
+		out[cc.settings(nodes)] = known{q, nodes}
+		return nil
+	}
+	for _, cc := range cfg.Clients {
+		if err := add(cc, cc.entries(cfg.Nodes)); err != nil {
+			return nil, err
+		}
+	}
+	for _, rc := range cfg.Reconfigs {
+		if rc.ReadFrom {
+			continue
+		}
+		if err := add(ClientConfig{MaxTTL: rc.MaxTTL, Factor: rc.Factor}, len(rc.From)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // started reports whether client c may take steps: one started after a
@@ -163,7 +209,10 @@ func (m *machine) reconfSteps(s *state, emit func(step)) {
 				}
 			}
 			emit(step{func() string {
-				from, to, h := m.fromTo(k)
+				from, to, h := m.fromTo(k, "")
+				if m.cfg.Reconfigs[k].ReadFrom {
+					return fmt.Sprintf("the operator runs Reconfigure (run %d) from %v, old settings read from the nodes, to %v %q: look at every node", tr.runs, ls[0], ls[1], to)
+				}
 				return fmt.Sprintf("the operator runs Reconfigure (run %d) from %v %q to %v %q (hold-off %v): look at every node", tr.runs, ls[0], from, ls[1], to, h)
 			}, t})
 		}
@@ -248,13 +297,19 @@ func (m *machine) reconfDecide(t *state) string {
 	tr := &t.reconf
 	k := tr.run
 	ls := m.lists(k)
-	from, to, holdOff := m.fromTo(k)
 	need := script.ReconfigureNeed(len(ls[0]))
 	dropLooks(t)
 	end := func(res runResult, why string) string {
 		tr.phase, tr.last = rIdle, res
 		return " -> " + why
 	}
+	if tr.phase == rLooking && m.cfg.Reconfigs[k].ReadFrom {
+		tr.looked = tr.heard
+		if why := m.readFrom(tr, ls[0], need); why != "" {
+			return end(runFailed, why)
+		}
+	}
+	from, to, holdOff := m.fromTo(k, tr.read)
 	rec := script.ChangeRecord(from, to, m.ids(ls[1]))
 	if m.cfg.RecordWithoutNodes {
 		rec = script.ChangeRecord(from, to, nil)
@@ -310,6 +365,9 @@ func (m *machine) reconfDecide(t *state) string {
 			}
 			return end(runFailed, "the same settings for another node list: refused, nothing written")
 		}
+		if tr.looked[0] == allNodes(len(ls[0])) && m.changeFinished(tr, ls, from, to) {
+			return end(runDone, "already done: nil, nothing written")
+		}
 		tr.phase, tr.acked, tr.joined = rRefusing, 0, 0
 		joining := m.joining(ls)
 		if m.cfg.NoJoinMarks {
@@ -339,6 +397,62 @@ func (m *machine) reconfDecide(t *state) string {
 		return end(runFailed, "incomplete")
 	}
 	return ""
+}
+
+// readFrom is the look's reading of the old settings for a run with
+// ReadFrom (redlock's oldFromLooks): enough old nodes answered, those that
+// say anything (script.ReconfigureOldSettingsOf) say the same, for as many
+// nodes as the old list has. It sets tr.read, or says why the run fails.
+func (m *machine) readFrom(tr *reconfigurer, olds []int, need int) string {
+	if count(tr.looked[0]) < need {
+		return fmt.Sprintf("%d old nodes answered, %d must: incomplete, nothing written", count(tr.looked[0]), need)
+	}
+	to := m.sigma[m.cfg.Reconfigs[tr.run].To]
+	read := ""
+	for e := range olds {
+		if tr.looked[0]&(1<<e) == 0 {
+			continue
+		}
+		v := script.ReconfigureOldSettingsOf(tr.marker[0][e], tr.trace[0][e], to)
+		switch {
+		case v == "":
+		case read == "":
+			read = v
+		case v != read:
+			return fmt.Sprintf("the old nodes record %q and %q: refused, nothing written", read, v)
+		}
+	}
+	kn, ok := m.known[read]
+	switch {
+	case read == "":
+		return "no old node that answered records its settings: refused, nothing written"
+	case !ok:
+		panic(fmt.Sprintf("model: a node carries %q, which no client or run of the scenario has", read))
+	case kn.nodes != len(olds):
+		return fmt.Sprintf("the old nodes were admitted with %d nodes, %d given: refused, nothing written", kn.nodes, len(olds))
+	}
+	tr.read = read
+	return ""
+}
+
+// changeFinished is script.ReconfigureFinished over the look's markers (or,
+// with FinishedOnMarks, the rule that also takes a node only marked
+// "reconfiguring to" the new settings for done).
+func (m *machine) changeFinished(tr *reconfigurer, ls [2][]int, from, to string) bool {
+	var news, leaving []string
+	for e := range ls[1] {
+		mk := tr.marker[1][e]
+		if m.cfg.FinishedOnMarks && mk == script.Moving(to) {
+			mk = to
+		}
+		news = append(news, mk)
+	}
+	for e, node := range ls[0] {
+		if !m.stays(ls[1], tr.looked[1], node) {
+			leaving = append(leaving, tr.marker[0][e])
+		}
+	}
+	return script.ReconfigureFinished(from, to, news, leaving)
 }
 
 // dropLooks takes the looks still on the wire off it once the run no
@@ -456,7 +570,7 @@ func (cfg *Config) checkReconfigs() error {
 			}
 			seen[n] = true
 		}
-		if _, err := redlock.Quarantine(rc.MaxTTL, rc.Factor); err != nil {
+		if _, err := redlock.Quarantine(rc.MaxTTL, rc.Factor); err != nil && !rc.ReadFrom {
 			return fmt.Errorf("model: reconfiguration %d: %w", k, err)
 		}
 	}
@@ -487,7 +601,7 @@ func (m *machine) reconfigLiveness(s *state) string {
 	if s.ident[c].dup {
 		return ""
 	}
-	_, _, h := m.fromTo(r.run)
+	_, _, h := m.fromTo(r.run, r.read)
 	wait := int(h / Unit)
 	for _, cc := range m.cfg.Clients {
 		wait += int(cc.MaxTTL/Unit) + 2

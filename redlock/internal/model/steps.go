@@ -18,10 +18,11 @@ const lockKey = "k"
 type machine struct {
 	cfg   Config
 	q     int
-	sigma []string        // per client: its settings σ
-	size  []int           // per client: the entries of its node list
-	qc    []int           // per client: a majority of its entries
-	quar  []time.Duration // per client: its quarantine Q(σ)
+	sigma []string         // per client: its settings σ
+	size  []int            // per client: the entries of its node list
+	qc    []int            // per client: a majority of its entries
+	quar  []time.Duration  // per client: its quarantine Q(σ)
+	known map[string]known // the settings the scenario uses (knownSettings)
 	lua   *interp
 	boxes script.Boxes
 	// perms[k] lists the orders of k things, for canonical.
@@ -40,6 +41,9 @@ func newMachine(cfg Config) (*machine, error) {
 		return nil, err
 	}
 	m := &machine{cfg: cfg, q: cfg.quorum(), lua: in}
+	if m.known, err = knownSettings(cfg); err != nil {
+		return nil, err
+	}
 	for k := 0; k <= cfg.Nodes; k++ {
 		m.perms = append(m.perms, perms(k))
 	}

@@ -163,6 +163,55 @@ func ReconfigureMovable(marker, trace, from, to, rec string) bool {
 	return false
 }
 
+// ReconfigureOldSettingsOf is what one old node that answered
+// Reconfigure's look says of the old settings, when the command was given
+// none, for a change to the settings to: on a node a change marked
+// (carrying "reconfiguring to", "retired", or to itself with that change's
+// record) the change's old settings, so that a rerun reads the settings
+// its first run had; otherwise its marker ("" for none: a new node, or one
+// that lost its data, says nothing). A node that carries another
+// change's new settings, other than to, gives them: a change from there.
+// Whatever it reads, step 0 then checks every node against it with
+// ReconfigureMovable, as it checks typed settings. redlock's
+// reconfigure.go and the model checker decide with it.
+func ReconfigureOldSettingsOf(marker, trace, to string) string {
+	_, moving := MovingTo(marker)
+	ch, traced := ParseChange(trace)
+	switch {
+	case traced && (moving || strings.HasPrefix(marker, retiredPrefix)):
+		return ch.From
+	case traced && marker == ch.To && ch.To == to:
+		return ch.From
+	}
+	return marker
+}
+
+// ReconfigureFinished is the rule by which Reconfigure finds, at its
+// look, that an earlier run finished the change from the settings from
+// to the settings to, and writes nothing: every new node carries to
+// (news, their markers) and every old node that leaves is retired to it
+// (leaving, theirs). The caller has heard every node of both lists, and
+// checked each node's change record with ReconfigureMovable: a node that
+// carries to or a retirement does so by this change. A node only marked
+// "reconfiguring to" is not done: its hold-off may never have been
+// stamped. redlock's reconfigure.go and the model checker decide with it.
+func ReconfigureFinished(from, to string, news, leaving []string) bool {
+	if from == to {
+		return false
+	}
+	for _, m := range news {
+		if m != to {
+			return false
+		}
+	}
+	for _, m := range leaving {
+		if m != Retired(to) {
+			return false
+		}
+	}
+	return true
+}
+
 // ReconfigureNeed is how many old nodes (of olds) must take step 1 before
 // step 2 may start: enough that those left with the old settings are
 // fewer than a majority of the old list.

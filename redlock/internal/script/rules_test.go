@@ -137,3 +137,30 @@ func TestReconfigureRules(t *testing.T) {
 	require.False(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"a", ""}))
 	require.False(t, ReconfigureUnchanged("S", "S", []string{"a", "b"}, []string{"a", "c"}))
 }
+
+// What an old node says of the old settings when Reconfigure was given
+// none, and when a change counts as done.
+func TestReconfigureReadAndFinished(t *testing.T) {
+	const s, t2, u = "S", "T", "U"
+	rec := ChangeRecord(s, t2, []string{"a", "b"})
+	for _, tc := range []struct {
+		name, marker, trace, to, want string
+	}{
+		{"admitted", s, "", t2, s},
+		{"new or wiped: says nothing", "", "", t2, ""},
+		{"marked by the change: its old settings", Moving(t2), rec, t2, s},
+		{"retired by the change", Retired(t2), rec, t2, s},
+		{"finished, a rerun of it", t2, rec, t2, s},
+		{"finished, a change from there", t2, rec, u, t2},
+		{"marked by an older version (no record)", Moving(t2), "", t2, Moving(t2)},
+	} {
+		require.Equal(t, tc.want, ReconfigureOldSettingsOf(tc.marker, tc.trace, tc.to), tc.name)
+	}
+
+	require.True(t, ReconfigureFinished(s, t2, []string{t2, t2}, []string{Retired(t2)}))
+	require.True(t, ReconfigureFinished(s, t2, []string{t2}, nil))
+	require.False(t, ReconfigureFinished(s, t2, []string{t2, Moving(t2)}, nil), "a node only marked: its hold-off may never have been stamped")
+	require.False(t, ReconfigureFinished(s, t2, []string{t2}, []string{s}), "an old node that leaves still carries the old settings")
+	require.False(t, ReconfigureFinished(s, t2, []string{t2}, []string{Moving(t2)}))
+	require.False(t, ReconfigureFinished(t2, t2, []string{t2}, nil), "the same settings: nothing to finish")
+}

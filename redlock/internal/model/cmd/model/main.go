@@ -94,6 +94,10 @@ func bounds(c model.Config) string {
 		out += "; admission with confirm"
 	}
 	for _, rc := range c.Reconfigs {
+		if rc.ReadFrom {
+			out += fmt.Sprintf("; Reconfigure from %v (old settings read from the nodes) to client %d's", rc.From, rc.To)
+			continue
+		}
 		out += fmt.Sprintf("; Reconfigure from %v (max ttl %v, drift factor %g) to client %d's", rc.From, rc.MaxTTL, rc.Factor, rc.To)
 	}
 	if c.ReconfigRuns > 0 {
