@@ -54,6 +54,14 @@ type NodeState struct {
 	Server    ServerInfo // zero when the client cannot ask (no INFO)
 	Admission Admission
 	Settings  string // the settings of its marker or of its quarantine, "" when it has neither
+	// ReconfiguringTo is, for a node a reconfiguration marked, the new
+	// settings it moves the node to ("" for none): with
+	// AdmissionReconfiguring they are this client's; with
+	// AdmissionMismatch the node refuses this client because of the change.
+	// Retired: the change took the node out of the deployment, and it
+	// refuses every client.
+	ReconfiguringTo string
+	Retired         bool
 	// QuarantineLeft is, for a quarantined node, how much of its
 	// quarantine is left on its own clock; 0 or less means it is over and
 	// the next attempt of any client admits it. For a reconfiguring node,
@@ -158,13 +166,18 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	case st.Marker == c.settings:
 		ns.Admission, ns.Settings = AdmissionAdmitted, st.Marker
 	case c.movingHere(st.Marker):
-		ns.Admission, ns.Settings = AdmissionReconfiguring, c.settings
+		ns.Admission, ns.Settings, ns.ReconfiguringTo = AdmissionReconfiguring, c.settings, c.settings
 		ns.QuarantineLeft = -1
 		if st.Pending == c.settings && st.Quarantine.Length > 0 {
 			ns.QuarantineLeft = max(st.Quarantine.Left(), 0)
 		}
 	case st.Marker != "":
 		ns.Admission, ns.Settings = AdmissionMismatch, st.Marker
+		if to, ok := script.MovingTo(st.Marker); ok {
+			ns.ReconfiguringTo = to
+		} else if to, ok := script.RetiredTo(st.Marker); ok {
+			ns.ReconfiguringTo, ns.Retired = to, true
+		}
 	case st.Pending != "" && st.Pending != c.settings:
 		ns.Admission, ns.Settings = AdmissionMismatch, st.Pending
 	case st.Pending != "":

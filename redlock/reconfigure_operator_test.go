@@ -61,7 +61,7 @@ func TestReconfigure_AFinishedChangeIsAlreadyDone(t *testing.T) {
 	ctx := context.Background()
 	cl := newCluster(t, 5)
 	oldIdx, newIdx := []int{0, 1, 2}, []int{0, 3, 4}
-	cl.deployed(t, newFaults(cl), oldIdx, WithMaxTTL(400*time.Millisecond))
+	oldc := cl.deployed(t, newFaults(cl), oldIdx, WithMaxTTL(400*time.Millisecond))
 	first := cl.over(t, newFaults(cl), newIdx, WithMaxTTL(300*time.Millisecond))
 	require.NoError(t, first.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx)))
 
@@ -75,6 +75,22 @@ func TestReconfigure_AFinishedChangeIsAlreadyDone(t *testing.T) {
 	require.Len(t, log.at(slog.LevelInfo, "already done"), 2)
 	require.Zero(t, f.count("reconfigure", -1)+olds.count("reconfigure", -1), "a finished change was written again")
 	require.Equal(t, []string{deploymentOf(again), deploymentOf(again), deploymentOf(again)}, cl.markers(t, newIdx...))
+
+	// A client of the old settings is told that node 0 carries the new
+	// settings and that the change retired nodes 1 and 2.
+	ks, err := oldc.Inspect(ctx, testenv.Key(t))
+	require.NoError(t, err)
+	for i, ns := range ks.Nodes {
+		require.Equal(t, AdmissionMismatch, ns.Admission, "node %d", i)
+		if i == 0 {
+			require.Equal(t, deploymentOf(again), ns.Settings)
+			require.Empty(t, ns.ReconfiguringTo, "node 0 is admitted with the new settings, not marked")
+			require.False(t, ns.Retired)
+			continue
+		}
+		require.True(t, ns.Retired, "node %d left the list", i)
+		require.Equal(t, deploymentOf(again), ns.ReconfiguringTo, "node %d", i)
+	}
 }
 
 // Old nodes that record different settings, or as many nodes as the old
@@ -120,6 +136,8 @@ func TestReconfigure_TheNewClientsAreToldItIsAHoldOff(t *testing.T) {
 	require.NoError(t, err)
 	for _, ns := range ks.Nodes {
 		require.Equal(t, AdmissionReconfiguring, ns.Admission)
+		require.Equal(t, deploymentOf(newc), ns.ReconfiguringTo)
+		require.False(t, ns.Retired)
 		require.Equal(t, time.Duration(-1), ns.QuarantineLeft, "no hold-off is stamped yet")
 	}
 

@@ -45,6 +45,11 @@ func TestReconfigure_MovesADeploymentInUse(t *testing.T) {
 	if r := runCLI(t, "", nil, "run", "--nodes", newArg, "--max-ttl", "250ms", "--key", "k", "--ttl", "200ms", "--", "true"); r.code != exitOK {
 		t.Errorf("run with the new settings after: exit %d: %s", r.code, r.stderr)
 	}
+	// status with the old settings says which node left the list.
+	st := runCLI(t, "", nil, "status", "--nodes", oldArg, "--max-ttl", "400ms", "--key", "k")
+	if want := "node 2 (" + nodes[2].Addr() + ") was retired by a reconfiguration"; !strings.Contains(st.stdout, want) {
+		t.Errorf("status with the old settings does not say %q:\n%s%s", want, st.stdout, st.stderr)
+	}
 	// Run again, with the old settings read or typed: already done.
 	for _, from := range [][]string{nil, {"--from-max-ttl", "400ms"}} {
 		args := append([]string{"reconfigure", "--from-nodes", oldArg, "--nodes", newArg, "--max-ttl", "250ms"}, from...)

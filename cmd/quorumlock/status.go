@@ -80,7 +80,11 @@ type nodeStatus struct {
 	// holds off (admission "reconfiguring"), the ms of the hold-off left on
 	// its clock: 0 once over, -1 when none is stamped yet.
 	HoldOffLeft *int64 `json:"hold_off_left_ms,omitempty"`
-	Settings    string `json:"settings,omitempty"` // the deployment settings the node keeps
+	// ReconfiguringTo: the settings a reconfiguration marked the node for
+	// (redlock.NodeState.ReconfiguringTo); Retired: it took the node out.
+	ReconfiguringTo string `json:"reconfiguring_to,omitempty"`
+	Retired         bool   `json:"retired,omitempty"`
+	Settings        string `json:"settings,omitempty"` // the deployment settings the node keeps
 }
 
 type statusReport struct {
@@ -236,7 +240,8 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 		ns := nodeStatus{Node: n.Node, Addr: opts[i].Addr, Reachable: n.Err == nil, Answered: n.Err == nil || isReply(n.Err) || errors.Is(n.Err, redlock.ErrNodeRefused),
 			LatencyMS: float64(n.Latency.Microseconds()) / 1000, Role: n.Server.Role, UptimeS: int64(n.Server.Uptime / time.Second),
 			RunID: n.Server.RunID, Version: n.Server.Version, HoldsKey: n.Value != "", Value: n.Value, Fence: n.Fence, Metadata: redact(n.Metadata),
-			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined}
+			Admission: string(n.Admission), Settings: n.Settings, Pending: n.Admission == redlock.AdmissionQuarantined,
+			ReconfiguringTo: n.ReconfiguringTo, Retired: n.Retired}
 		if n.Err != nil {
 			ns.Error = redact(n.Err.Error())
 		}
@@ -366,22 +371,14 @@ func printStatus(w io.Writer, r *statusReport) error {
 	return err
 }
 
-// The markers a reconfiguration leaves on a node (redlock's
-// reconfigure.lua writes them; Inspect reports them as the node's settings
-// with AdmissionMismatch for a client of other settings).
-const (
-	markerMoving  = "reconfiguring to "
-	markerRetired = "retired, reconfigured to "
-)
-
 // mismatchWarning says why a node with other settings grants nothing to
 // clients with these settings, and what to do.
 func mismatchWarning(ns nodeStatus, settings string) string {
-	if to, ok := strings.CutPrefix(ns.Settings, markerMoving); ok {
-		return fmt.Sprintf("node %d (%s) is being reconfigured to the settings %q: clients with %q get no lock from it; run them with the new settings", ns.Node, ns.Addr, to, settings)
-	}
-	if to, ok := strings.CutPrefix(ns.Settings, markerRetired); ok {
-		return fmt.Sprintf("node %d (%s) was retired by a reconfiguration to the settings %q: no client gets a lock from it; take it out of the node list", ns.Node, ns.Addr, to)
+	switch {
+	case ns.Retired:
+		return fmt.Sprintf("node %d (%s) was retired by a reconfiguration to the settings %q: no client gets a lock from it; take it out of the node list", ns.Node, ns.Addr, ns.ReconfiguringTo)
+	case ns.ReconfiguringTo != "":
+		return fmt.Sprintf("node %d (%s) is being reconfigured to the settings %q: clients with %q get no lock from it; run them with the new settings", ns.Node, ns.Addr, ns.ReconfiguringTo, settings)
 	}
 	return fmt.Sprintf("node %d (%s) keeps the settings %q, not %q: clients with these settings get no lock from it", ns.Node, ns.Addr, ns.Settings, settings)
 }

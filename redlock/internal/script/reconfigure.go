@@ -39,6 +39,10 @@ func MovingTo(marker string) (string, bool) { return strings.CutPrefix(marker, m
 // to took out of the deployment: every client is refused.
 func Retired(to string) string { return retiredPrefix + to }
 
+// RetiredTo returns the settings of the reconfiguration that retired a
+// node that carries marker, and whether one did.
+func RetiredTo(marker string) (string, bool) { return strings.CutPrefix(marker, retiredPrefix) }
+
 // ReconfigureStep is one step of reconfigure.lua on one node.
 type ReconfigureStep string
 
