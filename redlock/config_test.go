@@ -276,3 +276,29 @@ func TestNew_WarnsOfAnEvenNodeCount(t *testing.T) {
 		}
 	}
 }
+
+// The settings Reconfigure reads from the nodes: what String wrote reads
+// back, and nothing else does (another layout, a reconfiguration's
+// marker, settings New would refuse).
+func TestSettings_ParseReadsOnlyWhatStringWrote(t *testing.T) {
+	for _, s := range []settings{{5, time.Second, 0.01}, {1, 1500 * time.Millisecond, 0.02}, {3, MaxMaxTTL, 0.001}} {
+		got, ok := parseSettings(s.String())
+		require.True(t, ok, s.String())
+		require.Equal(t, s, got)
+	}
+	for _, bad := range []string{
+		"",
+		"v2 nodes=5 maxttl=1000ms drift=0.01",
+		"reconfiguring to v1 nodes=5 maxttl=1000ms drift=0.01",
+		"retired, reconfigured to v1 nodes=5 maxttl=1000ms drift=0.01",
+		"v1 nodes=0 maxttl=1000ms drift=0.01",
+		"v1 nodes=5 maxttl=0ms drift=0.01",
+		"v1 nodes=5 maxttl=1000ms drift=2",
+		"v1 nodes=5 maxttl=1000ms drift=0.010",
+		"v1 nodes=5 maxttl=1000ms drift=0.01 ",
+		"v1 nodes=5 maxttl=99999999999ms drift=0.01",
+	} {
+		_, ok := parseSettings(bad)
+		require.False(t, ok, "%q", bad)
+	}
+}

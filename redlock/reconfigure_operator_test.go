@@ -179,3 +179,29 @@ func TestReconfigure_TheNewClientsAreToldItIsAHoldOff(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(<-stamped, ErrReconfigureIncomplete))
 }
+
+// Reading the old settings needs enough old nodes that answer and record
+// them: with two of three old nodes down it is incomplete, and with every
+// old node wiped there is nothing to read; either way nothing is written.
+func TestReconfigure_ReadingTheOldSettingsNeedsNodesThatRecordThem(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	idx := []int{0, 1, 2}
+	oldc := cl.deployed(t, newFaults(cl), idx, WithMaxTTL(time.Second))
+	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond))
+
+	down := newFaults(cl)
+	down.fail(errors.New("connection refused"), "", 1, 2)
+	err := cmd.Reconfigure(ctx, cl.hooked(t, down, idx))
+	require.ErrorIs(t, err, ErrReconfigureIncomplete)
+	require.ErrorContains(t, err, "only 1 of 3 old nodes answered, 2 must, to read the old settings")
+	require.Equal(t, same(deploymentOf(oldc), 3), cl.markers(t, idx...), "an incomplete run wrote")
+
+	for _, i := range idx {
+		cl.wipe(t, i)
+	}
+	err = cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx))
+	require.ErrorContains(t, err, "no old node that answered records its settings")
+	require.NotErrorIs(t, err, ErrReconfigureIncomplete, "running it again does not help")
+	require.Equal(t, same("", 3), cl.markers(t, idx...), "a refused run wrote")
+}

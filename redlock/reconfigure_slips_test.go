@@ -173,9 +173,7 @@ func TestReconfigure_ARerunWithTheNewSettingsAsOldSaysWhatIsLeft(t *testing.T) {
 
 	require.NoError(t, cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...))
 	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond), roomy)
-	l, err := newc.TryLock(ctx, testenv.Key(t), 300*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
+	requireLocks(t, newc, 300*time.Millisecond)
 }
 
 // A new node that does not answer the first look: the change is named by
@@ -194,9 +192,7 @@ func TestReconfigure_ANewNodeDownWritesNothing(t *testing.T) {
 	require.ErrorContains(t, err, "nothing was written")
 	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
 	require.Equal(t, []string{""}, cl.markers(t, 3))
-	l, err := oldc.TryLock(ctx, testenv.Key(t), 400*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
+	requireLocks(t, oldc, 400*time.Millisecond)
 }
 
 // Step 1 reaches the old nodes but too few new ones: the command stops

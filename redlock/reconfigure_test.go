@@ -58,6 +58,16 @@ func newFaults(cl *cluster) *faults { return &faults{n: len(cl.nodes), calls: ma
 // markers reads the admission marker of the given nodes.
 func (cl *cluster) markers(t *testing.T, idx ...int) []string { return cl.values(t, idx, keyMarker) }
 
+// requireLocks requires c to get a lease on a fresh key at once, and
+// gives it back: the settings c was built with grant.
+func requireLocks(t *testing.T, c *Client, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, testenv.Key(t), ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
 func same(s string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -293,9 +303,7 @@ func TestReconfigure_RefusedWithoutEnoughOldNodes(t *testing.T) {
 	require.ErrorContains(t, err, "only 1 of 3 old nodes answered and 2 must")
 	require.ErrorContains(t, err, "nothing was written")
 	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
-	l, err := oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
+	requireLocks(t, oldc, 500*time.Millisecond)
 }
 
 // A node that loses its data during the hold-off serves an ordinary
@@ -340,9 +348,7 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	require.ErrorContains(t, err, "nothing was written")
 	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
-	l, err := oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
+	requireLocks(t, oldc, 500*time.Millisecond)
 }
 
 // A lease of the old settings whose holder keeps extending it (as Do's
