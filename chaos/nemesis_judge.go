@@ -34,25 +34,40 @@ func judgeNemesis(e *env, r *Result, h *history, stats []*workerStats) []string 
 		return nil
 	}
 	bad = append(bad, safetyVerdicts(r)...)
-	r.Nemesis = nemesisWorkers(h, stats, nemesisClients)
+	return append(bad, judgeWorkers(e, r, h, stats, nemesisClients, func(w int, c nemesisClient, st *workerStats, nw NemesisWorker) string {
+		switch {
+		case c.aliased && nw.Refusals == 0:
+			return fmt.Sprintf("worker %d (%s) was never refused once its second name for node 0 answered (last error: %s)", w, c.name, st.LastError)
+		case c.aliased:
+		case c.refused && nw.Granted > 0:
+			return fmt.Sprintf("worker %d (%s) has settings the deployment refuses, yet got %d leases", w, c.name, nw.Granted)
+		case c.refused && nw.Refusals == 0:
+			return fmt.Sprintf("worker %d (%s) was never refused with a *redlock.ConfigError (last error: %s)", w, c.name, st.LastError)
+		case !c.refused && nw.Refusals > 0:
+			return fmt.Sprintf("worker %d (%s) has the deployment's settings, yet was refused %d times: %s", w, c.name, nw.Refusals, st.RefusedError)
+		case !c.refused && nw.Granted == 0 && !c.polls:
+			return fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, c.name, st.LastError)
+		}
+		return ""
+	})...)
+}
+
+// judgeWorkers reports what each of a nemesis's workers did
+// (r.Nemesis), and judges each: a worker that left no statistics, what
+// check says of it ("" for nothing wrong), and what its style requires
+// (styleVerdicts).
+func judgeWorkers(e *env, r *Result, h *history, stats []*workerStats, clients []nemesisClient,
+	check func(w int, c nemesisClient, st *workerStats, nw NemesisWorker) string) []string {
+	var bad []string
+	r.Nemesis = nemesisWorkers(h, stats, clients)
 	for w, nw := range r.Nemesis {
-		c, st := nemesisClients[w%len(nemesisClients)], stats[w]
+		c, st := clients[w%len(clients)], stats[w]
 		if st == nil {
 			bad = append(bad, fmt.Sprintf("worker %d (%s) left no statistics", w, c.name))
 			continue
 		}
-		switch {
-		case c.aliased && nw.Refusals == 0:
-			bad = append(bad, fmt.Sprintf("worker %d (%s) was never refused once its second name for node 0 answered (last error: %s)", w, c.name, st.LastError))
-		case c.aliased:
-		case c.refused && nw.Granted > 0:
-			bad = append(bad, fmt.Sprintf("worker %d (%s) has settings the deployment refuses, yet got %d leases", w, c.name, nw.Granted))
-		case c.refused && nw.Refusals == 0:
-			bad = append(bad, fmt.Sprintf("worker %d (%s) was never refused with a *redlock.ConfigError (last error: %s)", w, c.name, st.LastError))
-		case !c.refused && nw.Refusals > 0:
-			bad = append(bad, fmt.Sprintf("worker %d (%s) has the deployment's settings, yet was refused %d times: %s", w, c.name, nw.Refusals, st.RefusedError))
-		case !c.refused && nw.Granted == 0 && !c.polls:
-			bad = append(bad, fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, c.name, st.LastError))
+		if why := check(w, c, st, nw); why != "" {
+			bad = append(bad, why)
 		}
 		bad = append(bad, styleVerdicts(e.cfgs[w].Style, w, c.name, nw)...)
 	}

@@ -278,20 +278,13 @@ func judgeNemesisReconfig(e *env, r *Result, h *history, stats []*workerStats) [
 	if toT == 0 {
 		bad = append(bad, "no change to T was done in the run")
 	}
-	r.Nemesis = nemesisWorkers(h, stats, reconfigClients)
-	for w, nw := range r.Nemesis {
-		cl, st := reconfigClients[w%len(reconfigClients)], stats[w]
-		if st == nil {
-			bad = append(bad, fmt.Sprintf("worker %d (%s) left no statistics", w, cl.name))
-			continue
-		}
+	return append(bad, judgeWorkers(e, r, h, stats, reconfigClients, func(w int, c nemesisClient, st *workerStats, nw NemesisWorker) string {
 		switch {
-		case nw.Granted == 0 && (!cl.changed || toT > 0):
-			bad = append(bad, fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, cl.name, st.LastError))
-		case nw.Refusals == 0 && (cl.changed || toT > 0):
-			bad = append(bad, fmt.Sprintf("worker %d (%s) was never refused, though the deployment ran with the other settings (last error: %s)", w, cl.name, st.LastError))
+		case nw.Granted == 0 && (!c.changed || toT > 0):
+			return fmt.Sprintf("worker %d (%s) never got the lock (last error: %s)", w, c.name, st.LastError)
+		case nw.Refusals == 0 && (c.changed || toT > 0):
+			return fmt.Sprintf("worker %d (%s) was never refused, though the deployment ran with the other settings (last error: %s)", w, c.name, st.LastError)
 		}
-		bad = append(bad, styleVerdicts(e.cfgs[w].Style, w, cl.name, nw)...)
-	}
-	return bad
+		return ""
+	})...)
 }
