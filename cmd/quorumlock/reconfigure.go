@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -115,16 +114,18 @@ func reconfigureMain(ctx context.Context, args []string, stdout, stderr io.Write
 	// are read from the old nodes.
 	var fromOpts []redlock.Option
 	holdOld := time.Duration(0)
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "from-max-ttl" || f.Name == "from-drift" {
-			fromOpts = []redlock.Option{redlock.WithMaxTTL(cmp.Or(fromTTL.d, redlock.DefaultMaxTTL)), redlock.WithDriftFactor(fromDrift)}
+	typed := false
+	fs.Visit(func(f *flag.Flag) { typed = typed || f.Name == "from-max-ttl" || f.Name == "from-drift" })
+	if typed {
+		oldTTL := redlock.DefaultMaxTTL
+		if fromTTL.set {
+			oldTTL = fromTTL.d // 0 included: refused below, not replaced by the default
 		}
-	})
-	if fromOpts != nil {
 		var err error
-		if holdOld, err = redlock.Quarantine(cmp.Or(fromTTL.d, redlock.DefaultMaxTTL), fromDrift); err != nil {
+		if holdOld, err = redlock.Quarantine(oldTTL, fromDrift); err != nil {
 			return usageError(stderr, "reconfigure", fmt.Errorf("--from-max-ttl/--from-drift: %w", err))
 		}
+		fromOpts = []redlock.Option{redlock.WithMaxTTL(oldTTL), redlock.WithDriftFactor(fromDrift)}
 	}
 	holdNew, err := redlock.Quarantine(maxTTL.d, newDrift)
 	if err != nil {

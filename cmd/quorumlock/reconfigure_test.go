@@ -140,6 +140,7 @@ func TestReconfigure_BadFlagsTouchNoNode(t *testing.T) {
 	}{
 		{[]string{"--timeout", "0"}, "--timeout must be positive"},
 		{[]string{"--from-max-ttl", "1500us"}, "--from-max-ttl"},
+		{[]string{"--from-max-ttl", "0"}, "must be positive"},
 		{[]string{"--max-ttl", "25h"}, "--max-ttl"},
 		{[]string{"--max-ttl", "abc"}, "max-ttl"},
 		{[]string{"--drift", "1"}, "--drift"},
