@@ -127,6 +127,7 @@ func scriptNames() []string {
 // The rule's own check: it names a script no exploration ran, one that
 // is excused but ran, and a method left out of the table.
 func TestCoverage_TheRuleFailsOnAnUnmodelledScriptOrMethod(t *testing.T) {
+	t.Parallel()
 	all := scriptNames()
 	none := func(string) bool { return false }
 	every := func(string) bool { return true }

@@ -8,7 +8,10 @@ import (
 )
 
 // Each test explores one scenario at its CI depth (seconds to a minute on
-// a loaded machine); `make model` explores them deeper.
+// a loaded machine); `make model` explores them deeper. The explorer runs
+// on one goroutine and keeps no state between explorations (Scenarios
+// builds every Config anew), so the tests run side by side, as many
+// at once as there are cores.
 
 func explore(t *testing.T, cfg Config) Result {
 	t.Helper()
@@ -56,11 +59,13 @@ func requireFound(t *testing.T, cfg Config, want ...string) {
 }
 
 func TestModel_ARestartedNodeGrantsNothingWhileItsLeaseIsTrusted(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "restart"))
 }
 
 // The chaos suite's restart-empty-no-quarantine twin.
 func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantine(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "restart")
 	for i := range cfg.Clients {
 		cfg.Clients[i].NoQuarantine = true
@@ -69,12 +74,14 @@ func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantine(t *testing.T) {
 }
 
 func TestModel_AWipedNodeIsAdmittedOnlyAfterItsQuarantine(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "admit"))
 }
 
 // admit.lua without its age check admits a wiped node at once, and the
 // node grants while the lease it forgot is trusted.
 func TestModel_FindsTheDoubleGrantWithoutTheAdmissionsAgeCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "admit")
 	cfg.Patches = map[string]func(string) string{"admit": func(src string) string {
 		return strings.Replace(src, "if now - tonumber(p[2]) < tonumber(p[4]) then\n  return 0\nend\n", "", 1)
@@ -88,20 +95,24 @@ func TestModel_FindsTheDoubleGrantWithoutTheAdmissionsAgeCheck(t *testing.T) {
 // a shorter max ttl (other settings) serves its own shorter one and
 // gets a lease beside the one the nodes forgot.
 func TestModel_TheResidualCaseNeedsOtherSettings(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "residual"))
 }
 
 func TestModel_FindsTheDoubleGrantOfTheResidualCaseWhenItsAssumptionIsLifted(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "residual")
 	cfg.Clients[1].MaxTTL = Unit
 	requireFound(t, cfg, "double grant")
 }
 
 func TestModel_FiveNodes(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "five"))
 }
 
 func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantineOnFiveNodes(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "five")
 	for i := range cfg.Clients {
 		cfg.Clients[i].NoQuarantine = true
@@ -110,10 +121,12 @@ func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantineOnFiveNodes(t *test
 }
 
 func TestModel_ThreeClients(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "three"))
 }
 
 func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantineWithThreeClients(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "three")
 	for i := range cfg.Clients {
 		cfg.Clients[i].NoQuarantine = true
@@ -122,34 +135,40 @@ func TestModel_FindsTheDoubleGrantWithoutTheRestartQuarantineWithThreeClients(t 
 }
 
 func TestModel_TheDriftCoversClocksThatRunAhead(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "clocks"))
 }
 
 // Without the drift a lease is trusted after a node whose clock ran ahead
 // dropped its key (and, three steps later, beside another holder).
 func TestModel_FindsALeaseBeyondItsKeysWithoutDrift(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "clocks")
 	cfg.NoDrift = true
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
 
 func TestModel_DeadlinesCountFromTheStartOfTheRound(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "deadline"))
 }
 
 func TestModel_FindsALeaseBeyondItsKeysWithTheDeadlineFromTheEndOfTheRound(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "deadline")
 	cfg.DeadlineFromEnd = true
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
 
 func TestModel_AnExtendRenewsOnlyWhatItHolds(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "extend"))
 }
 
 // extend.lua without its ownership check "renews" a key that expired:
 // the holder trusts a lease no node holds any more.
 func TestModel_FindsALeaseBeyondItsKeysWithoutTheExtendOwnershipCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "extend")
 	cfg.Patches = map[string]func(string) string{"extend": func(src string) string {
 		return strings.Replace(src, "if not marked and redis.call('GET', KEYS[i]) == v then", "if not marked then", 1)
@@ -160,6 +179,7 @@ func TestModel_FindsALeaseBeyondItsKeysWithoutTheExtendOwnershipCheck(t *testing
 // acquire.lua whose SET has no expiry: a key whose cleanup was lost
 // blocks every later attempt.
 func TestModel_FindsTheStuckKeyWithoutTheLocksExpiry(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "deadline")
 	cfg.Patches = map[string]func(string) string{"acquire": func(src string) string {
 		return strings.Replace(src, "redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", "redis.call('SET', KEYS[1], ARGV[1], 'NX')", 1)
@@ -168,6 +188,7 @@ func TestModel_FindsTheStuckKeyWithoutTheLocksExpiry(t *testing.T) {
 }
 
 func TestModel_OtherSettingsGetNoLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "settings"))
 }
 
@@ -175,6 +196,7 @@ func TestModel_OtherSettingsGetNoLease(t *testing.T) {
 // factor leaves no margin for the clocks: it trusts its lease after a
 // node's key expired (and, a few steps later, beside another holder).
 func TestModel_FindsAnUntrustworthyLeaseWithoutTheSettingsCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "settings")
 	cfg.Patches = map[string]func(string) string{"acquire": func(src string) string {
 		return strings.Replace(src, "  if m ~= ARGV[3] then\n    return reply({-2, 0, m})\n  end\n", "", 1)
@@ -189,6 +211,7 @@ func TestModel_FindsAnUntrustworthyLeaseWithoutTheSettingsCheck(t *testing.T) {
 // them, so the fence must.
 
 func TestModel_TheFenceOrdersTokensWithNoTimeBetweenLeases(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "tokens"))
 }
 
@@ -196,6 +219,7 @@ func TestModel_TheFenceOrdersTokensWithNoTimeBetweenLeases(t *testing.T) {
 // millisecond, mints the same token. The only test that shows the token
 // invariants failing.
 func TestModel_FindsTheRepeatedTokenWithoutTheFenceWrite(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "tokens")
 	cfg.Patches = map[string]func(string) string{"commit": func(src string) string {
 		return strings.Replace(src, "  redis.call('SET', KEYS[2], t, 'PX', math.max(keep, pttl))\n", "", 1)
@@ -204,6 +228,7 @@ func TestModel_FindsTheRepeatedTokenWithoutTheFenceWrite(t *testing.T) {
 }
 
 func TestModel_TwoFencedLeasesInOneInstantGetDifferentTokens(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "commit"))
 }
 
@@ -211,6 +236,7 @@ func TestModel_TwoFencedLeasesInOneInstantGetDifferentTokens(t *testing.T) {
 // by the other client, after that client read it: both leases get the
 // same token (Theorem 2), with no clock involved.
 func TestModel_FindsTheRepeatedTokenWithoutTheCommitOwnershipCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "commit")
 	cfg.Patches = map[string]func(string) string{"commit": func(src string) string {
 		return strings.Replace(src, "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return {0, ident}\nend\n", "", 1)
@@ -221,6 +247,7 @@ func TestModel_FindsTheRepeatedTokenWithoutTheCommitOwnershipCheck(t *testing.T)
 // A script that starts to use a command the model does not implement
 // stops the exploration with an error naming it, instead of passing.
 func TestModel_AnUnimplementedCommandStopsTheExploration(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "restart")
 	cfg.Depth = 3
 	cfg.Patches = map[string]func(string) string{"acquire": func(src string) string {
@@ -233,6 +260,7 @@ func TestModel_AnUnimplementedCommandStopsTheExploration(t *testing.T) {
 // A patch that no longer matches its script would check the unpatched
 // script and pass: it is refused.
 func TestModel_APatchThatChangesNothingIsRefused(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "restart")
 	cfg.Patches = map[string]func(string) string{"admit": func(src string) string { return src }}
 	_, err := Explore(cfg)
@@ -243,6 +271,7 @@ func TestModel_APatchThatChangesNothingIsRefused(t *testing.T) {
 // it says so, breadth and depth first, and stops near the limit (within
 // one state's successors).
 func TestModel_TheStateLimitCutsTheSearchShortAndSaysSo(t *testing.T) {
+	t.Parallel()
 	for _, dfs := range []bool{false, true} {
 		cfg := scenario(t, "restart")
 		cfg.DFS = dfs
@@ -258,6 +287,7 @@ func TestModel_TheStateLimitCutsTheSearchShortAndSaysSo(t *testing.T) {
 }
 
 func TestModel_BootstrapAdmitsNoNodeOfADeploymentInUse(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "bootstrap"))
 }
 
@@ -267,12 +297,14 @@ func TestModel_BootstrapAdmitsNoNodeOfADeploymentInUse(t *testing.T) {
 // 1 gets nodes {1,2}. (Ignoring the markers in the reading alone is not
 // enough: the claim round, sent to every node, finds them too.)
 func TestModel_FindsTheDoubleGrantWhenBootstrapIgnoresMarkers(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "bootstrap")
 	cfg.BootstrapIgnoresMarkers = true
 	requireFound(t, cfg, "double grant")
 }
 
 func TestModel_AServerListedTwiceVotesOnce(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "identity"))
 }
 
@@ -280,6 +312,7 @@ func TestModel_AServerListedTwiceVotesOnce(t *testing.T) {
 // answers a repeated SET of its value as granted) while client 0 holds
 // nodes {1,2}.
 func TestModel_FindsAServerCountedTwiceWithoutTheIdentityCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "identity")
 	cfg.NoIdentityCheck = true
 	requireFound(t, cfg, "double grant", "outlives its keys")
@@ -288,6 +321,7 @@ func TestModel_FindsAServerCountedTwiceWithoutTheIdentityCheck(t *testing.T) {
 // A proof round that verifies client 1's entry 1 although its verified
 // entry 0, the same server, did not answer.
 func TestModel_FindsAServerCountedTwiceWhenAProofIgnoresAMissingEntry(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "identity")
 	cfg.ProofIgnoresMissing = true
 	requireFound(t, cfg, "double grant", "outlives its keys")
@@ -298,6 +332,7 @@ func TestModel_FindsAServerCountedTwiceWhenAProofIgnoresAMissingEntry(t *testing
 // to node 1, and node 0's key expires; node 1's two renewals must not
 // extend the lease beyond the keys. Without the check they do.
 func TestModel_ARePointedEntryRenewsNothing(t *testing.T) {
+	t.Parallel()
 	e := lease(2, 0.01, 1)
 	e.Extends, e.Repoint = 1, []int{0, 1}
 	cfg := Config{Nodes: 3, Clients: []ClientConfig{e}, Admitted: true, MaxTime: 2, RepliesAtOnce: true, NoGiveUps: true, Depth: 10,

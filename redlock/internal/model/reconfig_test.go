@@ -23,6 +23,7 @@ func knownDefect(t *testing.T, name string) Config {
 // once step 1 is done admits the new node while a lease of the old
 // settings is trusted.
 func TestReconfig_ADisjointListGrantsNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-disjoint"))
 }
 
@@ -30,15 +31,18 @@ func TestReconfig_ADisjointListGrantsNoSecondLease(t *testing.T) {
 // finds its node bare and admits it by the first-admission path while the
 // lease of the old settings is trusted.
 func TestReconfig_FindsR1WithoutTheMarksOnTheNewNodes(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-disjoint"), "double grant")
 }
 
 func TestReconfig_BootstrapAtEveryStartGrantsNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-bootstrap"))
 }
 
 // Without them, Bootstrap finds the new node bare and admits it at once.
 func TestReconfig_FindsR1WithBootstrapAtEveryStartWithoutTheMarksOnTheNewNodes(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-bootstrap"), "double grant")
 }
 
@@ -46,6 +50,7 @@ func TestReconfig_FindsR1WithBootstrapAtEveryStartWithoutTheMarksOnTheNewNodes(t
 // old settings: the wrong one is refused, and no lease of the new
 // settings comes while the old lease is trusted.
 func TestReconfig_ARerunWithOtherOldSettingsGrantsNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-rerun"))
 }
 
@@ -53,18 +58,21 @@ func TestReconfig_ARerunWithOtherOldSettingsGrantsNoSecondLease(t *testing.T) {
 // settings, so the rerun with a wrong --from-drift is accepted and stamps a
 // hold-off shorter than the old leases.
 func TestReconfig_FindsR2WithoutTheChangeRecord(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-rerun"), "double grant")
 }
 
 // R3: after S -> T finished, a stale S -> T run with another node list is
 // refused, whichever old list it names.
 func TestReconfig_AStaleRunWithAnotherListGrantsNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-stale"))
 }
 
 // With a change record that names no node, the stale run is taken for a
 // rerun, and two node lists run under T.
 func TestReconfig_FindsR3WithARecordWithoutTheNodes(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-stale"), "double grant")
 }
 
@@ -72,6 +80,7 @@ func TestReconfig_FindsR3WithARecordWithoutTheNodes(t *testing.T) {
 // carries T, which answers its retire step with "already T" and keeps
 // voting.
 func TestReconfig_FindsR3ThroughANodeThatAnswersAlreadyWithARecordWithoutTheNodes(t *testing.T) {
+	t.Parallel()
 	cfg := knownDefect(t, "reconfig-stale")
 	cfg.Reconfigs = cfg.Reconfigs[1:]
 	requireFound(t, cfg, "double grant")
@@ -81,12 +90,14 @@ func TestReconfig_FindsR3ThroughANodeThatAnswersAlreadyWithARecordWithoutTheNode
 // as the new ones is refused, and every run that returns nil leaves a
 // client of the new settings able to lock.
 func TestReconfig_ARerunWithTheNewSettingsAsOldLeavesTheNewSettingsLive(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-same"))
 }
 
 // Without the change record it returns nil ("nothing to change") and no
 // client of the new settings ever locks.
 func TestReconfig_FindsR4WithoutTheChangeRecord(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-same"), "liveness")
 }
 
@@ -94,12 +105,14 @@ func TestReconfig_FindsR4WithoutTheChangeRecord(t *testing.T) {
 // change finished ("already done"): no lease of T while the lease of S is
 // trusted, and each run that returns nil leaves T able to lock.
 func TestReconfig_ReadingTheOldSettingsAndAFinishedChangeGrantNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-read"))
 }
 
 // The same runs without the lease of S, so that the bounded liveness is
 // checked after every run that returns nil, "already done" included.
 func TestReconfig_ReadingTheOldSettingsLeavesTheNewSettingsLive(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "reconfig-read")
 	cfg.Clients[0].Attempts = 0
 	requireClean(t, cfg)
@@ -109,12 +122,14 @@ func TestReconfig_ReadingTheOldSettingsLeavesTheNewSettingsLive(t *testing.T) {
 // that carries T: a rerun after a stop between the steps returns nil, no
 // hold-off was ever stamped, and no client of T ever locks.
 func TestReconfig_FindsADoneRerunThatLeavesTheNodeHeldOffWithoutTheFinishedRule(t *testing.T) {
+	t.Parallel()
 	requireFound(t, knownDefect(t, "reconfig-read"), "liveness")
 }
 
 // I1: an entry re-pointed after New to a server another entry reaches
 // answers with that server's identity, and counts for nothing.
 func TestIdentity_ARePointedEntryCountsItsNewServerNever(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "repointed"))
 }
 
@@ -122,6 +137,7 @@ func TestIdentity_ARePointedEntryCountsItsNewServerNever(t *testing.T) {
 // never again: the re-pointed entry counts node 1 twice, beside client 0's
 // lease.
 func TestIdentity_FindsI1WithoutTheReplyIdentityCheck(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "repointed")
 	cfg.NoReplyIdentity = true
 	cfg.ExclusionOnly = true
@@ -133,6 +149,7 @@ func TestIdentity_FindsI1WithoutTheReplyIdentityCheck(t *testing.T) {
 // reaches a lease of the new settings within the bound and finds no
 // double grant.
 func TestReconfig_ACompleteRunGrantsNoSecondLease(t *testing.T) {
+	t.Parallel()
 	requireClean(t, scenario(t, "reconfig-done"))
 }
 
@@ -140,6 +157,7 @@ func TestReconfig_ACompleteRunGrantsNoSecondLease(t *testing.T) {
 // nodes with the new settings at once: the control finds the double
 // grant.
 func TestReconfig_FindsTheDoubleGrantWhenFinishIgnoresTheHoldOff(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "reconfig-done")
 	cfg.Patches = map[string]func(string) string{"reconfigure": func(src string) string {
 		return strings.Replace(src, "  if left > 0 then\n    return {0, left}\n  end\n", "", 1)
@@ -152,6 +170,7 @@ func TestReconfig_FindsTheDoubleGrantWhenFinishIgnoresTheHoldOff(t *testing.T) {
 // steps past the run, since each state's check runs a client alone for
 // up to a dozen ticks.
 func TestReconfig_ACompleteRunLetsTheNewSettingsLock(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "reconfig-done")
 	cfg.LiveReconfig = true
 	cfg.Depth = len(cfg.Prefix) + 4
@@ -161,6 +180,7 @@ func TestReconfig_ACompleteRunLetsTheNewSettingsLock(t *testing.T) {
 // reconfigure.lua's finish that never admits: the bounded liveness of the
 // complete run fails.
 func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
+	t.Parallel()
 	cfg := scenario(t, "reconfig-done")
 	cfg.LiveReconfig = true
 	cfg.Depth = len(cfg.Prefix) + 4
@@ -176,6 +196,7 @@ func TestReconfig_FindsTheLivenessFailureWhenFinishNeverAdmits(t *testing.T) {
 // bare and admits it by the first-admission path before the hold-off
 // lands. (The prefix is the run up to step 2's call on the wire.)
 func TestReconfig_FindsR1WithASlowStep2WithoutTheMarksOnTheNewNodes(t *testing.T) {
+	t.Parallel()
 	cfg := knownDefect(t, "reconfig-disjoint")
 	cfg.Prefix = []string{
 		"client 0 starts TryLock", "node 0 runs acquire of client 0",
