@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,45 @@ func TestDo_CancelsFnWhenTheLeaseIsLost(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotHeld)
 	require.NotErrorIs(t, err, ErrMaxHold)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A lease that is over is never renewed again, even while its fn goes on
+// running: the round that found it lost is its last. Its calls may reach
+// the nodes that were not needed to judge it (at most 5 - 3) after fn's
+// ctx ended, but no later round carries the key.
+//
+// Guards against: the renewer re-sending a lost lease every ttl/10 until
+// fn returns (dozens of rounds here), which doubles the nodes' work when
+// they are the reason leases are lost.
+func TestDo_ALostLeaseIsNeverRenewedAgain(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithNodeTimeout(200*time.Millisecond))
+	key := testenv.Key(t)
+	var ended atomic.Bool
+	var late atomic.Int64 // extend calls carrying key sent after fn's ctx ended
+	f.before(func(_ context.Context, x *call) error {
+		if x.Script == "extend" && slices.Contains(x.Keys, key) && ended.Load() {
+			late.Add(1)
+		}
+		return nil
+	})
+	const ttl = 300 * time.Millisecond // renewed every 100 ms; retried every 30 ms
+	err := c.Do(context.Background(), key, ttl, func(ctx context.Context, l *Lease) error {
+		cl.set(t, key, "thief", time.Minute, cl.all()...)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's ctx outlived the lease")
+		}
+		ended.Store(true)
+		// fn winds down slowly, as a real one may: more than 30 retry
+		// periods of a lease that is over.
+		time.Sleep(time.Second)
+		return nil
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.LessOrEqual(t, late.Load(), int64(5-3),
+		"%d extend calls of the lost lease after fn's ctx ended: it was renewed again", late.Load())
 }
 
 func TestDo_KeepsTheLeaseAlive(t *testing.T) {

@@ -39,7 +39,7 @@ type kept struct {
 	next  time.Time // when it is due
 	start time.Time
 	why   error // what ended it, for Do's error; guarded by renewer.mu
-	off   bool  // WithMaxHold reached: no longer renewed
+	off   bool  // no longer renewed: WithMaxHold reached, or the lease is over
 }
 
 func newRenewer(c *Client) *renewer {
@@ -126,6 +126,14 @@ func (r *renewer) due(now time.Time) ([]*Lease, []time.Duration, time.Time) {
 	next := now.Add(time.Hour)
 	for l, k := range r.kept {
 		if k.off {
+			continue
+		}
+		// A lease that is over (lost, released, or its validity ran out)
+		// is never renewed again: no extend can make it valid, and while
+		// its fn winds down each retry would cost every node a call, when
+		// the nodes may be the reason it was lost.
+		if l.over() {
+			k.off = true
 			continue
 		}
 		if maxHold := r.c.cfg.maxHold; maxHold > 0 && now.Sub(k.start) >= maxHold {
