@@ -623,6 +623,87 @@ func TestRenew_BatchJudgesEachLeaseOnItsOwnResult(t *testing.T) {
 	require.Positive(t, renewals)
 }
 
+// Leases of different ttls renewed in one batch each keep their own
+// deadline: while a 600 ms lease and a 3 s lease are renewed together,
+// the short one never trusts itself more than its ttl ahead, and the long
+// one is never cut to the short one's ttl.
+//
+// Guards against: the renewer judging a whole batch by one lease's ttl
+// (the first one's, say). With the long lease first the short one trusts
+// itself about 2.4 s past what its keys promise; with the short one first
+// the long one's fn is about to lose its lease at every batch.
+func TestRenew_EachLeaseOfABatchKeepsItsOwnTTL(t *testing.T) {
+	cl := newCluster(t, 5)
+	const short, long = 600 * time.Millisecond, 3 * time.Second
+	keyS, keyL := testenv.Key(t)+"-short", testenv.Key(t)+"-long"
+	var batches atomic.Int64 // renewals carrying both keys, applied on node 0
+	c, f := cl.ready(t, WithMaxTTL(long), WithNodeTimeout(300*time.Millisecond))
+	f.after(func(x *call, err error) {
+		if x.Node == 0 && x.Script == "extend" && err == nil && slices.Contains(x.Keys, keyS) && slices.Contains(x.Keys, keyL) {
+			batches.Add(1)
+		}
+	})
+	stop := make(chan struct{})
+	leases := make(chan *Lease, 2)
+	errs := make(chan error, 2)
+	for _, k := range []struct {
+		key string
+		ttl time.Duration
+	}{{keyS, short}, {keyL, long}} {
+		go func() {
+			errs <- c.Do(context.Background(), k.key, k.ttl, func(ctx context.Context, l *Lease) error {
+				leases <- l
+				select {
+				case <-stop:
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			})
+		}()
+	}
+	var ls, ll *Lease
+	for range 2 {
+		select {
+		case l := <-leases:
+			if l.Key() == keyS {
+				ls = l
+			} else {
+				ll = l
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Do did not start fn")
+		}
+	}
+	// Sample both deadlines until five batches carrying both leases were
+	// applied (one about every second): a lease's deadline is at most its
+	// ttl after the round's start, so never more than ttl ahead of now.
+	var firstBatch time.Time
+	limit := time.Now().Add(20 * time.Second)
+	for batches.Load() < 5 {
+		require.True(t, time.Now().Before(limit), "only %d renewals carried both leases in 20 s", batches.Load())
+		now := time.Now()
+		if ahead := ls.Deadline().Sub(now); ahead > short {
+			t.Fatalf("the %v lease trusts itself %v ahead, past its ttl", short, ahead)
+		}
+		// After the first batch the long lease must keep well over the
+		// short ttl: a renewal every second, and a failed one retried
+		// after 300 ms, leave it more than 1.5 s of a 3 s ttl.
+		if firstBatch.IsZero() && batches.Load() > 0 {
+			firstBatch = now
+		}
+		if !firstBatch.IsZero() {
+			if ahead := ll.Deadline().Sub(now); ahead < short {
+				t.Fatalf("the %v lease has only %v left after a renewal in a batch with the %v lease", long, ahead, short)
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+}
+
 // Do renews a lease for ttl counted from the start of the renewal round,
 // as Extend does: after a renewal whose calls each took 200ms, the
 // lease's Deadline is at most the round's start + ttl - drift.
