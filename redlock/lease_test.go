@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/drift"
@@ -621,6 +622,96 @@ func TestRenew_BatchJudgesEachLeaseOnItsOwnResult(t *testing.T) {
 	stopB.Do(func() { close(b.stop) })
 	require.NoError(t, <-b.err)
 	require.Positive(t, renewals)
+}
+
+// A node runs the extend script for a whole call at once, in time that
+// grows with the leases it carries. Here a node takes 30 ms per lease (a
+// hook stands in for a slow script): 50 leases due together would take
+// 1.5 s, past the 1 s node timeout, on every node. Sent in chunks of 10
+// (300 ms each), every lease is renewed and no call runs out of time.
+// The leases are taken first and handed to the renewer at once, as Do
+// does for each, so that all of them fall due in one batch.
+//
+// Guards against: one call per node for every lease due, judged by one
+// node timeout whatever its size, which fails every lease at once and
+// resends them all, as a Client holding 10,000 leases did on a busy host.
+func TestRenew_ManyLeasesDueTogetherAreSentInChunks(t *testing.T) {
+	cl := newCluster(t, 5)
+	const leases, chunk, perLease = 50, 10, 30 * time.Millisecond
+	const ttl = 6 * time.Second // renewed every 2 s
+	ctx := context.Background()
+	c, f := cl.ready(t, WithNodeTimeout(time.Second))
+	c.renew.chunk = chunk
+	ls := make([]*Lease, leases)
+	for i := range ls {
+		l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", testenv.Key(t), i), ttl)
+		require.NoError(t, err)
+		ls[i] = l
+	}
+	var mu sync.Mutex
+	renewed := map[string]bool{} // keys a call to node 0 renewed
+	var largest int              // the most leases one extend call carried
+	var failed []error           // extend calls that failed
+	f.before(func(ctx context.Context, x *call) error {
+		if x.Script != "extend" {
+			return nil
+		}
+		n := len(x.Keys) - 2 // the lock keys, then the marker and the server's identity
+		mu.Lock()
+		largest = max(largest, n)
+		mu.Unlock()
+		select {
+		case <-time.After(time.Duration(n) * perLease):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	f.after(func(x *call, err error) {
+		if x.Script != "extend" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") { // the script is sent again in full
+			failed = append(failed, err)
+			return
+		}
+		if x.Node == 0 {
+			for _, k := range x.Keys[:len(x.Keys)-2] {
+				renewed[k] = true
+			}
+		}
+	})
+	for _, l := range ls {
+		c.renew.add(l, ttl)
+	}
+	t.Cleanup(func() {
+		for _, l := range ls {
+			c.renew.remove(l)
+			_ = l.Release(ctx)
+		}
+	})
+	// One renewal of every lease: a round that failed would retry, and
+	// show in failed.
+	limit := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n, errs, most := len(renewed), append([]error(nil), failed...), largest
+		mu.Unlock()
+		require.Empty(t, errs, "extend calls failed (the largest carried %d leases)", most)
+		if n == leases {
+			break
+		}
+		require.True(t, time.Now().Before(limit), "only %d of %d leases renewed in 30 s", n, leases)
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, largest, chunk, "an extend call carried more leases than a chunk")
+	for _, l := range ls {
+		require.False(t, l.over(), "a renewed lease is over")
+	}
 }
 
 // Leases of different ttls renewed in one batch each keep their own

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 )
@@ -21,6 +22,13 @@ import (
 // closes), exactly as with Lease.Extend, which each lease's outcome goes
 // through.
 //
+// A node runs the extend script for a whole call at once, in time that
+// grows with the leases the call carries, while each call is judged by the
+// node timeout of its shortest ttl. So the leases due are sent in chunks
+// of at most renewChunk, shortest ttl first, one chunk after another:
+// each chunk is a round of its own, counted from its own start, and a
+// chunk a node was too slow for fails only its own leases.
+//
 // It is one goroutine per Client, started on first use and stopped by
 // Close; after Close, Do's leases are no longer renewed and their fn's ctx
 // ends with their validity.
@@ -30,6 +38,7 @@ type renewer struct {
 	kept    map[*Lease]*kept
 	wake    chan struct{}
 	running bool
+	chunk   int // the most leases one round carries: renewChunk but in tests
 }
 
 // kept is a lease Do holds, as the renewer sees it.
@@ -42,8 +51,15 @@ type kept struct {
 	off   bool  // no longer renewed: WithMaxHold reached, or the lease is over
 }
 
+// renewChunk is the most leases one renewal call carries. The extend
+// script's time grows linearly with its leases (13 to 35 ms for 1,000 on
+// a busy two-core machine), so a chunk of 256 stays well within the
+// 150 ms node timeout of a 3 s ttl, and 10,000 leases are 40 calls per
+// node per renewal period.
+const renewChunk = 256
+
 func newRenewer(c *Client) *renewer {
-	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1)}
+	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1), chunk: renewChunk}
 }
 
 // minRenewGap is the least time between a lease's renewals that
@@ -169,31 +185,52 @@ func (r *renewer) run() {
 			}
 			continue
 		}
-		wait := c.nodeTimeout(ttls[0])
-		for _, ttl := range ttls {
-			wait = max(wait, c.nodeTimeout(ttl), ttl/6)
+		// Shortest ttl first, so that a chunk's node timeout (that of its
+		// shortest ttl) is as long as its leases allow.
+		order := make([]int, len(ls))
+		for i := range order {
+			order[i] = i
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		res := c.extendRound(ctx, ls, ttls)
-		cancel()
-		for i, l := range ls {
-			err := l.applyExtend(res, ttls[i], res.leases[i])
-			var deadline time.Time // a lease that ended keeps the old cadence
-			if !l.over() {
-				deadline = l.Deadline()
+		sort.SliceStable(order, func(a, b int) bool { return ttls[order[a]] < ttls[order[b]] })
+		for from := 0; from < len(order); from += r.chunk {
+			idx := order[from:min(from+r.chunk, len(order))]
+			chunk, chunkTTLs := make([]*Lease, len(idx)), make([]time.Duration, len(idx))
+			for j, i := range idx {
+				chunk[j], chunkTTLs[j] = ls[i], ttls[i]
 			}
-			r.mu.Lock()
-			if k := r.kept[l]; k != nil {
-				now := c.cfg.clock.Now()
-				if err != nil {
-					k.why = err
-					k.next = nextRenewal(now, deadline, now.Add(max(k.ttl/10, time.Millisecond)))
-					c.cfg.logger.Warn("redlock: extend failed", "key", keyText(l.key), errAttr(err))
-				} else {
-					k.next = nextRenewal(now, deadline, res.t0.Add(k.every))
-				}
-			}
-			r.mu.Unlock()
+			r.renew(chunk, chunkTTLs)
 		}
+	}
+}
+
+// renew runs one renewal round for ls (ttls[i] is ls[i]'s) and schedules
+// each lease's next renewal by its outcome.
+func (r *renewer) renew(ls []*Lease, ttls []time.Duration) {
+	c := r.c
+	wait := c.nodeTimeout(ttls[0])
+	for _, ttl := range ttls {
+		wait = max(wait, c.nodeTimeout(ttl), ttl/6)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	res := c.extendRound(ctx, ls, ttls)
+	cancel()
+	for i, l := range ls {
+		err := l.applyExtend(res, ttls[i], res.leases[i])
+		var deadline time.Time // a lease that ended keeps the old cadence
+		if !l.over() {
+			deadline = l.Deadline()
+		}
+		r.mu.Lock()
+		if k := r.kept[l]; k != nil {
+			now := c.cfg.clock.Now()
+			if err != nil {
+				k.why = err
+				k.next = nextRenewal(now, deadline, now.Add(max(k.ttl/10, time.Millisecond)))
+				c.cfg.logger.Warn("redlock: extend failed", "key", keyText(l.key), errAttr(err))
+			} else {
+				k.next = nextRenewal(now, deadline, res.t0.Add(k.every))
+			}
+		}
+		r.mu.Unlock()
 	}
 }
