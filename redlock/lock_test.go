@@ -294,8 +294,10 @@ func TestLock_ABusyMinorityDoesNotRefuseAWinnableAttempt(t *testing.T) {
 }
 
 // contend makes c retry a Lock on key once, as under contention, and
-// returns once every node of cl is free of key again: the two Releases
-// return at a majority, and the rest of their deletes land just after.
+// returns once every node of cl is free of key again and its line empty:
+// the two Releases and the waiter's leaving the line return at a
+// majority, and the rest of their calls land just after (a node whose
+// line still held the waiter refused the next attempt under load).
 func (cl *cluster) contend(t *testing.T, c *Client, key string) {
 	t.Helper()
 	ctx := context.Background()
@@ -318,6 +320,7 @@ func (cl *cluster) contend(t *testing.T, c *Client, key string) {
 		}
 		return true
 	}, time.Second, time.Millisecond, "the key is still held on a node after both Releases")
+	cl.requireLineLen(t, key, 0, "a node's line still holds the Lock call that got the key")
 }
 
 // From a review: with WithRetry(_, 1), a second Lock from the same Client on a held
