@@ -71,22 +71,31 @@ func workerFreeze(ctx context.Context, e *env) error {
 	// fence-table they wait on the frozen holder's row lock instead, so
 	// do not wait long there; nor where the lock has no TTL, since then
 	// nobody gets past the holder.
+	// Where the others can get the lock during the freeze, it lasts until
+	// at least one of them wrote, however long a loaded machine takes (a
+	// stress run once saw none within 2*TTL + 10 s on etcd, and the holder's
+	// late write then lost nothing), up to a minute more.
 	var others int64
 	var blocked time.Duration // until the first section of another worker
-	wait := 10 * time.Second
+	wait, mustSee := 10*time.Second, true
 	switch {
 	case e.sc.TTL == 0:
-		wait = freezeWithoutTTL
+		wait, mustSee = freezeWithoutTTL, false
 	case e.sc.Fencing == "fence-table":
-		wait = 3 * time.Second
+		wait, mustSee = 3*time.Second, false
 	}
 	deadline := t0.Add(2*e.sc.TTL + wait)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	last := deadline.Add(time.Minute)
+	for ctx.Err() == nil {
+		now := time.Now()
 		others = e.crew.done() - h.done.Load()
 		if others > 0 && blocked == 0 {
-			blocked = time.Since(t0)
+			blocked = now.Sub(t0)
 		}
-		if others >= 3 && time.Since(t0) >= 2*e.sc.TTL {
+		if others >= 3 && now.Sub(t0) >= 2*e.sc.TTL {
+			break
+		}
+		if !now.Before(deadline) && (!mustSee || others > 0 || !now.Before(last)) {
 			break
 		}
 		_ = sleep(ctx, 5*time.Millisecond)
