@@ -139,12 +139,17 @@ func startZooKeeperOnce(ctx context.Context, n int, image string) (_ *zkEnsemble
 	}()
 	// Each server's three ports: client, quorum (follower to leader) and
 	// leader election.
+	// Drawn all at once, so that no two are the same: a port drawn twice
+	// (a server's client port also its quorum port) is an invalid
+	// configuration ZooKeeper refuses, which a stress run once hit.
+	free, err := freeLoopbackPorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
 	ports := make([][3]int, n)
 	for i := range ports {
 		for k := range 3 {
-			if ports[i][k], err = freeLoopbackPort(); err != nil {
-				return nil, err
-			}
+			ports[i][k] = free[3*i+k]
 		}
 	}
 	for i := range n {
@@ -443,14 +448,19 @@ func (z *zkEnsemble) stop() error {
 	return errors.Join(err, os.RemoveAll(z.dir))
 }
 
-// freeLoopbackPort asks the kernel for an unused port. Another process
-// may take it before the server binds it; the start then fails, with the
-// server's log.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freeLoopbackPorts asks the kernel for n different unused ports: each
+// stays bound until all are drawn, so none is handed out twice. Another
+// process may take one before the server binds it; the start then fails,
+// with the server's log.
+func freeLoopbackPorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
