@@ -324,15 +324,26 @@ func zkMode(ctx context.Context, addr string) (string, error) {
 	return "", errors.New(first)
 }
 
+// logTail is the end of s's log for an error, led by the log's first
+// exception line, which names the cause.
 func (s *zkServer) logTail() string {
 	if s.ctr != nil {
 		return strings.ReplaceAll(s.ctr.Logs(), "\n", " | ")
 	}
 	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+	// The first exception names the cause; a Java stack trace after it
+	// would push it out of the tail.
+	var cause string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "Exception:") {
+			cause = strings.TrimSpace(line) + " ... "
+			break
+		}
+	}
 	if len(b) > 600 {
 		b = b[len(b)-600:]
 	}
-	return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | ")
+	return cause + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | ")
 }
 
 // Addr implements Node: the client address.
