@@ -60,7 +60,7 @@ func TestChaosSmokeVerdicts(t *testing.T) {
 	}
 	for _, r := range rep.Runs {
 		if !r.Pass {
-			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+			failedRun(t, r)
 		}
 	}
 	// The same verdicts, spelled out, so that a change to the profile's

@@ -32,7 +32,7 @@ func TestChaosComposeBackend(t *testing.T) {
 	}
 	for _, r := range rep.Runs {
 		if !r.Pass {
-			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+			failedRun(t, r)
 		}
 	}
 }
@@ -61,7 +61,7 @@ func TestChaosComposeConsensus(t *testing.T) {
 	}
 	for _, r := range rep.Runs {
 		if !r.Pass {
-			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+			failedRun(t, r)
 		}
 		switch r.Fault {
 		case "kill-2":

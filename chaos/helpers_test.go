@@ -47,6 +47,14 @@ func runProfile(t *testing.T, p chaos.Profile, seed uint64, history string) *cha
 	return rep
 }
 
+// failedRun reports a run that failed its expectations, with what its
+// fault did (the notes a timing failure is diagnosed from).
+func failedRun(t *testing.T, r chaos.Result) {
+	t.Helper()
+	t.Errorf("%s/%s/%s (seed %d): %s\n  what the fault did: %s", r.Topology, r.Fault, r.Fencing, r.Seed,
+		strings.Join(r.Failure, "; "), strings.Join(r.Schedule, "; "))
+}
+
 type testLog struct{ t *testing.T }
 
 func (l testLog) Write(b []byte) (int, error) {

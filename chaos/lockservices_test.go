@@ -188,7 +188,7 @@ func runChecked(t *testing.T, p chaos.Profile, seed uint64) func(topo, fault, mo
 	}
 	for _, r := range rep.Runs {
 		if !r.Pass {
-			t.Errorf("%s/%s/%s (seed %d): %s", r.Topology, r.Fault, r.Fencing, r.Seed, strings.Join(r.Failure, "; "))
+			failedRun(t, r)
 		}
 	}
 	return func(topo, fault, mode string) chaos.Result {
