@@ -24,6 +24,10 @@ import (
 // call: WaitAtMost bounds the wait for the lock, and only that wait, so a
 // fn that runs past the bound goes on with its ctx, derived from ctx. Safe
 // for concurrent use.
+//
+// A Client renews all its Do leases together: the leases due at once go
+// to each node at most 256 to a call, and a lease that is over (lost, or
+// past its validity) is not renewed again, even while fn still runs.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) (err error) {
 	if fn == nil {
 		return errors.New("redlock: Do: nil fn")
