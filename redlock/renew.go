@@ -52,10 +52,10 @@ type kept struct {
 }
 
 // renewChunk is the most leases one renewal call carries. The extend
-// script's time grows linearly with its leases (13 to 35 ms for 1,000 on
-// a busy two-core machine), so a chunk of 256 stays well within the
-// 150 ms node timeout of a 3 s ttl, and 10,000 leases are 40 calls per
-// node per renewal period.
+// script's time grows linearly with its leases, while the call's node
+// timeout is fixed by the shortest ttl (150 ms for 3 s); 10,000 leases are
+// 40 calls per node per renewal period. The size is a judgement: no
+// benchmark has chosen it yet.
 const renewChunk = 256
 
 func newRenewer(c *Client) *renewer {
