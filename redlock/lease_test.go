@@ -636,6 +636,20 @@ func TestRenew_BatchJudgesEachLeaseOnItsOwnResult(t *testing.T) {
 // node timeout whatever its size, which fails every lease at once and
 // resends them all, as a Client holding 10,000 leases did on a busy host.
 func TestRenew_ManyLeasesDueTogetherAreSentInChunks(t *testing.T) {
+	renewInChunks(t)
+}
+
+// The same with two of the five nodes frozen once the leases are held:
+// each chunk is judged by the three that answer, and every lease is
+// renewed and stays valid.
+func TestRenew_ChunksRenewOnAMajorityWhileTwoNodesAreFrozen(t *testing.T) {
+	renewInChunks(t, 3, 4)
+}
+
+// renewInChunks is TestRenew_ManyLeasesDueTogetherAreSentInChunks with
+// the nodes frozen frozen after the leases are taken; their calls' errors
+// are expected.
+func renewInChunks(t *testing.T, frozen ...int) {
 	cl := newCluster(t, 5)
 	const leases, chunk, perLease = 50, 10, 30 * time.Millisecond
 	const ttl = 6 * time.Second // renewed every 2 s
@@ -673,6 +687,9 @@ func TestRenew_ManyLeasesDueTogetherAreSentInChunks(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if slices.Contains(frozen, x.Node) {
+			return
+		}
 		if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") { // the script is sent again in full
 			failed = append(failed, err)
 			return
@@ -683,7 +700,10 @@ func TestRenew_ManyLeasesDueTogetherAreSentInChunks(t *testing.T) {
 			}
 		}
 	})
-	for _, l := range ls {
+	cl.freeze(t, frozen...)
+	granted := make([]time.Time, len(ls)) // each lease's deadline before its renewal
+	for i, l := range ls {
+		granted[i] = l.Deadline()
 		c.renew.add(l, ttl)
 	}
 	t.Cleanup(func() {
@@ -709,8 +729,9 @@ func TestRenew_ManyLeasesDueTogetherAreSentInChunks(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.LessOrEqual(t, largest, chunk, "an extend call carried more leases than a chunk")
-	for _, l := range ls {
+	for i, l := range ls {
 		require.False(t, l.over(), "a renewed lease is over")
+		require.True(t, l.Deadline().After(granted[i]), "lease %d was not renewed on a majority: its deadline did not move", i)
 	}
 }
 
