@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	srv "github.com/quorumlock/quorumlock/internal/servers"
 )
 
 // proc is one worker process as the coordinator sees it.
@@ -147,8 +149,16 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-func (p *proc) freeze() error { return p.signal(syscall.SIGSTOP) }
-func (p *proc) thaw() error   { return p.signal(syscall.SIGCONT) }
+// freeze stops the worker with SIGSTOP and returns once it has stopped:
+// kill(2) only queues the signal, and a loaded machine was seen letting a
+// worker past its gate and through its write before the stop took hold.
+func (p *proc) freeze() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return srv.WaitStopped(p.cmd.Process.Pid, 5*time.Second)
+}
+func (p *proc) thaw() error { return p.signal(syscall.SIGCONT) }
 
 // kill ends the worker with SIGKILL (a crash).
 func (p *proc) kill() error {

@@ -369,7 +369,10 @@ func (s *zkServer) signal(sig syscall.Signal) error {
 		return fmt.Errorf("chaos: ZooKeeper server %d is not running", s.sid)
 	default:
 	}
-	return syscall.Kill(-s.cmd.Process.Pid, sig)
+	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil || sig != syscall.SIGSTOP {
+		return err
+	}
+	return srv.WaitStopped(s.cmd.Process.Pid, 5*time.Second)
 }
 
 // Kill implements Node: SIGKILL, and wait until it is gone.

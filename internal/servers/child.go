@@ -93,6 +93,15 @@ func (c *child) signalGroup(sig syscall.Signal) error {
 
 var errExited = errors.New("servers: process has exited")
 
+// pause stops the group with SIGSTOP and returns once the leader has
+// stopped (see WaitStopped).
+func (c *child) pause() error {
+	if err := c.signalGroup(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return WaitStopped(c.pid(), 5*time.Second)
+}
+
 // wait waits at most timeout for the child to exit and reports whether it did.
 func (c *child) wait(timeout time.Duration) bool {
 	t := time.NewTimer(timeout)

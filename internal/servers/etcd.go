@@ -341,6 +341,9 @@ func (m *EtcdMember) signal(sig syscall.Signal) error {
 	if m.c == nil {
 		return errors.New("servers: etcd member was stopped")
 	}
+	if sig == syscall.SIGSTOP {
+		return m.c.pause()
+	}
 	return m.c.signalGroup(sig)
 }
 

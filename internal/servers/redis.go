@@ -347,7 +347,17 @@ func (r *RedisProcess) PID() int {
 // Pause freezes the node with SIGSTOP: connections stay open and requests
 // hang, as with a long GC pause or a stalled VM. It fails if the node is not
 // running.
-func (r *RedisProcess) Pause() error { return r.signal(syscall.SIGSTOP) }
+func (r *RedisProcess) Pause() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.c == nil {
+		return errors.New("servers: redis process was stopped")
+	}
+	if err := r.c.pause(); err != nil {
+		return fmt.Errorf("servers: SIGSTOP to redis %s: %w", r.Addr(), err)
+	}
+	return nil
+}
 
 // Resume undoes Pause with SIGCONT. It fails if the node is not running.
 func (r *RedisProcess) Resume() error { return r.signal(syscall.SIGCONT) }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +92,45 @@ func TestRedisProcessRunsTheBinaryAskedFor(t *testing.T) {
 	_, err = servers.StartRedisProcess(context.Background(), servers.RedisConfig{Binary: missing})
 	require.ErrorIs(t, err, servers.ErrBinaryNotFound)
 	require.Contains(t, err.Error(), missing)
+}
+
+// TestRedisProcessPauseReturnsOnceEveryThreadStopped: kill(2) only queues
+// SIGSTOP, so Pause waits until the server's threads (redis-server runs
+// several) are all stopped, and Resume sets them running again.
+func TestRedisProcessPauseReturnsOnceEveryThreadStopped(t *testing.T) {
+	t.Parallel()
+	testenv.RequireBinaries(t, "redis-server")
+	p, err := servers.StartRedisProcess(context.Background(), servers.RedisConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Stop()) })
+	threads, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(p.PID()), "task"))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	require.Greater(t, len(threads), 1, "redis-server runs background threads")
+
+	for range 20 {
+		require.NoError(t, p.Pause())
+		require.Equal(t, len(threads), threadsIn(t, p.PID(), "T"), "every thread is stopped when Pause returns")
+		require.NoError(t, p.Resume())
+		require.Eventually(t, func() bool { return threadsIn(t, p.PID(), "T") == 0 }, 5*time.Second, time.Millisecond)
+	}
+}
+
+// threadsIn counts the threads of pid in state.
+func threadsIn(t *testing.T, pid int, state string) int {
+	t.Helper()
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
+		require.NoError(t, err)
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == state {
+			n++
+		}
+	}
+	return n
 }
