@@ -38,7 +38,9 @@ type Result struct {
 	GrantInversions int            `json:"grant_token_inversions"`  // grants with a token not above an earlier grant's
 	Linearizable    string         `json:"linearizable"`            // porcupine on the lock history: ok, violation, unknown
 	LockFailures    int            `json:"lock_failures"`
-	Polls           int            `json:"polls,omitempty"` // TryLock refusals the polling waiters slept after
+	SectionErrors   int            `json:"section_errors,omitempty"` // sections that ended in an error, neither written nor refused
+	SectionError    string         `json:"section_error,omitempty"`  // the last such error a worker saw
+	Polls           int            `json:"polls,omitempty"`          // TryLock refusals the polling waiters slept after
 	DuringFault     int            `json:"granted_during_fault"`
 	BlockedMs       int64          `json:"blocked_ms,omitempty"`
 	WaitMedianMs    int64          `json:"lock_wait_median_ms"` // from the lock call to the grant, over the sections
@@ -103,7 +105,11 @@ func (r *Result) evaluate(e Expect, runErr error) {
 		f = append(f, fmt.Sprintf("others were blocked %d ms by the holder, want >= %v", r.BlockedMs, e.MinBlock))
 	}
 	if e.Rejection && r.Rejected == 0 {
-		f = append(f, "the stale writer was never rejected")
+		msg := "the stale writer was never rejected"
+		if r.SectionErrors > 0 {
+			msg += fmt.Sprintf(" (%d sections ended in an error instead; the last: %s)", r.SectionErrors, r.SectionError)
+		}
+		f = append(f, msg)
 	}
 	if r.TokenInversions > 0 && r.Fencing != "none" {
 		// A fenced resource must never accept an older token.

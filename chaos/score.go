@@ -63,6 +63,10 @@ func (r *Result) score(h *history, f faultRecord, stats []*workerStats) {
 		}
 		r.LockFailures += st.Failures
 		r.Polls += st.Polls
+		r.SectionErrors += st.Errors
+		if st.SectionError != "" {
+			r.SectionError = st.SectionError
+		}
 		if r.Error == "" && st.LastError != "" && st.Accepted == 0 {
 			r.Error = st.LastError
 		}

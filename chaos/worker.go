@@ -107,14 +107,14 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, stdout io
 		default:
 			st.Errors++
 			if err != nil {
-				st.LastError = oneLine(err)
+				st.LastError, st.SectionError = oneLine(err), oneLine(err)
 			}
 		}
 		if svc.recordsItself() {
 			// The section's row went in with its write, or not at all.
 		} else if err := w.record(context.WithoutCancel(ctx), w.pool, &s); err != nil {
 			st.Errors++
-			st.LastError = oneLine(err)
+			st.LastError, st.SectionError = oneLine(err), "record the section: "+oneLine(err)
 		}
 		writeDone(w.out, st.Accepted)
 	}

@@ -71,6 +71,9 @@ type workerStats struct {
 	Polls     int    `json:"polls,omitempty"` // TryLock refusals a polling worker slept after
 	Errors    int    `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
+	// SectionError is the last error that ended a section after the
+	// grant (neither written nor refused by fencing).
+	SectionError string `json:"section_error,omitempty"`
 
 	Refused      int    `json:"refused,omitempty"`          // lock calls refused with a *redlock.ConfigError
 	RefusedError string `json:"refused_error,omitempty"`    // the first such error
