@@ -43,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "write the results as JSON (docs/performance.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
-	scen := fs.String("scenarios", "", "run only these `scenarios`, comma-separated: "+strings.Join(suite.All, ", ")+" (default: all)")
+	scen := fs.String("scenarios", "", "run only these `scenarios`, comma-separated: "+strings.Join(suite.All, ", ")+" (default: all but renew-scale, which holds up to 100,000 leases)")
 	ttl := fs.Duration("ttl", 8*time.Second, "the lock's ttl (`duration`) for every implementation (redsync's default expiry)")
 	redisBin := fs.String("redis-server", "redis-server", "the redis-server `binary` to start the five nodes with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")

@@ -1,6 +1,7 @@
 // Package nodestats reads what a Redis node reports about its own work:
 // commands executed, per command name (INFO commandstats, which also counts
-// the commands a Lua script runs), and CPU time (INFO cpu). The benchmark
+// the commands a Lua script runs), CPU time (INFO cpu) and memory in use
+// (INFO memory). The benchmark
 // takes them before and after a window and compares the difference.
 package nodestats
 
@@ -22,6 +23,9 @@ const probe = "info"
 type Stats struct {
 	Calls map[string]int64 // per command name as Redis spells it: "evalsha", "get", "client|setinfo"
 	CPU   float64          // seconds of CPU the server used, user + system
+	// Memory is what the server allocated (INFO memory, used_memory), in
+	// bytes; a difference of two readings is what was added between them.
+	Memory int64
 }
 
 // Parse reads the text of INFO commandstats and INFO cpu. It fails when a
@@ -43,6 +47,12 @@ func Parse(info string) (Stats, error) {
 				return Stats{}, fmt.Errorf("nodestats: %q: %w", line, err)
 			}
 			s.Calls[strings.TrimPrefix(name, "cmdstat_")] = n
+		case name == "used_memory":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return Stats{}, fmt.Errorf("nodestats: %q: %w", line, err)
+			}
+			s.Memory = n
 		case name == "used_cpu_user" || name == "used_cpu_sys":
 			f, err := strconv.ParseFloat(val, 64)
 			if err != nil {
@@ -72,7 +82,7 @@ func calls(v string) (int64, error) {
 
 // Sub returns s - a: what happened between the two readings.
 func (s Stats) Sub(a Stats) Stats {
-	d := Stats{Calls: map[string]int64{}, CPU: s.CPU - a.CPU}
+	d := Stats{Calls: map[string]int64{}, CPU: s.CPU - a.CPU, Memory: s.Memory - a.Memory}
 	for k, v := range s.Calls {
 		if n := v - a.Calls[k]; n != 0 {
 			d.Calls[k] = n
@@ -105,7 +115,7 @@ func (s Stats) Total() int64 {
 
 // Read takes one reading of the node behind c.
 func Read(ctx context.Context, c *redis.Client) (Stats, error) {
-	txt, err := c.Info(ctx, "commandstats", "cpu").Result()
+	txt, err := c.Info(ctx, "commandstats", "cpu", "memory").Result()
 	if err != nil {
 		return Stats{}, err
 	}

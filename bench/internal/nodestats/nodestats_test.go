@@ -21,6 +21,11 @@ used_cpu_sys:0.250000
 used_cpu_user:1.500000
 used_cpu_sys_children:0.000000
 used_cpu_user_children:0.000000
+
+# Memory
+used_memory:1048576
+used_memory_human:1.00M
+used_memory_rss:7340032
 `
 
 func TestParse(t *testing.T) {
@@ -40,6 +45,9 @@ func TestParse(t *testing.T) {
 	if s.CPU != 1.75 {
 		t.Errorf("CPU = %v, want 1.75 (user + sys, not the children's)", s.CPU)
 	}
+	if s.Memory != 1048576 {
+		t.Errorf("Memory = %d, want 1048576 (used_memory, not rss)", s.Memory)
+	}
 	if s.Total() != 17 {
 		t.Errorf("Total = %d, want 17 (INFO left out)", s.Total())
 	}
@@ -52,6 +60,7 @@ func TestParseRefusesWhatItCannotRead(t *testing.T) {
 		"bad calls number": "cmdstat_get:calls=x,usec=1\nused_cpu_user:1\nused_cpu_sys:1\n",
 		"no calls field":   "cmdstat_get:usec=1\nused_cpu_user:1\nused_cpu_sys:1\n",
 		"bad cpu number":   "used_cpu_user:one\nused_cpu_sys:1\n",
+		"bad memory":       "used_cpu_user:1\nused_cpu_sys:1\nused_memory:lots\n",
 	}
 	for name, in := range cases {
 		if _, err := Parse(in); err == nil {
@@ -101,5 +110,29 @@ func TestReadCountsScriptsAndWhatTheyRun(t *testing.T) {
 	}
 	if d.CPU < 0 {
 		t.Errorf("CPU went backwards: %v", d.CPU)
+	}
+}
+
+// TestReadSeesMemoryGrow checks, on a real node, that a 256 KB value
+// shows in the difference of two readings' Memory.
+func TestReadSeesMemoryGrow(t *testing.T) {
+	c := testenv.Redis(t).Client(t)
+	ctx := context.Background()
+	before, err := Read(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Memory <= 0 {
+		t.Fatalf("Memory = %d, want the node's used_memory", before.Memory)
+	}
+	if err := c.Set(ctx, testenv.Key(t), strings.Repeat("x", 256<<10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := Read(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before).Memory; d < 256<<10 {
+		t.Errorf("Memory grew by %d bytes, want at least %d", d, 256<<10)
 	}
 }

@@ -182,7 +182,8 @@ func CostRows(rs []suite.Result) []Row {
 // RenewHeader names the columns of the renew table.
 var RenewHeader = Row{"scenario", "impl", "variant", "leases", "held", "lost", "window s",
 	"sent cmds/s", "sent cmds/s per node", "node cmds/s", "round trips/node/period", "cmds/lease/period",
-	"client CPU s/s", "nodes CPU s/s", "round trip p50 µs", "p99 µs", "lock phase cmds", "release phase cmds", "errors"}
+	"client CPU s/s", "nodes CPU s/s", "round trip p50 µs", "p99 µs", "lock phase cmds", "release phase cmds",
+	"client B/lease", "goroutines/lease beyond fn", "node B/lease", "errors"}
 
 // RenewRows formats the renew runs.
 func RenewRows(rs []suite.Result) []Row {
@@ -196,7 +197,9 @@ func RenewRows(rs []suite.Result) []Row {
 			fmt.Sprintf("%.1f", x.WindowS), fmt.Sprintf("%.0f", x.SentCmdsPerSec), floats(x.SentCmdsPerSecNode, "%.0f"),
 			fmt.Sprintf("%.0f", x.NodeCmdsPerSec), floats(x.TripsPerPeriodNode, "%.1f"), fmt.Sprintf("%.2f", x.CmdsPerLeasePeriod),
 			opt(x.ClientCPU, "%.3f"), fmt.Sprintf("%.3f", x.NodesCPU), fmt.Sprintf("%.0f", r.P50us), fmt.Sprintf("%.0f", r.P99us),
-			fmt.Sprint(x.LockPhaseCmds), fmt.Sprint(x.ReleasePhaseCmds), fmt.Sprint(r.Errors)})
+			fmt.Sprint(x.LockPhaseCmds), fmt.Sprint(x.ReleasePhaseCmds),
+			fmt.Sprintf("%.0f", x.ClientBytesPerLease), fmt.Sprintf("%.2f", x.GoroutinesPerLease), fmt.Sprintf("%.0f", x.NodeBytesPerLease),
+			fmt.Sprint(r.Errors)})
 	}
 	return out
 }

@@ -146,8 +146,28 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 		add(fmt.Sprintf("renew: round trips per period, %d / %d leases", rm.Leases, rf.Leases), rm.TripsPerPeriodMax/rf.TripsPerPeriodMax, RenewGrowthBound, "x", true,
 			fmt.Sprintf("%.1f / %.1f per node per period; %gx the leases", rm.TripsPerPeriodMax, rf.TripsPerPeriodMax, float64(rm.Leases)/float64(rf.Leases)))
 	}
+	for _, r := range rs {
+		x := r.Renew
+		if r.Scenario != suite.RenewScale || x == nil {
+			continue
+		}
+		at := fmt.Sprintf("%d leases, ttl %.0f ms", x.Leases, 3*x.PeriodMs)
+		add("renew-scale: leases lost or never held, "+at, float64(x.Lost+x.Leases-x.Held), 0, "n", true,
+			fmt.Sprintf("%d held, %d lost over %.0f s", x.Held, x.Lost, x.WindowS))
+		if x.Held > 0 {
+			add("renew-scale: client bytes per lease, "+at, x.ClientBytesPerLease, ScaleBytesPerLease, "", true,
+				"live heap and goroutine stacks after a GC, fn's goroutine included")
+			add("renew-scale: goroutines per lease beyond fn's, "+at, x.GoroutinesPerLease, ScaleGoroutinesPerLease, "", true, "")
+		}
+	}
 	return ts
 }
+
+// Bounds of renew-scale: what one held lease may cost its client.
+const (
+	ScaleBytesPerLease      = 10 << 10
+	ScaleGoroutinesPerLease = 1.1
+)
 
 // Bounds for "renewal traffic per node batched into a bounded number of
 // round trips per renewal period, whatever the number of leases" (issue

@@ -189,3 +189,33 @@ func TestCostRows(t *testing.T) {
 		t.Errorf("quorumlock: nodes CPU %q, total %q, busy %q; want 100, -, -", cr[1][7], cr[1][9], cr[1][10])
 	}
 }
+
+func TestTargetsRenewScale(t *testing.T) {
+	scale := func(leases, held, lost int, bytes, goroutines float64) suite.Result {
+		return suite.Result{Scenario: suite.RenewScale, Impl: "quorumlock", Samples: 1,
+			Renew: &suite.RenewStats{Leases: leases, Held: held, Lost: lost, WindowS: 60, PeriodMs: 1000,
+				ClientBytesPerLease: bytes, GoroutinesPerLease: goroutines}}
+	}
+	missed := func(rs ...suite.Result) []string {
+		var out []string
+		for _, tg := range Targets(rs, 150*time.Millisecond) {
+			if !tg.Met {
+				out = append(out, tg.Name)
+			}
+		}
+		return out
+	}
+	if m := missed(scale(10000, 10000, 0, 9000, 0.05), scale(100000, 100000, 0, 9500, 0)); len(m) != 0 {
+		t.Errorf("every lease kept, cheap: missed %v", m)
+	}
+	for name, r := range map[string]suite.Result{
+		"lost":            scale(10000, 10000, 3, 9000, 0),
+		"never held":      scale(10000, 9990, 0, 9000, 0),
+		"heavy":           scale(10000, 10000, 0, 21000, 0),
+		"goroutine-bound": scale(10000, 10000, 0, 9000, 1.2),
+	} {
+		if m := missed(r); len(m) != 1 {
+			t.Errorf("%s: missed %v, want exactly one target", name, m)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +54,12 @@ type renewCounts struct {
 	releasePhase       impl.TripCount    // all nodes, while they were given up
 	releasePhaseNode   int64             // executed by the nodes then
 	lat                []time.Duration   // round trips in the window
-	errs               int
-	first              error
+	// What holding the leases added, from before the first was taken to
+	// when all were held: this process's live heap and goroutine stacks
+	// (after a GC), its goroutines, and the nodes' used_memory.
+	clientBytes, goroutines, nodeBytes int64
+	errs                               int
+	first                              error
 }
 
 // renewMany holds many leases at once on one client and measures the
@@ -71,9 +76,9 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		window                  time.Duration
 		hold                    func(*impl.Trips, string) (holdFn, func(), error)
 	}{
-		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, fewWindow, qlHold(addrs)},
+		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, fewWindow, qlHold(addrs, RenewTTL)},
 		{RenewMany, impl.Redsync, fmt.Sprintf("%d Mutexes, ExtendContext every %v", RenewLeases, RenewPeriod(RenewTTL)), RenewLeases, rsWindow, rsHold(addrs)},
-		{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewLeases, RenewTTL), RenewLeases, window, qlHold(addrs)},
+		{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewLeases, RenewTTL), RenewLeases, window, qlHold(addrs, RenewTTL)},
 	}
 	var out []Result
 	for _, r := range runs {
@@ -91,33 +96,79 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if err != nil {
 			return out, err
 		}
-		res := Result{Scenario: r.scenario, Impl: r.impl, Variant: r.variant, Samples: len(c.lat), Errors: c.errs}
-		if c.first != nil {
-			res.FirstError = c.first.Error()
-		}
-		rf := RenewFigures(c)
-		res.Renew = &rf
-		res.OpsPerSec = rf.SentCmdsPerSec
-		if len(c.lat) > 0 {
-			res.P50us = us(pct(c.lat, 0.50))
-			res.P99us = us(pct(c.lat, 0.99))
-			res.MaxUs = us(c.lat[len(c.lat)-1])
-		}
-		out = append(out, res)
+		out = append(out, renewResult(r.scenario, r.impl, r.variant, c))
 	}
 	return out, ctx.Err()
 }
 
-// qlHold holds leases under quorumlock's Do on one Client.
-func qlHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
+// renewResult is the Result of one renew run.
+func renewResult(scenario, implName, variant string, c renewCounts) Result {
+	res := Result{Scenario: scenario, Impl: implName, Variant: variant, Samples: len(c.lat), Errors: c.errs}
+	if c.first != nil {
+		res.FirstError = c.first.Error()
+	}
+	rf := RenewFigures(c)
+	res.Renew = &rf
+	res.OpsPerSec = rf.SentCmdsPerSec
+	if len(c.lat) > 0 {
+		res.P50us = us(pct(c.lat, 0.50))
+		res.P99us = us(pct(c.lat, 0.99))
+		res.MaxUs = us(c.lat[len(c.lat)-1])
+	}
+	return res
+}
+
+// RenewScaleRuns are renew-scale's sizes: leases on one Client under Do,
+// and their ttl.
+var RenewScaleRuns = []struct {
+	Leases int
+	TTL    time.Duration
+}{{1000, 3 * time.Second}, {10000, 3 * time.Second}, {100000, 30 * time.Second}}
+
+// renewScale holds ever more leases on one quorumlock Client under Do
+// (RenewScaleRuns), each for a window of a minute (--quick: the two
+// smaller sizes for 10 s), and reports how many were lost and what each
+// lease costs the client and the nodes. It is not in the default run:
+// 100,000 leases take minutes and gigabytes; name it with --scenarios.
+func renewScale(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
+	probes, closeProbes := openProbes(addrs)
+	defer closeProbes()
+	runs := RenewScaleRuns
+	window := pick(cfg, 10*time.Second, time.Minute)
+	if cfg.Quick {
+		runs = runs[:2]
+	}
+	var out []Result
+	for _, r := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		cfg.logf("  %s quorumlock: %d leases, ttl %v, %v window", RenewScale, r.Leases, r.TTL, window)
+		trips := impl.NewTrips(len(addrs))
+		hold, closeFn, err := qlHold(addrs, r.TTL)(trips, fmt.Sprintf("%s:%d", key, r.Leases))
+		if err != nil {
+			return out, err
+		}
+		c, err := renewWindow(ctx, r.Leases, window, RenewPeriod(r.TTL), trips, probes, hold)
+		closeFn()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, renewResult(RenewScale, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", r.Leases, r.TTL), c))
+	}
+	return out, ctx.Err()
+}
+
+// qlHold holds leases of ttl under quorumlock's Do on one Client.
+func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func(), error) {
 	return func(t *impl.Trips, prefix string) (holdFn, func(), error) {
-		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, RenewTTL)
+		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, ttl)
 		if err != nil {
 			return nil, nil, err
 		}
 		hold := func(ctx context.Context, i int, held, lost func(), stop <-chan struct{}) error {
 			ran, gone := false, false
-			err := ql.C.Do(ctx, fmt.Sprintf("%s:%d", prefix, i), RenewTTL, func(fctx context.Context, _ *redlock.Lease) error {
+			err := ql.C.Do(ctx, fmt.Sprintf("%s:%d", prefix, i), ttl, func(fctx context.Context, _ *redlock.Lease) error {
 				ran = true
 				held()
 				select {
@@ -202,6 +253,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
+	mem0 := liveBytes()
 	t0, start := trips.Snapshot(), time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -248,6 +300,11 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 		finish()
 		return c, err
 	}
+	c.clientBytes = liveBytes() - mem0
+	g1 := runtime.NumGoroutine()
+	for i := range s1 {
+		c.nodeBytes += s1[i].Memory - s0[i].Memory
+	}
 	t1, w0 := trips.Snapshot(), time.Now()
 	cpu0, ok0 := processCPU()
 	c.lockPhaseTime = w0.Sub(start)
@@ -267,6 +324,10 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
+	// The goroutines the held leases had: those that ended with them.
+	// (Counting from before the first was taken would also count those of
+	// an earlier run still winding down, and a Client's own few.)
+	c.goroutines = int64(g1 - runtime.NumGoroutine())
 	c.lost = int(lost.Load())
 	t3 := trips.Snapshot()
 	s3, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
@@ -283,6 +344,15 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	c.releasePhase = impl.Total(impl.Sub(t3, t2))
 	c.lat = trips.Latencies()
 	return c, ctx.Err()
+}
+
+// liveBytes is this process's live heap and goroutine stacks, after a
+// full collection.
+func liveBytes() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
 }
 
 // openProbes opens one client per node for INFO readings, apart from the
@@ -344,6 +414,14 @@ type RenewStats struct {
 	LockPhaseS           float64 `json:"lock_phase_s"`
 	ReleasePhaseCmds     int64   `json:"release_phase_sent_cmds"`
 	ReleasePhaseNodeCmds int64   `json:"release_phase_node_cmds"`
+	// What one held lease costs, from before the first was taken to when
+	// all were held, divided by the leases held: the client's live heap
+	// and goroutine stacks (after a GC; the goroutine that runs fn and
+	// holds the lease is counted, as a caller of Do has it anyway), its
+	// goroutines beyond that one, and the nodes' used_memory (all five).
+	ClientBytesPerLease float64 `json:"client_bytes_per_lease"`
+	GoroutinesPerLease  float64 `json:"goroutines_per_lease_beyond_fn"`
+	NodeBytesPerLease   float64 `json:"node_bytes_per_lease"`
 }
 
 // RenewFigures turns one run's raw counts into rates.
@@ -352,6 +430,12 @@ func RenewFigures(c renewCounts) RenewStats {
 		PeriodMs: float64(c.period) / float64(time.Millisecond), NodeCmds: map[string]int64{},
 		LockPhaseCmds: c.lockPhase.Cmds, LockPhaseNodeCmds: c.lockPhaseNode, LockPhaseS: c.lockPhaseTime.Seconds(),
 		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode}
+	if c.held > 0 {
+		h := float64(c.held)
+		r.ClientBytesPerLease = float64(c.clientBytes) / h
+		r.GoroutinesPerLease = float64(c.goroutines)/h - 1
+		r.NodeBytesPerLease = float64(c.nodeBytes) / h
+	}
 	secs := c.window.Seconds()
 	if secs <= 0 || c.period <= 0 {
 		return r

@@ -27,6 +27,7 @@ func TestRenewFigures(t *testing.T) {
 		clientCPU: 2 * time.Second, cpuOK: true,
 		lockPhase: impl.TripCount{Trips: 50, Cmds: 50}, lockPhaseNode: 200, lockPhaseTime: time.Second,
 		releasePhase: impl.TripCount{Trips: 50, Cmds: 60}, releasePhaseNode: 150,
+		clientBytes: 81920, goroutines: 15, nodeBytes: 9500,
 	}
 	r := RenewFigures(c)
 	eq := func(name string, got, want float64) {
@@ -41,6 +42,9 @@ func TestRenewFigures(t *testing.T) {
 	eq("NodeCmdsPerSec", r.NodeCmdsPerSec, 30)
 	eq("NodesCPU", r.NodesCPU, 0.1)
 	eq("PeriodMs", r.PeriodMs, 1000)
+	eq("ClientBytesPerLease", r.ClientBytesPerLease, 8192)
+	eq("GoroutinesPerLease", r.GoroutinesPerLease, 0.5) // fn's own goroutine left out
+	eq("NodeBytesPerLease", r.NodeBytesPerLease, 950)
 	if r.ClientCPU == nil {
 		t.Fatal("ClientCPU missing")
 	}
@@ -86,7 +90,7 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	holders := map[string]func(*impl.Trips, string) (holdFn, func(), error){
-		"quorumlock": qlHold(addrs),
+		"quorumlock": qlHold(addrs, RenewTTL),
 		"redsync":    rsHold(addrs),
 	}
 	for name, mk := range holders {
@@ -121,6 +125,12 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 				if s.Cmds < 2*3 || s.Cmds > 3*6 {
 					t.Errorf("node %d: %d commands in the window, want about 8", i, s.Cmds)
 				}
+			}
+			// Each held key takes memory on the nodes. (The goroutine
+			// count of three leases is within the noise of the release's
+			// own: renew-scale reads it at 1,000 leases and up.)
+			if c.nodeBytes <= 0 {
+				t.Errorf("holding %d leases, the nodes grew by %d bytes; want more than 0", leases, c.nodeBytes)
 			}
 			if r := RenewFigures(c); r.NodeCmdsPerSec <= r.SentCmdsPerSec {
 				t.Errorf("nodes executed %v commands/s for %v sent: the scripts' own commands are missing", r.NodeCmdsPerSec, r.SentCmdsPerSec)
