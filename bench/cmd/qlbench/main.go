@@ -43,7 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "write the results as JSON (docs/performance.md) to `FILE`")
 	plotPath := fs.String("plot", "", "write a latency plot to `FILE` (.svg, .png or .pdf)")
 	mdPath := fs.String("markdown", "", "write the tables as Markdown to `FILE`")
-	scen := fs.String("scenarios", "", "run only these `scenarios`, comma-separated: "+strings.Join(suite.All, ", ")+" (default: all but renew-scale, which holds up to 100,000 leases)")
+	scen := fs.String("scenarios", "", "run only these `scenarios`, comma-separated: "+strings.Join(suite.All, ", ")+" (default: all)")
+	renewLeases := fs.String("renew-leases", "1000", "the `counts` of leases renew-many holds on one quorumlock Client, one run each, comma-separated, each with an optional @ttl (default 3s), e.g. 1000,10000,100000@30s")
 	ttl := fs.Duration("ttl", 8*time.Second, "the lock's ttl (`duration`) for every implementation (redsync's default expiry)")
 	redisBin := fs.String("redis-server", "redis-server", "the redis-server `binary` to start the five nodes with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
@@ -77,7 +78,12 @@ Flags:
 		fmt.Fprintf(stderr, "quorumlock-bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg := suite.Config{Quick: *quick, TTL: *ttl, Log: stderr}
+	sizes, err := suite.ParseRenewSizes(*renewLeases)
+	if err != nil {
+		fmt.Fprintf(stderr, "quorumlock-bench: --renew-leases: %v\n", err)
+		return 2
+	}
+	cfg := suite.Config{Quick: *quick, TTL: *ttl, Log: stderr, RenewSizes: sizes}
 	impl.CountCalls.Store(*countCalls)
 	if *scen != "" {
 		for s := range strings.SplitSeq(*scen, ",") {

@@ -59,3 +59,10 @@ func TestHelp(t *testing.T) {
 		t.Errorf("bad flag: exit %d, stderr %q; want 2 and a pointer to --help", code, stderr.String())
 	}
 }
+
+func TestRenewLeasesFlagRefusesBadSizes(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if code := run([]string{"--renew-leases", "1000,lots"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `"lots"`) {
+		t.Errorf("exit %d, stderr %q; want 2 and the bad size named", code, stderr.String())
+	}
+}

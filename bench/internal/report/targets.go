@@ -129,12 +129,19 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 	rm, okRM := findRenew(rs, suite.RenewMany, "quorumlock")
 	rf, okRF := findRenew(rs, suite.RenewFew, "quorumlock")
 	if okRM || okRF {
+		// Every quorumlock renew run: renew-few and each size of renew-many.
 		lost, detail := 0, ""
-		for _, r := range []*suite.RenewStats{rf, rm} {
-			if r != nil {
-				lost += r.Lost
-				detail += fmt.Sprintf("%d of %d leases over %.0f s; ", r.Lost, r.Leases, r.WindowS)
+		for _, r := range rs {
+			x := r.Renew
+			if r.Impl != "quorumlock" || x == nil || (r.Scenario != suite.RenewMany && r.Scenario != suite.RenewFew) {
+				continue
 			}
+			lost += x.Lost + x.Leases - x.Held
+			detail += fmt.Sprintf("%d of %d leases over %.0f s", x.Lost, x.Leases, x.WindowS)
+			if x.Held < x.Leases {
+				detail += fmt.Sprintf(" (%d never held)", x.Leases-x.Held)
+			}
+			detail += "; "
 		}
 		add("renew: leases lost while held under Do", float64(lost), 0, "n", true, strings.TrimSuffix(detail, "; "))
 	}
@@ -148,25 +155,21 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 	}
 	for _, r := range rs {
 		x := r.Renew
-		if r.Scenario != suite.RenewScale || x == nil {
+		if r.Scenario != suite.RenewMany || r.Impl != "quorumlock" || x == nil || x.Held == 0 {
 			continue
 		}
 		at := fmt.Sprintf("%d leases, ttl %.0f ms", x.Leases, 3*x.PeriodMs)
-		add("renew-scale: leases lost or never held, "+at, float64(x.Lost+x.Leases-x.Held), 0, "n", true,
-			fmt.Sprintf("%d held, %d lost over %.0f s", x.Held, x.Lost, x.WindowS))
-		if x.Held > 0 {
-			add("renew-scale: client bytes per lease, "+at, x.ClientBytesPerLease, ScaleBytesPerLease, "", true,
-				"live heap and goroutine stacks after a GC, fn's goroutine included")
-			add("renew-scale: goroutines per lease beyond fn's, "+at, x.GoroutinesPerLease, ScaleGoroutinesPerLease, "", true, "")
-		}
+		add("renew-many: client bytes per lease, "+at, x.ClientBytesPerLease, LeaseBytesBound, "", true,
+			"live heap and goroutine stacks after a GC, fn's goroutine included")
+		add("renew-many: goroutines per lease beyond fn's, "+at, x.GoroutinesPerLease, LeaseGoroutinesBound, "", true, "")
 	}
 	return ts
 }
 
-// Bounds of renew-scale: what one held lease may cost its client.
+// Bounds of what one lease held under Do may cost its client.
 const (
-	ScaleBytesPerLease      = 10 << 10
-	ScaleGoroutinesPerLease = 1.1
+	LeaseBytesBound      = 10 << 10
+	LeaseGoroutinesBound = 1.1
 )
 
 // Bounds for "renewal traffic per node batched into a bounded number of

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,28 +72,41 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 	window, rsWindow, fewWindow := pick(cfg, 6*time.Second, 30*time.Second), pick(cfg, 3*time.Second, 10*time.Second), pick(cfg, 3*time.Second, 6*time.Second)
 	probes, closeProbes := openProbes(addrs)
 	defer closeProbes()
-	runs := []struct {
+	type run struct {
 		scenario, impl, variant string
 		leases                  int
-		window                  time.Duration
+		ttl, window             time.Duration
 		hold                    func(*impl.Trips, string) (holdFn, func(), error)
-	}{
-		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, fewWindow, qlHold(addrs, RenewTTL)},
-		{RenewMany, impl.Redsync, fmt.Sprintf("%d Mutexes, ExtendContext every %v", RenewLeases, RenewPeriod(RenewTTL)), RenewLeases, rsWindow, rsHold(addrs)},
-		{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewLeases, RenewTTL), RenewLeases, window, qlHold(addrs, RenewTTL)},
+	}
+	runs := []run{
+		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, RenewTTL, fewWindow, qlHold(addrs, RenewTTL)},
+		{RenewMany, impl.Redsync, fmt.Sprintf("%d Mutexes, ExtendContext every %v", RenewLeases, RenewPeriod(RenewTTL)), RenewLeases, RenewTTL, rsWindow, rsHold(addrs)},
+	}
+	sizes := cfg.RenewSizes
+	if len(sizes) == 0 {
+		sizes = []RenewSize{{RenewLeases, RenewTTL}}
+	}
+	for _, sz := range sizes {
+		w := window
+		if sz.Leases > RenewLeases {
+			// More leases take longer to take; the window is longer too,
+			// so that it sees many renewal periods of the longer ttls.
+			w = pick(cfg, 10*time.Second, time.Minute)
+		}
+		runs = append(runs, run{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", sz.Leases, sz.TTL), sz.Leases, sz.TTL, w, qlHold(addrs, sz.TTL)})
 	}
 	var out []Result
-	for _, r := range runs {
+	for i, r := range runs {
 		if ctx.Err() != nil {
 			break
 		}
-		cfg.logf("  %s %s: %d leases, %v window", r.scenario, r.impl, r.leases, r.window)
+		cfg.logf("  %s %s: %d leases, ttl %v, %v window", r.scenario, r.impl, r.leases, r.ttl, r.window)
 		trips := impl.NewTrips(len(addrs))
-		hold, closeFn, err := r.hold(trips, fmt.Sprintf("%s:%s:%s", key, r.scenario, r.impl))
+		hold, closeFn, err := r.hold(trips, fmt.Sprintf("%s:%s:%s:%d", key, r.scenario, r.impl, i))
 		if err != nil {
 			return out, err
 		}
-		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(RenewTTL), trips, probes, hold)
+		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold)
 		closeFn()
 		if err != nil {
 			return out, err
@@ -110,6 +125,9 @@ func renewResult(scenario, implName, variant string, c renewCounts) Result {
 	rf := RenewFigures(c)
 	res.Renew = &rf
 	res.OpsPerSec = rf.SentCmdsPerSec
+	res.Leases, res.LeasesLost = ptr(rf.Leases), ptr(rf.Lost)
+	res.NodeCmdsPerLeasePeriod = ptr(rf.NodeCmdsPerLeasePeriod)
+	res.ClientBytesPerLease, res.GoroutinesPerLease = ptr(rf.ClientBytesPerLease), ptr(rf.GoroutinesPerLease)
 	if len(c.lat) > 0 {
 		res.P50us = us(pct(c.lat, 0.50))
 		res.P99us = us(pct(c.lat, 0.99))
@@ -118,45 +136,32 @@ func renewResult(scenario, implName, variant string, c renewCounts) Result {
 	return res
 }
 
-// RenewScaleRuns are renew-scale's sizes: leases on one Client under Do,
-// and their ttl.
-var RenewScaleRuns = []struct {
+// RenewSize is one renew-many run of quorumlock: Leases held at once on
+// one Client under Do, each with TTL.
+type RenewSize struct {
 	Leases int
 	TTL    time.Duration
-}{{1000, 3 * time.Second}, {10000, 3 * time.Second}, {100000, 30 * time.Second}}
+}
 
-// renewScale holds ever more leases on one quorumlock Client under Do
-// (RenewScaleRuns), each for a window of a minute (--quick: the two
-// smaller sizes for 10 s), and reports how many were lost and what each
-// lease costs the client and the nodes. It is not in the default run:
-// 100,000 leases take minutes and gigabytes; name it with --scenarios.
-func renewScale(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
-	probes, closeProbes := openProbes(addrs)
-	defer closeProbes()
-	runs := RenewScaleRuns
-	window := pick(cfg, 10*time.Second, time.Minute)
-	if cfg.Quick {
-		runs = runs[:2]
+// ParseRenewSizes reads --renew-leases: comma-separated counts, each
+// with an optional "@ttl" (default RenewTTL), e.g. "1000,10000,100000@30s".
+func ParseRenewSizes(s string) ([]RenewSize, error) {
+	var out []RenewSize
+	for f := range strings.SplitSeq(s, ",") {
+		n, t, hasTTL := strings.Cut(strings.TrimSpace(f), "@")
+		leases, err := strconv.Atoi(n)
+		if err != nil || leases <= 0 {
+			return nil, fmt.Errorf("renew leases %q: want a count above 0, with an optional @ttl", f)
+		}
+		size := RenewSize{Leases: leases, TTL: RenewTTL}
+		if hasTTL {
+			if size.TTL, err = time.ParseDuration(t); err != nil || size.TTL < 30*time.Millisecond {
+				return nil, fmt.Errorf("renew leases %q: want a ttl of at least 30ms after @", f)
+			}
+		}
+		out = append(out, size)
 	}
-	var out []Result
-	for _, r := range runs {
-		if ctx.Err() != nil {
-			break
-		}
-		cfg.logf("  %s quorumlock: %d leases, ttl %v, %v window", RenewScale, r.Leases, r.TTL, window)
-		trips := impl.NewTrips(len(addrs))
-		hold, closeFn, err := qlHold(addrs, r.TTL)(trips, fmt.Sprintf("%s:%d", key, r.Leases))
-		if err != nil {
-			return out, err
-		}
-		c, err := renewWindow(ctx, r.Leases, window, RenewPeriod(r.TTL), trips, probes, hold)
-		closeFn()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, renewResult(RenewScale, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", r.Leases, r.TTL), c))
-	}
-	return out, ctx.Err()
+	return out, nil
 }
 
 // qlHold holds leases of ttl under quorumlock's Do on one Client.
@@ -402,6 +407,9 @@ type RenewStats struct {
 	// Commands sent per lease per period, averaged over the nodes: 1 when
 	// every lease is renewed with one command per node per period.
 	CmdsPerLeasePeriod float64 `json:"cmds_per_lease_period"`
+	// Commands the nodes executed (inside scripts included) per held lease
+	// per renewal period, all five nodes together.
+	NodeCmdsPerLeasePeriod float64 `json:"node_cmds_per_lease_period"`
 	// CPU seconds per second of the window: this process (nil when it
 	// cannot be measured here), and the five nodes together.
 	ClientCPU *float64 `json:"client_cpu_s_per_s,omitempty"`
@@ -465,6 +473,9 @@ func RenewFigures(c renewCounts) RenewStats {
 		}
 	}
 	r.NodeCmdsPerSec = float64(ncmds) / secs
+	if c.held > 0 {
+		r.NodeCmdsPerLeasePeriod = float64(ncmds) / float64(c.held) / periods
+	}
 	r.NodesCPU = cpu / secs
 	if c.cpuOK {
 		r.ClientCPU = ptr(c.clientCPU.Seconds() / secs)

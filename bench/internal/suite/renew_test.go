@@ -128,7 +128,7 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 			}
 			// Each held key takes memory on the nodes. (The goroutine
 			// count of three leases is within the noise of the release's
-			// own: renew-scale reads it at 1,000 leases and up.)
+			// own: renew-many reads it at 1,000 leases and up.)
 			if c.nodeBytes <= 0 {
 				t.Errorf("holding %d leases, the nodes grew by %d bytes; want more than 0", leases, c.nodeBytes)
 			}

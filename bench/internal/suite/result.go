@@ -44,6 +44,15 @@ type Result struct {
 	// the nodes during the window, and ops_per_sec the commands sent per
 	// second then (all nodes); the rest is here.
 	Renew *RenewStats `json:"renew,omitempty"`
+	// renew-many and renew-few, from Renew, at the top of the row: the
+	// leases held at once, those lost, the commands the nodes executed per
+	// lease per renewal period, and what a held lease costs the client in
+	// bytes and in goroutines beyond the one that runs fn.
+	Leases                 *int     `json:"leases,omitempty"`
+	LeasesLost             *int     `json:"leases_lost,omitempty"`
+	NodeCmdsPerLeasePeriod *float64 `json:"node_commands_per_lease_period,omitempty"`
+	ClientBytesPerLease    *float64 `json:"client_bytes_per_lease,omitempty"`
+	GoroutinesPerLease     *float64 `json:"goroutines_per_lease,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -28,8 +28,6 @@ const (
 	ContendedSeparate = "contended-separate"
 	ManyKeys          = "many-keys"
 	RenewMany         = "renew-many"
-	// RenewScale is opt-in: it runs only when --scenarios names it.
-	RenewScale = "renew-scale"
 )
 
 // RenewFew is renew-many's smaller run (RenewFewLeases leases), reported
@@ -41,10 +39,7 @@ const RenewFew = "renew-few"
 // interleaved, so that their ratio is taken on one stretch of the
 // machine); contended runs contended-separate too, and contended-separate
 // alone runs it and the redsync rows it is compared with.
-var All = []string{Uncontended, UncontendedFenced, SlowNode, TwoDown, ThreeDown, Contended, ContendedSeparate, ManyKeys, RenewMany, RenewScale}
-
-// optIn are the scenarios a run without --scenarios leaves out.
-var optIn = []string{RenewScale}
+var All = []string{Uncontended, UncontendedFenced, SlowNode, TwoDown, ThreeDown, Contended, ContendedSeparate, ManyKeys, RenewMany}
 
 // Config sets the size of a run.
 type Config struct {
@@ -53,14 +48,13 @@ type Config struct {
 	Log   io.Writer     // progress lines
 	// Scenarios to run (names from All); empty: all.
 	Scenarios []string
+	// RenewSizes are the counts of leases, and their ttl, that renew-many
+	// holds on one quorumlock Client, one row each; empty: RenewLeases at
+	// RenewTTL.
+	RenewSizes []RenewSize
 }
 
-func (c Config) want(s string) bool {
-	if len(c.Scenarios) == 0 {
-		return !slices.Contains(optIn, s)
-	}
-	return slices.Contains(c.Scenarios, s)
-}
+func (c Config) want(s string) bool { return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, s) }
 
 func (c Config) logf(format string, args ...any) {
 	if c.Log != nil {
@@ -98,7 +92,6 @@ func Run(ctx context.Context, cfg Config, ns []*servers.RedisProcess) ([]Result,
 		{Contended, contended},
 		{ManyKeys, manyKeys},
 		{RenewMany, renewMany},
-		{RenewScale, renewScale},
 	}
 	if err := bootstrap(ctx, cfg, addrs); err != nil {
 		return nil, err
