@@ -68,6 +68,7 @@ func (c *cost) fill(r *Result, n int) {
 	}
 	if c.err == nil {
 		r.NodeCmdsPerOp = ptr(float64(c.nodeCmds) / float64(n))
+		r.NodeCommandsPerOp = r.NodeCmdsPerOp
 		r.NodesCPUusPerOp = ptr(c.nodesCPU * 1e6 / float64(n))
 	} else if r.FirstError == "" {
 		r.FirstError = "reading the nodes' INFO: " + c.err.Error()

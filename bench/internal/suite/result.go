@@ -36,9 +36,12 @@ type Result struct {
 	// many-keys: where the work went, per operation: commands the nodes
 	// executed (those a script runs included), the five nodes' CPU time
 	// and this process's CPU time, in microseconds.
-	NodeCmdsPerOp    *float64 `json:"node_cmds_per_op,omitempty"`
-	NodesCPUusPerOp  *float64 `json:"nodes_cpu_us_per_op,omitempty"`
-	ClientCPUusPerOp *float64 `json:"client_cpu_us_per_op,omitempty"`
+	NodeCmdsPerOp *float64 `json:"node_cmds_per_op,omitempty"`
+	// NodeCommandsPerOp is NodeCmdsPerOp under the name the JSON's readers
+	// know it by (both are written).
+	NodeCommandsPerOp *float64 `json:"node_commands_per_op,omitempty"`
+	NodesCPUusPerOp   *float64 `json:"nodes_cpu_us_per_op,omitempty"`
+	ClientCPUusPerOp  *float64 `json:"client_cpu_us_per_op,omitempty"`
 
 	// renew-many and renew-few: p50_us and p99_us are the round trips to
 	// the nodes during the window, and ops_per_sec the commands sent per
