@@ -235,3 +235,79 @@ func TestACL_WithoutInfoOrSubscriptionsLockingStillWorks(t *testing.T) {
 		require.Empty(t, n.Server.Role, "node %d: server details without +info", n.Node)
 	}
 }
+
+// A password rotation with an ACL user that has two passwords for a while
+// stops no client: add the new password on every node, move the clients
+// to it, then remove the old one. A lease held under Do all through the
+// rotation is never lost, clients of either password lock throughout,
+// and only once the old password is gone is a client that still uses it
+// refused (as a refusal, not as "held").
+func TestACL_ARotationWithTwoPasswordsStopsNoClient(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.aclUser(t, "locker", append(requiredACL, optionalACL...)...)
+	ctx := context.Background()
+	client := func(password string) (*Client, error) {
+		ucs := make([]redis.UniversalClient, len(cl.nodes))
+		for i, nd := range cl.nodes {
+			rc := redis.NewClient(&redis.Options{Addr: nd.Addr(), Username: "locker", Password: password, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rc.Close() })
+			ucs[i] = rc
+		}
+		return New(ucs, withTestNodeTimeout([]Option{WithMaxTTL(time.Second)})...)
+	}
+	lockOnce := func(c *Client) error {
+		l, err := c.TryLock(ctx, "app:"+testenv.Key(t)+":once", 500*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+	setAll := func(rule string) {
+		for _, rc := range cl.raw {
+			require.NoError(t, rc.Do(ctx, "ACL", "SETUSER", "locker", rule).Err())
+		}
+	}
+
+	old, err := client("pw-locker")
+	require.NoError(t, err)
+	defer old.Close()
+	require.NoError(t, old.Bootstrap(ctx))
+	held := make(chan time.Time, 1)
+	rotated := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- old.Do(ctx, "app:"+testenv.Key(t)+":long", time.Second, func(fctx context.Context, l *Lease) error {
+			held <- l.Deadline()
+			select {
+			case <-rotated:
+				return nil
+			case <-fctx.Done():
+				return context.Cause(fctx)
+			}
+		})
+	}()
+	firstDeadline := <-held
+
+	setAll(">pw-new") // step 1: both passwords open the user
+	require.NoError(t, lockOnce(old), "the old password, both open")
+	fresh, err := client("pw-new") // step 2: the clients move over
+	require.NoError(t, err)
+	defer fresh.Close()
+	require.NoError(t, lockOnce(fresh), "the new password, both open")
+	again, err := client("pw-locker")
+	require.NoError(t, err, "a client started with the old password meanwhile")
+	require.NoError(t, lockOnce(again))
+	again.Close()
+
+	setAll("<pw-locker") // step 3: the old password is removed
+	require.NoError(t, lockOnce(fresh), "the new password, the old one gone")
+	_, err = client("pw-locker")
+	require.ErrorIs(t, err, ErrNodeRefused, "a client still on the old password is refused at New")
+	require.NotErrorIs(t, err, ErrNodeHeld)
+
+	// The lease must have outlived its first validity, renewed during
+	// the rotation and after it.
+	<-time.After(time.Until(firstDeadline) + 300*time.Millisecond)
+	close(rotated)
+	require.NoError(t, <-done, "the lease held under Do through the rotation (over connections opened before it)")
+}
