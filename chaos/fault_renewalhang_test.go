@@ -37,9 +37,9 @@ func TestRenewalHangRuns(t *testing.T) {
 		}
 		for _, s := range p.Runs {
 			e := s.Expect
-			if s.Topology != chaos.Redlock5 || e.Overlaps != chaos.Zero || e.MinBlock != 600*time.Millisecond ||
-				e.MaxBlock != 1300*time.Millisecond || e.MinBlock <= s.TTL {
-				t.Errorf("%s: %+v, want redlock-5, no overlaps, blocked 600ms to 1.3s", s.Name(), s)
+			if s.Topology != chaos.Redlock5 || e.Overlaps != chaos.Zero || e.MinBlock != 3*time.Second ||
+				e.MaxBlock != 4500*time.Millisecond || e.MinBlock <= s.TTL || s.TTL != time.Second {
+				t.Errorf("%s: %+v, want redlock-5, TTL 1s, no overlaps, blocked 3s to 4.5s", s.Name(), s)
 			}
 			if s.Fencing == "claim-first" && (e.Lost != chaos.Zero || !e.Rejection) {
 				t.Errorf("%s: claim-first must lose nothing and reject the hung writer: %+v", s.Name(), e)
@@ -63,7 +63,7 @@ func TestRenewalHangVerdicts(t *testing.T) {
 	if !r.Pass {
 		t.Errorf("renewal-hang (seed %d): %s", r.Seed, strings.Join(r.Failure, "; "))
 	}
-	if r.Overlaps != 0 || r.BlockedMs < 600 || r.BlockedMs > 1300 {
-		t.Errorf("renewal-hang: overlaps %d, others blocked %d ms; want 0 and 600-1300 ms", r.Overlaps, r.BlockedMs)
+	if r.Overlaps != 0 || r.BlockedMs < 3000 || r.BlockedMs > 4500 {
+		t.Errorf("renewal-hang: overlaps %d, others blocked %d ms; want 0 and 3000-4500 ms", r.Overlaps, r.BlockedMs)
 	}
 }
