@@ -415,19 +415,23 @@ func TestWaker_KeepsAContendedKeySubscribedForAWhile(t *testing.T) {
 	l, err := c.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
 	other := cl.client(t)
+	subscribed := func() bool {
+		chans, err := ucs[0].PubSubChannels(ctx, "*").Result()
+		if err != nil {
+			return false
+		}
+		return slices.Contains(chans, chanReleased(key))
+	}
 	go func() {
-		// Released once other waits for it.
-		assert.Eventually(t, func() bool { return subscriptionLive(other, key) }, 3*time.Second, time.Millisecond, "other never subscribed")
+		// Released once other waits for it, with node 0 (the one looked
+		// at below) subscribed too: live takes a majority, and on a
+		// loaded machine node 0 was once not among it.
+		assert.Eventually(t, func() bool { return subscriptionLive(other, key) && subscribed() }, 3*time.Second, time.Millisecond, "other never subscribed")
 		_ = l.Release(ctx)
 	}()
 	l2, err := other.Lock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l2.Release(ctx))
-	subscribed := func() bool {
-		chans, err := ucs[0].PubSubChannels(ctx, "*").Result()
-		require.NoError(t, err)
-		return slices.Contains(chans, chanReleased(key))
-	}
 	require.True(t, subscribed(), "the key was unsubscribed as soon as its waiter left")
 	require.Eventually(t, func() bool { return !subscribed() }, linger+3*time.Second, 50*time.Millisecond,
 		"the key stayed subscribed past linger")
