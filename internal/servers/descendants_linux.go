@@ -21,15 +21,9 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		fields, ok := statFields("/proc/" + e.Name() + "/stat")
+		if !ok || len(fields) < 2 {
 			continue // exited meanwhile
-		}
-		// Fields after the parenthesised command name: state, ppid, ...
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 {
-			continue
 		}
 		if ppid, err := strconv.Atoi(fields[1]); err == nil {
 			children[ppid] = append(children[ppid], p)
@@ -51,11 +45,19 @@ func descendants(pid int) []int {
 // gone reports whether pid has exited: no longer listed, or a zombie (which
 // holds no memory and no sockets).
 func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, ok := statFields("/proc/" + strconv.Itoa(pid) + "/stat")
+	return !ok || len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+}
+
+// statFields reads a /proc stat file (of a process or a thread) and
+// returns its fields after the parenthesised command name, which may
+// itself hold spaces: state, ppid, ...; false when it cannot be read (the
+// process or thread has exited).
+func statFields(path string) ([]string, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return true
+		return nil, false
 	}
 	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:]), true
 }

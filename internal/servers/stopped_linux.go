@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -42,14 +41,9 @@ func runningThreads(pid int) (int, error) {
 	}
 	n := 0
 	for _, e := range entries {
-		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
-		if err != nil {
+		fields, ok := statFields(dir + "/" + e.Name() + "/stat")
+		if !ok || len(fields) == 0 {
 			continue // the thread exited meanwhile
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) == 0 {
-			continue
 		}
 		switch fields[0] {
 		case "T", "t", "Z", "X", "x":
