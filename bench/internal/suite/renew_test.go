@@ -45,6 +45,17 @@ func TestRenewFigures(t *testing.T) {
 	eq("ClientBytesPerLease", r.ClientBytesPerLease, 8192)
 	eq("GoroutinesPerLease", r.GoroutinesPerLease, 0.5) // fn's own goroutine left out
 	eq("NodeBytesPerLease", r.NodeBytesPerLease, 950)
+	eq("NodeCmdsPerLeasePeriod", r.NodeCmdsPerLeasePeriod, 3) // 300 commands, 10 leases, 10 periods
+
+	// The row carries the per-lease figures at its top too (the JSON's
+	// readers look for them there).
+	row := renewResult(RenewMany, "quorumlock", "v", c)
+	if row.Leases == nil || *row.Leases != 10 || row.LeasesLost == nil || *row.LeasesLost != 1 ||
+		row.NodeCmdsPerLeasePeriod == nil || *row.NodeCmdsPerLeasePeriod != 3 ||
+		row.ClientBytesPerLease == nil || *row.ClientBytesPerLease != 8192 ||
+		row.GoroutinesPerLease == nil || *row.GoroutinesPerLease != 0.5 {
+		t.Errorf("renewResult's top-level figures: %+v", row)
+	}
 	if r.ClientCPU == nil {
 		t.Fatal("ClientCPU missing")
 	}
