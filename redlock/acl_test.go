@@ -311,3 +311,27 @@ func TestACL_ARotationWithTwoPasswordsStopsNoClient(t *testing.T) {
 	close(rotated)
 	require.NoError(t, <-done, "the lease held under Do through the rotation (over connections opened before it)")
 }
+
+// The rotation the docs warn against: the password changed on one node
+// first. While the nodes disagree, a new client refuses to start with
+// either password (New checks every node), as a refusal, not as "held".
+func TestACL_ANodeByNodeRotationStopsNewClients(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.aclUser(t, "locker", append(requiredACL, optionalACL...)...)
+	ctx := context.Background()
+	require.NoError(t, cl.raw[0].Do(ctx, "ACL", "SETUSER", "locker", "resetpass", ">pw-new").Err())
+	for _, password := range []string{"pw-locker", "pw-new"} {
+		ucs := make([]redis.UniversalClient, len(cl.nodes))
+		for i, nd := range cl.nodes {
+			rc := redis.NewClient(&redis.Options{Addr: nd.Addr(), Username: "locker", Password: password, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rc.Close() })
+			ucs[i] = rc
+		}
+		c, err := New(ucs, withTestNodeTimeout([]Option{WithMaxTTL(time.Second)})...)
+		if c != nil {
+			c.Close()
+		}
+		require.ErrorIs(t, err, ErrNodeRefused, "password %s with the nodes disagreeing", password)
+		require.NotErrorIs(t, err, ErrNodeHeld)
+	}
+}
