@@ -12,8 +12,8 @@ import (
 //
 // kill(2) returns once the signal is queued, not once the process has
 // stopped. Linux wakes one thread to start the group stop; until that
-// thread runs, the others go on, and on a loaded machine that can take
-// tens of milliseconds: a worker frozen after its read was seen writing
+// thread runs, the others go on, and on a loaded machine that took long
+// enough for a worker frozen after its read to pass its gate and write,
 // 14 ms after kill returned, before the freeze took hold. A caller that
 // needs the process to do nothing more from now on (a frozen holder, a
 // paused node) waits here.
