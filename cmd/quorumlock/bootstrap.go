@@ -24,7 +24,8 @@ func bootstrapUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
 	fmt.Fprint(w, `Usage: quorumlock bootstrap --nodes ADDR,... [--max-ttl D] [--timeout D]
 
 A node only votes once it carries the deployment's settings (the number of
-nodes and the max ttl). A node without them may have lost its data while a
+nodes, the max ttl, and the drift factor: always 0.01 here, as in run and
+status). A node without them may have lost its data while a
 lock it granted is still held, so it waits one max ttl from the first time a
 client finds it (a new deployment too: it cannot be told apart from one
 whose every node was wiped). bootstrap is the operator's statement that the

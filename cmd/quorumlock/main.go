@@ -117,18 +117,28 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	return s.run(ctx, args[1:], stdout, stderr)
 }
 
-// version is the program's version line: the module version it was
-// installed at ("(devel)" from a checkout), with the commit it was built
-// from when the build recorded one, and the Go version.
+// version is the program's version line; see versionLine.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "quorumlock (no build information)"
 	}
+	return versionLine(bi)
+}
+
+// versionLine is "quorumlock VERSION GO": VERSION is the module version the
+// binary was built at, a release tag ("v0.1.0") when installed with
+// `go install ...@v0.1.0` or built from a checkout of the tag, or a
+// pseudo-version naming the commit ("v0.0.0-20261206040311-9262ed456f8d",
+// "+dirty" with uncommitted changes) when built from any other commit. A
+// build that recorded no version ("(devel)", e.g. with -buildvcs=false)
+// gets the commit from the build's VCS settings when it has them.
+func versionLine(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
+	if v != "" && v != "(devel)" {
+		return "quorumlock " + v + " " + bi.GoVersion
 	}
+	v = "(devel)"
 	var rev, dirty string
 	for _, st := range bi.Settings {
 		switch st.Key {
