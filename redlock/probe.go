@@ -160,6 +160,10 @@ func (c *Client) probe() (err error) {
 			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
 				"node", rep.Node, "addr", nd.name, "replicas", n)
 		}
+		if p := infoField(rep.Val.info, "maxmemory_policy"); p != "" && p != "noeviction" {
+			c.cfg.logger.Warn("redlock: node evicts keys when full (maxmemory-policy "+p+"); an evicted key is a forgotten lock: set noeviction",
+				"node", rep.Node, "addr", nd.name, "maxmemory_policy", p)
+		}
 	}
 	for _, i := range missingOf(n, replies) {
 		last := c.nodes[i].net.last()

@@ -98,8 +98,8 @@ Exit codes:
   124    the lease was lost or ended while CMD ran; CMD was terminated
   125    quorumlock itself failed, or the configuration is wrong: a node
          refuses the credentials, ACL user, database or TLS certificates,
-         settings that disagree with the deployment's, one server listed
-         twice
+         settings that disagree with the deployment's, two entries that
+         reach one server (the same address twice is a usage error, 2)
   126    CMD was found but could not be started
   127    CMD was not found
   128+N  CMD died of signal N; also when quorumlock got signal N while
