@@ -42,7 +42,11 @@ type notices struct {
 // to the log and to WithQuarantineNotice's function, unless this episode
 // was reported already. An episode lasts until the quarantine that was
 // reported should have ended (one full quarantine when its end is
-// unknown); a refusal after that is a new one.
+// unknown); a refusal after that is a new one, except one that finds
+// the quarantine over (e.Wait = 0) within one more quarantine: that is
+// the reported episode's end, whose admission an attempt has not made
+// yet (it missed its node timeout on a busy host, say). A new episode
+// always has time left.
 func (c *Client) noticeQuarantine(e *NotObtainedError) {
 	now := c.cfg.clock.Now()
 	span := e.Wait
@@ -50,7 +54,8 @@ func (c *Client) noticeQuarantine(e *NotObtainedError) {
 		span = c.set.quarantine()
 	}
 	c.notices.mu.Lock()
-	if now.Before(c.notices.until) {
+	if now.Before(c.notices.until) ||
+		e.Wait <= 0 && !c.notices.until.IsZero() && now.Before(c.notices.until.Add(c.set.quarantine())) {
 		c.notices.mu.Unlock()
 		return
 	}
