@@ -194,26 +194,11 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func collectCheck(ctx context.Context, cc *checkConfig, opts []*redis.Options, keys []string) (*checkReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, cc.timeout.d)
 	defer cancel()
-	probe := max(cc.timeout.d/3, time.Millisecond)
-	cs := clients(opts, func(o *redis.Options) {
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.DialTimeout = cc.timeout.d
-		o.ReadTimeout = cc.timeout.d
-		o.WriteTimeout = cc.timeout.d
-		o.PoolSize = 1
-	})
-	defer closeAll(cs)
-	ucs := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		ucs[i] = c
-	}
-	lc, err := redlock.New(ucs, redlock.WithMaxTTL(cc.maxTTL.d), redlock.WithProbeTimeout(probe), redlock.WithoutRefusalCheck(),
-		redlock.WithLogger(newLogger(io.Discard, false)))
+	lc, closeLC, err := readOnlyClient(opts, cc.timeout.d, cc.maxTTL.d, redlock.WithLogger(newLogger(io.Discard, false)))
 	if err != nil {
 		return nil, err
 	}
-	defer lc.Close()
+	defer closeLC()
 	cr, err := lc.Check(ctx, keys...)
 	if err != nil {
 		return nil, err

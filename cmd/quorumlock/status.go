@@ -200,29 +200,13 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options) (*statusReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, sc.timeout.d)
 	defer cancel()
-	// New's own check of the nodes (same server twice, replicas) gets a
-	// third of the time, so that a frozen node cannot use it all up.
-	probe := max(sc.timeout.d/3, time.Millisecond)
-	cs := clients(opts, func(o *redis.Options) {
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.DialTimeout = sc.timeout.d
-		o.ReadTimeout = sc.timeout.d
-		o.WriteTimeout = sc.timeout.d
-		o.PoolSize = 1
-	})
-	defer closeAll(cs)
-	ucs := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		ucs[i] = c
-	}
 	// A node that refuses the client (a wrong password) is reported like
 	// the others, with its reply, not a reason to report nothing.
-	lc, err := redlock.New(ucs, redlock.WithMaxTTL(sc.maxTTL.d), redlock.WithProbeTimeout(probe), redlock.WithoutRefusalCheck())
+	lc, closeLC, err := readOnlyClient(opts, sc.timeout.d, sc.maxTTL.d)
 	if err != nil {
 		return nil, err
 	}
-	defer lc.Close()
+	defer closeLC()
 	ks, err := lc.Inspect(ctx, sc.key)
 	if err != nil {
 		return nil, err
@@ -265,6 +249,35 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	}
 	rep.warn()
 	return rep, nil
+}
+
+// readOnlyClient is the Client status and check read the nodes through:
+// node clients that give up within timeout and do not retry, New's own
+// check of the nodes (same server twice, replicas) within a third of it,
+// so that a frozen node cannot use it all up, and nodes that refuse the
+// credentials reported rather than fatal. done closes the Client and its
+// node clients.
+func readOnlyClient(opts []*redis.Options, timeout, maxTTL time.Duration, more ...redlock.Option) (lc *redlock.Client, done func(), err error) {
+	cs := clients(opts, func(o *redis.Options) {
+		o.MaxRetries = -1
+		o.DialerRetries = 1
+		o.DialTimeout = timeout
+		o.ReadTimeout = timeout
+		o.WriteTimeout = timeout
+		o.PoolSize = 1
+	})
+	ucs := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		ucs[i] = c
+	}
+	probe := max(timeout/3, time.Millisecond)
+	o := append([]redlock.Option{redlock.WithMaxTTL(maxTTL), redlock.WithProbeTimeout(probe), redlock.WithoutRefusalCheck()}, more...)
+	lc, err = redlock.New(ucs, o...)
+	if err != nil {
+		closeAll(cs)
+		return nil, nil, err
+	}
+	return lc, func() { _ = lc.Close(); closeAll(cs) }, nil
 }
 
 // isReply reports whether err is an error reply from Redis (or a nil
