@@ -401,6 +401,18 @@ func (f *faults) count(script string, i int) int64 {
 // total is every script call made to every node.
 func (f *faults) total() int64 { return f.count("", -1) }
 
+// breakdown lists the counts by script and node, for a failure message.
+func (f *faults) breakdown() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var parts []string
+	for at, k := range f.calls {
+		parts = append(parts, fmt.Sprintf("%s@%d=%d", at.script, at.node, k))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
 // reset clears the counts.
 func (f *faults) reset() {
 	f.mu.Lock()
