@@ -86,11 +86,8 @@ type checkReport struct {
 }
 
 type checkConfig struct {
-	nodes   nodeConfig
-	keys    string
-	json    bool
-	timeout durationFlag
-	maxTTL  durationFlag
+	readFlags
+	keys string
 }
 
 func checkUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
@@ -130,22 +127,14 @@ The report is printed for 0, 3, 4 and 5.
 }
 
 func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cc := &checkConfig{timeout: durationFlag{d: 5 * time.Second, set: true}}
+	cc := &checkConfig{}
 	env := flagEnv{}
 	fs := flag.NewFlagSet("quorumlock check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cc.nodes.register(fs, env)
+	cc.register(fs, env, 5*time.Second, "`duration` bound on the whole check; nodes that have not answered by then are reported")
 	fs.StringVar(&cc.keys, "key", "", "comma-separated sample lock `keys` to check the ACL user's key patterns against")
-	fs.BoolVar(&cc.json, "json", false, "print the report as JSON")
-	fs.Var(&cc.timeout, "timeout", "`duration` bound on the whole check; nodes that have not answered by then are reported")
-	cc.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
-	fs.Var(&cc.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it")
-	env["max-ttl"] = envMaxTTL
 	if code, ok := parseFlags(fs, args, env, "check", checkUsage, false, stdout, stderr); !ok {
 		return code
-	}
-	if cc.timeout.d <= 0 {
-		return usageError(stderr, "check", errors.New("--timeout must be positive"))
 	}
 	var keys []string
 	for k := range strings.SplitSeq(cc.keys, ",") {
@@ -153,12 +142,9 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			keys = append(keys, k)
 		}
 	}
-	opts, err := cc.nodes.nodeOptions()
-	if err != nil {
-		return usageError(stderr, "check", err)
-	}
-	if err := redlock.CheckTTL(cc.maxTTL.d, redlock.WithMaxTTL(cc.maxTTL.d)); err != nil {
-		return usageError(stderr, "check", fmt.Errorf("--max-ttl: %w", err))
+	opts, code, ok := cc.options("check", stderr)
+	if !ok {
+		return code
 	}
 	redis.SetLogger(redisLogger{l: newLogger(stderr, false)})
 

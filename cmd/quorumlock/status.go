@@ -107,11 +107,44 @@ type statusReport struct {
 }
 
 type statusConfig struct {
+	readFlags
+	key string
+}
+
+// readFlags are the flags of the read-only commands, status and check:
+// the nodes, --json, --timeout (a bound on the whole read) and --max-ttl
+// (the settings the nodes are compared with).
+type readFlags struct {
 	nodes   nodeConfig
-	key     string
 	json    bool
 	timeout durationFlag
 	maxTTL  durationFlag
+}
+
+func (rf *readFlags) register(fs *flag.FlagSet, env flagEnv, timeout time.Duration, timeoutUsage string) {
+	rf.nodes.register(fs, env)
+	fs.BoolVar(&rf.json, "json", false, "print the report as JSON")
+	rf.timeout = durationFlag{d: timeout, set: true}
+	fs.Var(&rf.timeout, "timeout", timeoutUsage)
+	rf.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
+	fs.Var(&rf.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it, to tell which nodes vote for them")
+	env["max-ttl"] = envMaxTTL
+}
+
+// options checks the parsed flags and returns the node options; a
+// usage error is written to stderr and returned as an exit status.
+func (rf *readFlags) options(cmd string, stderr io.Writer) ([]*redis.Options, int, bool) {
+	if rf.timeout.d <= 0 {
+		return nil, usageError(stderr, cmd, errors.New("--timeout must be positive")), false
+	}
+	opts, err := rf.nodes.nodeOptions()
+	if err != nil {
+		return nil, usageError(stderr, cmd, err), false
+	}
+	if err := redlock.CheckTTL(rf.maxTTL.d, redlock.WithMaxTTL(rf.maxTTL.d)); err != nil {
+		return nil, usageError(stderr, cmd, fmt.Errorf("--max-ttl: %w", err)), false
+	}
+	return opts, 0, true
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
@@ -144,32 +177,21 @@ The report is printed for 0, 3 and 4.
 }
 
 func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	sc := &statusConfig{timeout: durationFlag{d: defaultStatusTimeout, set: true}}
+	sc := &statusConfig{}
 	env := flagEnv{}
 	fs := flag.NewFlagSet("quorumlock status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	sc.nodes.register(fs, env)
+	sc.register(fs, env, defaultStatusTimeout, "`duration` bound on the whole check; nodes that have not answered by then are reported unreachable")
 	fs.StringVar(&sc.key, "key", "", "the lock's `key` (required)")
-	fs.BoolVar(&sc.json, "json", false, "print the report as JSON")
-	fs.Var(&sc.timeout, "timeout", "`duration` bound on the whole check; nodes that have not answered by then are reported unreachable")
-	sc.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
-	fs.Var(&sc.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it, to tell which nodes vote for them")
-	env["max-ttl"] = envMaxTTL
 	if code, ok := parseFlags(fs, args, env, "status", statusUsage, false, stdout, stderr); !ok {
 		return code
 	}
 	if sc.key == "" {
 		return usageError(stderr, "status", errors.New("--key is required and must not be empty"))
 	}
-	if sc.timeout.d <= 0 {
-		return usageError(stderr, "status", errors.New("--timeout must be positive"))
-	}
-	opts, err := sc.nodes.nodeOptions()
-	if err != nil {
-		return usageError(stderr, "status", err)
-	}
-	if err := redlock.CheckTTL(sc.maxTTL.d, redlock.WithMaxTTL(sc.maxTTL.d)); err != nil {
-		return usageError(stderr, "status", fmt.Errorf("--max-ttl: %w", err))
+	opts, code, ok := sc.options("status", stderr)
+	if !ok {
+		return code
 	}
 	redis.SetLogger(redisLogger{l: newLogger(stderr, false)})
 
