@@ -94,7 +94,8 @@ type NodeCheck struct {
 	Denied     []string
 	Problems   []Problem
 
-	aclErr error // why the ACL check could not run
+	aclErr error      // why the ACL check could not run
+	denied []aclCheck // what Denied names, with whether each is optional
 }
 
 // Fit reports whether the node can vote for this client and has no
@@ -197,11 +198,8 @@ func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck 
 	acl := pipe.Eval(ctx, aclScript, nil, aclArgs(keys)...)
 	_, _ = pipe.Exec(ctx)
 	if s, err := info.Result(); err == nil {
-		nc.Server.Version = infoField(s, "redis_version")
-		nc.Server.Role = infoField(s, "role")
-		nc.Server.RunID = infoField(s, "run_id")
-		up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
-		nc.Server.Uptime = time.Duration(up) * time.Second
+		// The server's version, role and uptime come with the Inspect
+		// read below.
 		nc.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
 		nc.Eviction = infoField(s, "maxmemory_policy")
 		nc.AppendOnly = infoField(s, "aof_enabled") == "1"
@@ -221,25 +219,29 @@ func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck 
 			checks := aclChecks(keys)
 			for j, v := range oks {
 				if j < len(checks) && v != int64(1) {
-					nc.Denied = append(nc.Denied, checks[j].name())
+					nc.deny(checks[j])
 				}
 			}
 		}
-	} else if refusal(err) != nil {
-		// EVAL itself refused: every script call would be too.
-		nc.ACLChecked = true
-		nc.Denied = append(nc.Denied, "EVAL")
 	} else {
+		// EVAL itself refused is this: the Inspect read below, a script
+		// too, then reports the node as refusing this client.
 		nc.aclErr = err
 	}
 
 	ns := c.inspectNode(ctx, i, checkProbeKey)
+	nc.Server = ns.Server
 	nc.Admission, nc.Settings, nc.ReconfiguringTo, nc.QuarantineLeft = ns.Admission, ns.Settings, ns.ReconfiguringTo, ns.QuarantineLeft
 	if ns.Err != nil {
 		nc.Err = ns.Err
 		nc.Admission = AdmissionUnknown
 	}
 	return nc
+}
+
+func (n *NodeCheck) deny(a aclCheck) {
+	n.denied = append(n.denied, a)
+	n.Denied = append(n.Denied, a.name())
 }
 
 // aclCheck is one command, with sample arguments, that the library's
@@ -370,11 +372,11 @@ func (n *NodeCheck) judge(c *Client) {
 	}
 	if n.ACLChecked {
 		var need, opt []string
-		for _, d := range n.Denied {
-			if isOptionalACL(d) {
-				opt = append(opt, d)
+		for _, d := range n.denied {
+			if d.optional {
+				opt = append(opt, d.name())
 			} else {
-				need = append(need, d)
+				need = append(need, d.name())
 			}
 		}
 		if len(need) > 0 {
@@ -406,15 +408,6 @@ func (n *NodeCheck) judge(c *Client) {
 		add(SeverityDegraded, fmt.Sprintf("keeps other settings (%s) than this client (%s)", n.Settings, c.settings),
 			"use the deployment's settings, or move the deployment with quorumlock reconfigure")
 	}
-}
-
-func isOptionalACL(denied string) bool {
-	for _, p := range []string{"INFO", "SUBSCRIBE ", "UNSUBSCRIBE "} {
-		if denied == strings.TrimSpace(p) || strings.HasPrefix(denied, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *CheckReport) judge() {

@@ -180,3 +180,51 @@ func TestNew_WarnsOfANodeThatEvicts(t *testing.T) {
 	require.Len(t, warned, 1, "one warning, for node 1")
 	require.Equal(t, int64(1), recordAttrs(warned[0])["node"].Int64())
 }
+
+// TestCheck_AFrozenNodeIsNamedWithinTheCallersBound: Check waits for a
+// node no longer than its ctx, and reports the node it did not hear from.
+func TestCheck_AFrozenNodeIsNamedWithinTheCallersBound(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	cl.freeze(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	rep, err := c.Check(ctx)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 4*time.Second, "Check outlived its ctx")
+	requireProblem(t, rep, 1, SeverityDegraded, "did not answer", CheckDegraded)
+	require.Equal(t, AdmissionUnknown, rep.Nodes[1].Admission)
+}
+
+// TestCheck_ANodeThatRefusesTheCredentialsIsNamed: one node of five with
+// another password for the user is degraded, not a reason to report
+// nothing.
+func TestCheck_ANodeThatRefusesTheCredentialsIsNamed(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.ready(t)
+	cl.aclUser(t, "locker", "~*", "&*", "+@all")
+	require.NoError(t, cl.raw[3].Do(context.Background(), "ACL", "SETUSER", "locker", "resetpass", ">another").Err())
+	c, err := New(cl.asUser(t, "locker"), withTestNodeTimeout([]Option{WithoutRefusalCheck()})...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	rep := checkOf(t, c)
+	requireProblem(t, rep, 3, SeverityDegraded, "refuses this client", CheckDegraded)
+	require.ErrorIs(t, rep.Nodes[3].Err, ErrNodeRefused)
+}
+
+// TestCheck_AUserWithoutEVALIsNamed: the library's scripts and the ACL
+// check are scripts; a user that may not run EVAL is told so (here the
+// read of the node's admission is refused first, naming the command).
+func TestCheck_AUserWithoutEVALIsNamed(t *testing.T) {
+	cl := newCluster(t, 5)
+	cl.ready(t)
+	cl.aclUser(t, "locker", "~*", "&*", "+@all")
+	require.NoError(t, cl.raw[2].Do(context.Background(), "ACL", "SETUSER", "locker", "-eval").Err())
+	c, err := New(cl.asUser(t, "locker"), withTestNodeTimeout(nil)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	rep := checkOf(t, c)
+	requireProblem(t, rep, 2, SeverityDegraded, "no permissions to run the 'eval' command", CheckDegraded)
+	require.ErrorIs(t, rep.Nodes[2].Err, ErrNodeRefused)
+}
