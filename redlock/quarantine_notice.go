@@ -46,7 +46,9 @@ type notices struct {
 // the quarantine over (e.Wait = 0) within one more quarantine: that is
 // the reported episode's end, whose admission an attempt has not made
 // yet (it missed its node timeout on a busy host, say). A new episode
-// always has time left.
+// has time left, unless the attempt could not read it; such a refusal
+// this close to the last episode goes unreported (only the notice: the
+// refusal itself is returned as ever).
 func (c *Client) noticeQuarantine(e *NotObtainedError) {
 	now := c.cfg.clock.Now()
 	span := e.Wait
