@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -161,20 +160,7 @@ func checkMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitFailure
 	}
-	if cc.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "quorumlock check: %v\n", err)
-			return exitFailure
-		}
-		return checkExit(redlock.CheckVerdict(rep.Verdict))
-	}
-	if err := printCheck(stdout, rep); err != nil {
-		fmt.Fprintf(stderr, "quorumlock check: %v\n", err)
-		return exitFailure
-	}
-	return checkExit(redlock.CheckVerdict(rep.Verdict))
+	return cc.write("check", rep, func(w io.Writer) error { return printCheck(w, rep) }, checkExit(redlock.CheckVerdict(rep.Verdict)), stdout, stderr)
 }
 
 func collectCheck(ctx context.Context, cc *checkConfig, opts []*redis.Options, keys []string) (*checkReport, error) {

@@ -131,6 +131,24 @@ func (rf *readFlags) register(fs *flag.FlagSet, env flagEnv, timeout time.Durati
 	env["max-ttl"] = envMaxTTL
 }
 
+// write prints rep as JSON (--json) or with print, and returns code, or
+// exitFailure when the report cannot be written.
+func (rf *readFlags) write(cmd string, rep any, print func(io.Writer) error, code int, stdout, stderr io.Writer) int {
+	var err error
+	if rf.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = print(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "quorumlock %s: %v\n", cmd, err)
+		return exitFailure
+	}
+	return code
+}
+
 // options checks the parsed flags and returns the node options; a
 // usage error is written to stderr and returned as an exit status.
 func (rf *readFlags) options(cmd string, stderr io.Writer) ([]*redis.Options, int, bool) {
@@ -200,20 +218,7 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "quorumlock status: %s\n", redact(err.Error()))
 		return exitFailure
 	}
-	if sc.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "quorumlock status: %v\n", err)
-			return exitFailure
-		}
-		return verdictExit(rep.Verdict)
-	}
-	if err := printStatus(stdout, rep); err != nil {
-		fmt.Fprintf(stderr, "quorumlock status: %v\n", err)
-		return exitFailure
-	}
-	return verdictExit(rep.Verdict)
+	return sc.write("status", rep, func(w io.Writer) error { return printStatus(w, rep) }, verdictExit(rep.Verdict), stdout, stderr)
 }
 
 // collectStatus reads every node once, in parallel, within the timeout,
