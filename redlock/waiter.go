@@ -268,9 +268,15 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 		}
 		if pos == wakePart {
 			// Some nodes handed the key to this call: the others'
-			// releases are on their way. Wait up to two round trips for
-			// a majority before trying (see handedOff).
-			j := time.NewTimer(max(2*took, 2*time.Millisecond))
+			// releases are on their way. Wait for a majority before
+			// trying (see handedOff), up to two round trips or one node
+			// timeout for the call's ttl, whichever is longer. The
+			// notices come over separate connections, and on a busy host
+			// their gaps outgrow a round trip; an attempt sent meanwhile
+			// costs a round on every node and gains nothing: where the
+			// release has not landed yet the key is still held, and
+			// where it has, the key waits for this call alone.
+			j := time.NewTimer(max(2*took, c.nodeTimeout(w.ttl)))
 			defer j.Stop()
 			for {
 				select {
