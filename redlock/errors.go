@@ -72,8 +72,9 @@ var (
 	// name; the node wants a client certificate and gets none, or one it
 	// does not accept). Such a node
 	// is not briefly down: it fails every call until the client or the
-	// node is fixed. New fails when a node refuses its startup probe; later,
-	// a refusal counts as a failed vote, and when refusals are why no
+	// node is fixed. New fails when so many nodes refuse its startup probe
+	// that fewer than a majority are left, and logs a Warn for each of a
+	// minority; later, a refusal counts as a failed vote, and when refusals are why no
 	// majority granted, Lock and TryLock return at once with a
 	// *NotObtainedError of ReasonRefused, which matches ErrConfigMismatch
 	// (and not ErrNotObtained: waiting does not help).

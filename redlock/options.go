@@ -275,12 +275,13 @@ func WithProbeTimeout(d time.Duration) Option {
 	})
 }
 
-// WithoutRefusalCheck keeps New from failing when a node refuses this
-// client at its startup probe (ErrNodeRefused: a wrong password, an ACL
-// that denies the scripts, a database the node lacks): the node then fails
-// every call, as one that starts refusing later does. For tools that
-// report on a deployment whatever its state (quorumlock status); a service
-// should let New fail. Default: New fails.
+// WithoutRefusalCheck keeps New from failing when so many nodes refuse
+// this client at its startup probe (ErrNodeRefused: a wrong password, an
+// ACL that denies the scripts, a database the node lacks) that fewer than
+// a majority are left: those nodes then fail every call, as ones that
+// start refusing later do. For tools that report on a deployment whatever
+// its state (quorumlock status); a service should let New fail. Default:
+// New fails; a refusing minority is a Warn per node either way.
 func WithoutRefusalCheck() Option {
 	return optionFunc(func(c *config) error { c.refusalsOK = true; return nil })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,9 +126,16 @@ func (c *Client) probe() (err error) {
 	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
 	replies := r.Await(ctx, c.quorum, answered)
 	if len(replies) < n {
-		gctx, gcancel := context.WithTimeout(ctx, probeGrace)
-		replies = append(replies, r.Await(gctx, n-len(replies), answered)...)
-		gcancel()
+		// A refusal makes New fail only when the refusals leave no
+		// majority: once one is heard, hear the rest out (up to the
+		// probe timeout) to tell.
+		wait := ctx
+		if !slices.ContainsFunc(replies, func(rep quorum.Reply[probed]) bool { return refusal(rep.Err) != nil }) {
+			gctx, gcancel := context.WithTimeout(ctx, probeGrace)
+			defer gcancel()
+			wait = gctx
+		}
+		replies = append(replies, r.Await(wait, n-len(replies), answered)...)
 	}
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
@@ -138,13 +146,11 @@ func (c *Client) probe() (err error) {
 		}
 	}()
 	heard := 0
+	var refused []nodeRefusal
 	for _, rep := range replies {
 		nd := c.nodes[rep.Node]
 		if re := refusal(rep.Err); re != nil {
-			if !c.cfg.refusalsOK {
-				return fmt.Errorf("redlock: New: node %d (%s) %w", rep.Node, nd.name, re)
-			}
-			c.cfg.logger.Warn("redlock: node refused this client", "node", rep.Node, "addr", nd.name, "err", re)
+			refused = append(refused, nodeRefusal{rep.Node, re})
 			continue
 		}
 		if rep.Err != nil {
@@ -171,10 +177,7 @@ func (c *Client) probe() (err error) {
 			// A refused TLS handshake: go-redis retries a failed dial
 			// with backoff before the call returns, which outlasts the
 			// grace, but the dial hook has seen the refusal already.
-			if !c.cfg.refusalsOK {
-				return fmt.Errorf("redlock: New: node %d (%s) %w", i, c.nodes[i].name, re)
-			}
-			c.cfg.logger.Warn("redlock: node refused this client", "node", i, "addr", c.nodes[i].name, "err", re)
+			refused = append(refused, nodeRefusal{i, re})
 			continue
 		}
 		// It missed the probe's deadline: until it answers, attempts do
@@ -187,6 +190,20 @@ func (c *Client) probe() (err error) {
 		}
 		c.cfg.logger.Warn("redlock: node did not answer the startup probe in time; it is checked when it first answers", args...)
 	}
+	if len(refused) > 0 && !c.cfg.refusalsOK && n-len(refused) < c.quorum {
+		// Too few nodes are left to grant a lock: a configuration error,
+		// which waiting does not fix.
+		slices.SortFunc(refused, func(a, b nodeRefusal) int { return a.node - b.node })
+		first := refused[0]
+		return fmt.Errorf("redlock: New: node %d (%s) %w; %d of %d nodes refuse this client, which leaves fewer than the %d a lock needs",
+			first.node, c.nodes[first.node].name, first.err, len(refused), n, c.quorum)
+	}
+	for _, r := range refused {
+		// A minority: the deployment grants without them, tolerating as
+		// many node failures fewer, until the client or the node is fixed.
+		c.cfg.logger.Warn("redlock: node refused this client; locks are granted without it, with one node failure fewer to spare until it is fixed",
+			"node", r.node, "addr", c.nodes[r.node].name, "err", r.err)
+	}
 	if heard < c.quorum {
 		// Not an error: a service may start before its nodes do, and Lock
 		// reports the nodes' causes. But say it, once.
@@ -194,6 +211,12 @@ func (c *Client) probe() (err error) {
 			"answered", heard, "nodes", n, "needed", c.quorum)
 	}
 	return nil
+}
+
+// nodeRefusal is a node that refused this client at the startup probe.
+type nodeRefusal struct {
+	node int
+	err  *RefusalError
 }
 
 // missingOf lists the nodes in [0, n) without a reply in replies.

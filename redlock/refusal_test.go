@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +17,8 @@ import (
 
 // Nodes that refuse the client for a reason of configuration (a wrong
 // password, an ACL without the scripts, a database the node lacks) are a
-// configuration error, not contention: New fails on them, and a refusal
-// that starts later is typed on every per-node cause and, when it is why
+// configuration error, not contention: New fails when they leave no
+// majority (and warns of a minority), and a refusal that starts later is typed on every per-node cause and, when it is why
 // no majority granted, ends Lock at once with an error that matches
 // ErrConfigMismatch and not ErrNotObtained. From a newcomer's review: one
 // wrong password was silent, three made the CLI exit "try later".
@@ -66,37 +67,52 @@ func refusingNode(t *testing.T, m misconfigured) (*redis.Client, string) {
 	return rc, nd.Addr()
 }
 
-// New returns once a majority answered its probe and a short grace
-// passed: the good nodes answer only after the refusing one did, so that a
-// loaded machine cannot turn the refusal into a late reply New did not
-// wait for (the refusal then shows at the first attempt instead).
-func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
+// refusingDeployment is n nodes of which the first bad refuse the client
+// per m: clients over them, with the good nodes answering only after a
+// refusing one did, so that a loaded machine cannot turn the refusal into
+// a late reply New did not wait for. It returns the refusing nodes'
+// addresses.
+func refusingDeployment(t *testing.T, m misconfigured, goodNodes []*testenv.RedisNode, bad int) ([]redis.UniversalClient, []string) {
+	t.Helper()
+	refused := make(chan struct{})
+	once := &sync.Once{}
+	var nodes []redis.UniversalClient
+	var addrs []string
+	for range bad {
+		rc, addr := refusingNode(t, m)
+		rc.AddHook(onError{once: once, then: func() { close(refused) }})
+		nodes = append(nodes, rc)
+		addrs = append(addrs, addr)
+	}
+	for _, nd := range goodNodes {
+		gc := redis.NewClient(&redis.Options{Addr: nd.Addr()})
+		t.Cleanup(func() { _ = gc.Close() })
+		gc.AddHook(holdUntil{ready: refused})
+		nodes = append(nodes, gc)
+	}
+	return nodes, addrs
+}
+
+// One node of five that refuses the client (a wrong password during a
+// rotation, say) leaves four that grant: New goes on and says so in a
+// Warn that names the node and its reply. It used to fail, and with it
+// every client of the deployment.
+func TestRefusal_NewGoesOnWhenAMinorityRefusesAndSaysSo(t *testing.T) {
 	goodNodes := testenv.RedisNodes(t, 4)
 	for _, m := range misconfigurations {
 		t.Run(m.name, func(t *testing.T) {
-			rc, addr := refusingNode(t, m)
-			refused := make(chan struct{})
-			rc.AddHook(onError{once: &sync.Once{}, then: func() { close(refused) }})
-			nodes := []redis.UniversalClient{rc}
-			for _, nd := range goodNodes {
-				gc := redis.NewClient(&redis.Options{Addr: nd.Addr()})
-				t.Cleanup(func() { _ = gc.Close() })
-				gc.AddHook(holdUntil{ready: refused})
-				nodes = append(nodes, gc)
-			}
-			c, err := New(nodes)
-			require.Nil(t, c)
-			require.ErrorIs(t, err, ErrNodeRefused)
-			var re *RefusalError
-			require.ErrorAs(t, err, &re)
-			require.True(t, strings.HasPrefix(re.Err.Error(), m.reply), "refusal %q, want %s", re.Err, m.reply)
-			require.ErrorContains(t, err, "node 0 ("+addr+")")
-
-			// A tool that reports on the deployment can still be built,
-			// and Inspect shows the node's own reply as its cause.
-			c, err = New(nodes, WithoutRefusalCheck())
-			require.NoError(t, err)
+			nodes, addrs := refusingDeployment(t, m, goodNodes, 1)
+			var logs testenv.Buffer
+			c, err := New(nodes, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+			require.NoError(t, err, "one refusing node of five stopped New")
 			defer c.Close()
+			out := logs.String()
+			require.Contains(t, out, "node refused this client")
+			require.Contains(t, out, addrs[0])
+			require.Contains(t, out, m.reply)
+			require.Equal(t, 1, strings.Count(out, "node refused this client"), "one Warn per refusing node: %s", out)
+
+			// Inspect shows the node's own reply as its cause.
 			ks, err := c.Inspect(context.Background(), testenv.Key(t))
 			require.NoError(t, err)
 			ns := ks.Nodes[0]
@@ -108,8 +124,30 @@ func TestRefusal_NewFailsOnANodeThatRefusesTheClient(t *testing.T) {
 	}
 }
 
-// onError runs then once, after the first command of its client that
-// failed.
+// Refusals that leave fewer nodes than a majority are a configuration
+// error: New fails, names a refusing node and keeps its reply. A tool
+// that reports on the deployment can still be built.
+func TestRefusal_NewFailsWhenTheRefusalsLeaveNoMajority(t *testing.T) {
+	goodNodes := testenv.RedisNodes(t, 2)
+	for _, m := range misconfigurations {
+		t.Run(m.name, func(t *testing.T) {
+			nodes, addrs := refusingDeployment(t, m, goodNodes, 3)
+			c, err := New(nodes)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, ErrNodeRefused)
+			var re *RefusalError
+			require.ErrorAs(t, err, &re)
+			require.True(t, strings.HasPrefix(re.Err.Error(), m.reply), "refusal %q, want %s", re.Err, m.reply)
+			require.ErrorContains(t, err, "3 of 5 nodes refuse this client")
+			require.ErrorContains(t, err, "node 0 ("+addrs[0]+")")
+
+			c, err = New(nodes, WithoutRefusalCheck())
+			require.NoError(t, err)
+			require.NoError(t, c.Close())
+		})
+	}
+}
+
 type onError struct {
 	once *sync.Once
 	then func()

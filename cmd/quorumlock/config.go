@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -300,6 +302,63 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	}
 	return slog.New(redactHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: redactAttr})})
 }
+
+// startupWarnings is the logger of a run without --verbose: until done is
+// called, it writes each Warn or Error record (New's startup probe: a node
+// that refuses the credentials, does not answer, evicts keys) as one line
+// on w, "quorumlock CMD: warning: what; node=0 addr=... err=...", redacted;
+// after that, nothing.
+func startupWarnings(w io.Writer, cmd string) (*slog.Logger, func()) {
+	h := &warnHandler{w: w, cmd: cmd, active: &atomic.Bool{}, mu: &sync.Mutex{}}
+	h.active.Store(true)
+	return slog.New(h), func() { h.active.Store(false) }
+}
+
+// warnHandler is startupWarnings' handler; the handlers With makes share
+// its writer, lock and switch.
+type warnHandler struct {
+	w      io.Writer
+	cmd    string
+	active *atomic.Bool
+	mu     *sync.Mutex
+	attrs  []slog.Attr
+}
+
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.active.Load()
+}
+
+func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
+	if !h.active.Load() {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "quorumlock %s: warning: %s", h.cmd, strings.TrimPrefix(r.Message, "redlock: "))
+	sep := "; "
+	add := func(a slog.Attr) bool {
+		a = redactAttr(nil, a)
+		fmt.Fprintf(&b, "%s%s=%s", sep, a.Key, a.Value.Resolve().String())
+		sep = " "
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, redact(b.String()))
+	return err
+}
+
+func (h *warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	n := *h
+	n.attrs = append(h.attrs[:len(h.attrs):len(h.attrs)], as...)
+	return &n
+}
+
+func (h *warnHandler) WithGroup(string) slog.Handler { return h }
 
 // redactHandler redacts a record's message; its attributes are redacted
 // by redactAttr.

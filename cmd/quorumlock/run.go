@@ -216,6 +216,14 @@ func (e signalError) Error() string { return "got " + signalName(e.sig) }
 func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 	logger := newLogger(stderr, rc.verbose)
 	redis.SetLogger(redisLogger{l: logger})
+	startupDone := func() {}
+	if !rc.verbose {
+		// Without --verbose, what New warns of at start still shows:
+		// one line per node that refuses the credentials, does not
+		// answer, or is set up unsafely.
+		logger, startupDone = startupWarnings(stderr, "run")
+	}
+
 
 	// Find the command before touching the lock: a typo must not take it.
 	path, err := exec.LookPath(rc.command[0])
@@ -281,6 +289,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		}))
 	}
 	client, err := redlock.New(ucs, ropts...)
+	startupDone()
 	if err != nil {
 		fmt.Fprintf(stderr, "quorumlock run: %s\n", redact(err.Error()))
 		return exitRunFailed

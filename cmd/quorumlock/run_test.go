@@ -421,35 +421,67 @@ func TestRunSaysAtOnceThatTheNodesAreInQuarantine(t *testing.T) {
 	}
 }
 
-// Nodes that refuse the client's credentials are a configuration error:
-// run exits 125 (not 75, which cron reads as "someone else has it"),
-// names the node's reply, and does not run the command. From a
-// newcomer's review: three wrong-password nodes gave 75, one went unseen.
+// One node of five that refuses the credentials (a password rotation
+// half done) leaves four that grant: run goes on, with one warning line,
+// and a key held elsewhere is still "held" (75), not a configuration
+// error. Three refusing leave no majority: exit 125, naming a node. It
+// used to exit 125 on the first.
 func TestRunRefusedCredentials(t *testing.T) {
 	nodes := redisNodes(t, 5)
 	dir := t.TempDir()
 	key := testenv.Key(t)
-	for _, step := range []struct{ set, refusing []*testenv.RedisNode }{{nodes[4:], nodes[4:]}, {nodes[2:4], nodes[2:]}} {
-		refusing := step.refusing
-		setPassword(t, step.set, "quorumlock-refused-pw")
-		r := runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--wait", "0", "--", "touch", "ran")
-		if r.code != exitRunFailed {
-			t.Errorf("%d node(s) refusing: exit %d, want %d\nstderr: %s", len(refusing), r.code, exitRunFailed, r.stderr)
+	run := func() result {
+		return runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--wait", "0", "--", "touch", "ran")
+	}
+
+	setPassword(t, nodes[4:], "quorumlock-refused-pw")
+	r := run()
+	if r.code != 0 {
+		t.Fatalf("1 node refusing: exit %d, want 0\nstderr: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Errorf("1 node refusing: the command did not run: %v", err)
+	}
+	if got := strings.Count(r.stderr, "warning: "); got != 1 || !strings.Contains(r.stderr, "refused this client") || !strings.Contains(r.stderr, "NOAUTH") || !strings.Contains(r.stderr, nodes[4].Addr()) {
+		t.Errorf("1 node refusing: want one warning naming the node and its reply, got %d:\n%s", got, r.stderr)
+	}
+	ctx := context.Background()
+	for _, n := range nodes[:4] {
+		if err := n.Client(t).Set(ctx, key, "another-owner", time.Minute).Err(); err != nil {
+			t.Fatal(err)
 		}
-		for _, want := range []string{"NOAUTH", "refused this client"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Errorf("%d node(s) refusing: stderr does not say %q: %s", len(refusing), want, r.stderr)
-			}
+	}
+	if r := run(); r.code != exitTempFail || !strings.Contains(r.stderr, "held by another owner") {
+		t.Errorf("1 node refusing, key held elsewhere: exit %d, want %d (held)\nstderr: %s", r.code, exitTempFail, r.stderr)
+	}
+	for _, n := range nodes[:4] {
+		if err := n.Client(t).Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(refusing, func(n *testenv.RedisNode) bool { return strings.Contains(r.stderr, "("+n.Addr()+")") }) {
-			t.Errorf("%d node(s) refusing: stderr names none of them as host:port: %s", len(refusing), r.stderr)
+	}
+	if err := os.Remove(filepath.Join(dir, "ran")); err != nil {
+		t.Fatal(err)
+	}
+
+	refusing := nodes[2:]
+	setPassword(t, nodes[2:4], "quorumlock-refused-pw")
+	r = run()
+	if r.code != exitRunFailed {
+		t.Errorf("3 nodes refusing: exit %d, want %d\nstderr: %s", r.code, exitRunFailed, r.stderr)
+	}
+	for _, want := range []string{"NOAUTH", "refused this client", "3 of 5 nodes refuse"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("3 nodes refusing: stderr does not say %q: %s", want, r.stderr)
 		}
-		if strings.Contains(r.stderr, "tcp://") {
-			t.Errorf("a node spelled with tcp://: %s", r.stderr)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
-			t.Fatalf("the command ran with %d node(s) refusing", len(refusing))
-		}
+	}
+	if !slices.ContainsFunc(refusing, func(n *testenv.RedisNode) bool { return strings.Contains(r.stderr, "("+n.Addr()+")") }) {
+		t.Errorf("3 nodes refusing: stderr names none of them as host:port: %s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "tcp://") {
+		t.Errorf("a node spelled with tcp://: %s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("the command ran with 3 nodes refusing")
 	}
 }
 
