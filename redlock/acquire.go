@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
@@ -54,6 +59,8 @@ type attempt struct {
 	heldOff    int           // of unadmitted: nodes in a reconfiguration's hold-off
 	unverified []int         // nodes that answered before their identity was verified, or from another server: their votes did not count
 	refused    int           // nodes that refused this client's configuration (ErrNodeRefused)
+	down       []*NodeError  // nodes that did not answer: transport errors, no reply in time, not waited for
+	answered   int           // replies without an error
 	handed     []handOff     // nodes where the key holds the Lock call's waiter id
 	ahead      bool          // a node's key is handed to a Lock call ahead of this one
 	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
@@ -111,11 +118,18 @@ func (a *attempt) await(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
 	defer cancel()
 	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.votes, a.c.missedLast)
-	if a.refusalsInDoubt() {
-		// Whether the refusals are why the attempt failed depends on the
-		// nodes not heard from yet (see failure): hear them out, up to
-		// the node timeout, so that contention is not called a
-		// configuration error, which ends Lock at once.
+	if a.refusalsInDoubt() || a.heldInDoubt() {
+		// Whether the refusals are why the attempt failed, or whether a
+		// majority of nodes answers at all, depends on the nodes not
+		// heard from yet (see failure): hear them out, up to the node
+		// timeout, so that contention is not called a configuration
+		// error, which ends Lock at once, and a held key is not called
+		// an unavailable service or the other way round. The round was
+		// decided without a majority of grants; what it hears now
+		// changes only what the failure says (a grant heard late is
+		// cleaned up with the others, and a majority of them is a lease
+		// like any other, since won checks the grants and the validity
+		// after this wait).
 		all := func(quorum.Reply[script.AcquireReply]) bool { return true }
 		a.replies = append(a.replies, a.round.Await(wctx, len(a.c.nodes)-len(a.replies), all)...)
 	}
@@ -142,15 +156,41 @@ func (a *attempt) refusalsInDoubt() bool {
 	return refused > 0 && granted+refused < q && granted+refused+len(a.c.nodes)-len(a.replies) >= q
 }
 
+// heldInDoubt reports whether a round decided without a majority of votes
+// found the key held by another owner on some nodes, heard fewer than a
+// majority of nodes answer, and might still hear a majority from the
+// nodes not heard from: whether the key is held (a majority answered) or
+// the service is unavailable (fewer did) depends on them.
+func (a *attempt) heldInDoubt() bool {
+	answered, busy := 0, 0
+	for _, r := range a.replies {
+		if r.Err != nil {
+			continue
+		}
+		answered++
+		switch r.Val.Status {
+		case script.Held, script.Ahead, script.Queued:
+			busy++
+		}
+	}
+	q := a.c.quorum
+	return busy > 0 && answered < q && answered+len(a.c.nodes)-len(a.replies) >= q
+}
+
 // tally classifies the replies. timedOut says the round ran out of time.
 func (a *attempt) tally(timedOut bool) {
 	c := a.c
 	for _, r := range a.replies {
+		if r.Err == nil {
+			a.answered++
+		}
 		switch {
 		case r.Err != nil:
 			ne := c.nodeErr(r.Node, r.Err)
 			if errors.Is(ne.Err, ErrNodeRefused) {
 				a.refused++
+			} else {
+				a.down = append(a.down, ne)
 			}
 			a.errs = append(a.errs, ne)
 		case r.Val.Status == script.Unadmitted && a.proven[r.Node] != "":
@@ -229,6 +269,8 @@ func (a *attempt) tally(timedOut bool) {
 		// refusal, and it counts as one.
 		if errors.Is(ne.Err, ErrNodeRefused) {
 			a.refused++
+		} else {
+			a.down = append(a.down, ne)
 		}
 		a.errs = append(a.errs, ne)
 	}
@@ -273,6 +315,12 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		// contention a configuration error whenever a refusal came in
 		// before the holder's nodes did.
 		e.Reason, e.Detail = ReasonRefused, fmt.Sprintf("%d of %d nodes refused this client's configuration (password, ACL user, TLS certificates, database or role): %d granted, %d needed", a.refused, n, a.granted, c.quorum)
+	case len(a.busy) > 0 && a.answered < c.quorum && len(a.down) > 0:
+		// The key is held on some nodes, but fewer than a majority
+		// answered: nobody could have been granted it here, and whether
+		// anyone holds it is unknown. The service is what failed.
+		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %s; held by another owner on %s%d, %d granted, %d needed",
+			unreachable(a.down, n), atLeast, len(a.busy), a.granted, c.quorum)
 	case len(a.busy) > 0:
 		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
 			atLeast, len(a.busy), n, a.granted, c.quorum)
@@ -290,11 +338,46 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 			e.Detail = fmt.Sprintf("%s%d of %d nodes are in a reconfiguration's hold-off (a change to this client's settings is under way) and %d in restart quarantine (new, or lost their data)",
 				atLeast, a.heldOff, n, len(a.unadmitted)-a.heldOff)
 		}
+	case len(a.down) > 0:
+		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %s; %d granted, %d needed", unreachable(a.down, n), a.granted, c.quorum)
 	default:
 		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %d of %d nodes granted, %d needed", a.granted, n, c.quorum)
 	}
 	e.Errs = append(e.Errs, a.errs...)
 	return e
+}
+
+// unreachable says how many of n nodes did not answer or answered with an
+// error, and why, the first node's cause in a few words: "3 of 5 nodes
+// unreachable (connection refused)", "1 of 5 nodes failing (OOM ...)".
+func unreachable(down []*NodeError, n int) string {
+	what := "unreachable"
+	var reply redis.Error
+	if errors.As(down[0].Err, &reply) {
+		what = "failing" // it answered, with an error
+	}
+	return fmt.Sprintf("%d of %d nodes %s (%s)", len(down), n, what, shortCause(down[0].Err))
+}
+
+// shortCause names a node's transport error in a few words.
+func shortCause(err error) string {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		if dns.IsNotFound {
+			return "address does not resolve"
+		}
+		return "name lookup failed"
+	case errors.Is(err, errNotWaited):
+		return "not waited for: it missed its previous deadline"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF):
+		return "connection closed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no reply in time"
+	}
+	return err.Error()
 }
 
 // freeIn estimates when a quorum of nodes could be free of the other

@@ -199,6 +199,37 @@ func (e *NotObtainedError) Is(target error) bool {
 // Unwrap returns the ctx error and the per-node errors.
 func (e *NotObtainedError) Unwrap() []error { return e.Errs }
 
+// IsHeld reports whether err says that the lock was not obtained because
+// another owner holds the key: a *NotObtainedError of ReasonHeld, or of
+// ReasonLocal (another Lock call of this Client is ahead of it). A
+// majority of the nodes answered, so the lock service works: a job that
+// must not run twice skips this turn, or waits. Compare IsUnavailable.
+func IsHeld(err error) bool {
+	var e *NotObtainedError
+	return errors.As(err, &e) && (e.Reason == ReasonHeld || e.Reason == ReasonLocal)
+}
+
+// IsUnavailable reports whether err says that the lock was not obtained
+// because the lock service could not grant it, whoever holds the key:
+// fewer than a majority of nodes answered (ReasonNoQuorum), too few are
+// admitted to vote (ReasonQuarantine: a restart, a new deployment or a
+// reconfiguration), the round was too slow for the ttl (ReasonValidity),
+// or the fencing commit reached too few nodes (ReasonFenceCommit). This
+// is for an alert, not a skip: until it passes, no caller gets the lock.
+// A client that nodes refuse is misconfigured instead (ErrConfigMismatch),
+// and a cancelled wait (ReasonCancelled) is neither.
+func IsUnavailable(err error) bool {
+	var e *NotObtainedError
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Reason {
+	case ReasonNoQuorum, ReasonQuarantine, ReasonValidity, ReasonFenceCommit:
+		return true
+	}
+	return false
+}
+
 // NodeErrors returns the per-node errors of the last attempt.
 func (e *NotObtainedError) NodeErrors() []*NodeError {
 	var out []*NodeError

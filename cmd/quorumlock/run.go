@@ -37,7 +37,8 @@ func init() {
 // Exit statuses of run besides the command's own. 124 to 127 follow
 // timeout(1) and env(1), so scripts that know those read them right.
 const (
-	exitTempFail   = 75  // EX_TEMPFAIL: lock not obtained within --wait
+	exitTempFail   = 75  // EX_TEMPFAIL: lock held by someone else throughout --wait
+	exitUnavail    = 69  // EX_UNAVAILABLE: the nodes could not grant the lock (no majority answered, quarantine)
 	exitLeaseLost  = 124 // the lease ended while the command ran; it was stopped
 	exitRunFailed  = 125 // quorumlock itself failed
 	exitCannotExec = 126 // the command was found but could not be started
@@ -93,8 +94,12 @@ environment), and the variables in [brackets] above. Flags win over them.
 Exit codes:
   0-255  CMD's exit status, when CMD exited by itself
   2      usage error: bad flags or arguments (no node was contacted)
-  75     the lock was not obtained within --wait (EX_TEMPFAIL): held by
-         someone else, or too few nodes answered
+  69     the lock was not obtained within --wait because the lock service
+         could not grant it (EX_UNAVAILABLE): fewer than a majority of
+         nodes answered, or too few are admitted to vote (a restart
+         quarantine, a reconfiguration's hold-off); alert on it
+  75     the lock was not obtained within --wait because someone else
+         holds it (EX_TEMPFAIL); a job that runs again later skips this turn
   124    the lease was lost or ended while CMD ran; CMD was terminated
   125    quorumlock itself failed, or the configuration is wrong: a node
          refuses the credentials, ACL user, database or TLS certificates,
@@ -223,7 +228,6 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		// answer, or is set up unsafely.
 		logger, startupDone = startupWarnings(stderr, "run")
 	}
-
 
 	// Find the command before touching the lock: a typo must not take it.
 	path, err := exec.LookPath(rc.command[0])
@@ -505,6 +509,10 @@ func (s *session) outcome(derr error) int {
 			if rc.wait.set && rc.wait.d == 0 {
 				how = "in one attempt (--wait 0)"
 			}
+			if redlock.IsUnavailable(derr) {
+				fmt.Fprintf(s.stderr, "quorumlock run: lock %q not obtained %s: the lock service is unavailable: %s; the command was not run\n", rc.key, how, redact(describeNotObtained(derr)))
+				return exitUnavail
+			}
 			fmt.Fprintf(s.stderr, "quorumlock run: lock %q not obtained %s: %s; the command was not run\n", rc.key, how, redact(describeNotObtained(derr)))
 			return exitTempFail
 		}
@@ -543,7 +551,7 @@ func describeNotObtained(err error) string {
 		atLeast = "at least "
 	}
 	var held, quarantined, silent, failed int
-	var firstFailure string
+	var firstFailure, firstSilent string
 	for _, n := range ne.NodeErrors() {
 		switch {
 		case errors.Is(n.Err, redlock.ErrNodeHeld):
@@ -554,6 +562,9 @@ func describeNotObtained(err error) string {
 			// Slow, or not waited for once the attempt could no longer
 			// succeed: the library labels both the same way.
 			silent++
+			if firstSilent == "" {
+				firstSilent = n.Error()
+			}
 		default:
 			failed++
 			if firstFailure == "" {
@@ -562,6 +573,17 @@ func describeNotObtained(err error) string {
 		}
 	}
 	var parts []string
+	if ne.Reason == redlock.ReasonNoQuorum && held+quarantined+silent+failed > 0 {
+		// The library's account names the unreachable nodes and why.
+		parts = append(parts, ne.Detail)
+		if firstFailure == "" {
+			firstFailure = firstSilent
+		}
+		if firstFailure != "" {
+			parts = append(parts, "first: "+firstFailure)
+		}
+		return strings.Join(parts, "; ")
+	}
 	if held > 0 {
 		parts = append(parts, fmt.Sprintf("held by another owner on %s%d of %d nodes", atLeast, held, ne.Nodes))
 	}
@@ -569,7 +591,7 @@ func describeNotObtained(err error) string {
 		parts = append(parts, fmt.Sprintf("%s%d of %d nodes in restart quarantine", atLeast, quarantined, ne.Nodes))
 	}
 	if silent > 0 {
-		parts = append(parts, fmt.Sprintf("%d node(s) not heard from before the attempt was decided", silent))
+		parts = append(parts, fmt.Sprintf("%d node(s) did not answer in time (first: %s)", silent, firstSilent))
 	}
 	if failed > 0 {
 		parts = append(parts, fmt.Sprintf("%d node(s) failed or did not answer (first: %s)", failed, firstFailure))

@@ -144,6 +144,51 @@ func TestRunNotObtained(t *testing.T) {
 
 // TestRunInterruptedWhileWaiting: a signal before the lock was obtained
 // ends the wait; the command never runs.
+// A cron job skips a turn when someone else holds the lock (75) and must
+// alert when nobody could take it (69). With the key held and three of
+// five nodes down, run said 75 and "held by another owner": an outage
+// read as a skip.
+func TestRunTellsAnOutageFromAHeldKey(t *testing.T) {
+	nodes := redisNodes(t, 5)
+	dir := t.TempDir()
+	key := testenv.Key(t)
+	ctx := context.Background()
+	for _, n := range nodes {
+		if err := n.Client(t).Set(ctx, key, "another-owner", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func() result {
+		return runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "5s", "--wait", "0", "--", "touch", "ran")
+	}
+
+	if err := nodes[4].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r := run()
+	if r.code != exitTempFail || !strings.Contains(r.stderr, "held by another owner") {
+		t.Errorf("held, one node down: exit %d, want %d (held)\nstderr: %s", r.code, exitTempFail, r.stderr)
+	}
+
+	for _, n := range nodes[2:4] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = run()
+	if r.code != exitUnavail {
+		t.Errorf("held, three nodes down: exit %d, want %d (unavailable)\nstderr: %s", r.code, exitUnavail, r.stderr)
+	}
+	for _, want := range []string{"the lock service is unavailable", "3 of 5 nodes unreachable (connection refused)"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("three nodes down: stderr does not say %q: %s", want, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the command ran without the lock")
+	}
+}
+
 func TestRunInterruptedWhileWaiting(t *testing.T) {
 	nodes := redisNodes(t, 5)
 	dir := t.TempDir()
@@ -377,8 +422,8 @@ func TestRunSaysAtOnceThatTheNodesAreInQuarantine(t *testing.T) {
 	const notice = "locks are refused for about"
 
 	r := runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--max-ttl", "4s", "--key", key, "--ttl", "1s", "--wait", "0", "--", "touch", "ran-0")
-	if r.code != exitTempFail {
-		t.Fatalf("--wait 0 on new nodes: exit %d, want %d\nstderr: %s", r.code, exitTempFail, r.stderr)
+	if r.code != exitUnavail {
+		t.Fatalf("--wait 0 on new nodes: exit %d, want %d (the service cannot grant, nobody holds the key)\nstderr: %s", r.code, exitUnavail, r.stderr)
 	}
 	for _, want := range []string{"in restart quarantine", "the nodes admit themselves when the first quarantine ends, in about", "bootstrap admits only a deployment nobody has used yet"} {
 		if !strings.Contains(r.stderr, want) {

@@ -1,0 +1,116 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
+)
+
+// "Held" and "the lock service is down" are told apart: a job skips on
+// the first and alerts on the second (IsHeld, IsUnavailable).
+
+// A key held by another owner on the nodes that answer, with three of
+// five nodes down, is no quorum, not held: nobody could have taken the
+// lock. The holder's nodes answer first (go-redis retries a refused dial
+// for longer than the node timeout), so the round saw the key held before
+// it was decided; it called that ReasonHeld, and quorumlock run exited 75
+// (skip) for an outage.
+func TestUnavailable_AKeyHeldWhereFewerThanAMajorityAnswerIsNoQuorum(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, cl.all()...)
+	for _, i := range []int{2, 3, 4} {
+		require.NoError(t, cl.nodes[i].Kill())
+	}
+
+	_, err := c.TryLock(ctx, key, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonNoQuorum, e.Reason, e.Detail)
+	require.True(t, IsUnavailable(err), "not unavailable: %v", err)
+	require.False(t, IsHeld(err), "called held with three of five nodes down: %v", err)
+	require.Contains(t, e.Detail, "3 of 5 nodes unreachable (connection refused)")
+	require.Contains(t, e.Detail, "held by another owner on")
+}
+
+// One node failing of five and the key held on the rest is held: a
+// majority answered. The failing node (full: it answers OOM at once) and
+// two of the holder's nodes answer first and decide the round (it cannot
+// win), with fewer than a majority heard; the attempt hears the other two
+// out before it says which it is. Without that, it called a held key an
+// outage.
+func TestUnavailable_OneNodeFailingAndTheKeyHeldIsHeld(t *testing.T) {
+	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t)
+	settleProofs(c)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, cl.all()...)
+	require.NoError(t, cl.raw[4].ConfigSet(ctx, "maxmemory", "1").Err())
+	t.Cleanup(func() { _ = cl.raw[4].ConfigSet(ctx, "maxmemory", "0").Err() })
+	f.delay(60*time.Millisecond, "acquire", 2, 3)
+
+	_, err := c.TryLock(ctx, key, ttl)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonHeld, e.Reason, "%v", err)
+	require.True(t, IsHeld(err), "not held: %v", err)
+	require.False(t, IsUnavailable(err), "called unavailable with four of five nodes up: %v", err)
+	require.Contains(t, e.Detail, "held elsewhere: by another owner on 4 of 5 nodes")
+	require.Contains(t, err.Error(), "OOM", "the failing node's reply is kept")
+}
+
+// Nodes that do not answer at all (frozen) count as unreachable once the
+// node timeout passed, and the message says so.
+func TestUnavailable_FrozenNodesAreNamedAsNotAnsweringInTime(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, cl.all()...)
+	cl.freeze(t, 2, 3, 4)
+
+	_, err := c.TryLock(ctx, key, 2*time.Second)
+	var e *NotObtainedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, ReasonNoQuorum, e.Reason, e.Detail)
+	require.True(t, IsUnavailable(err))
+	require.Contains(t, e.Detail, "3 of 5 nodes unreachable (no reply in time)")
+}
+
+// What each reason is, to IsHeld and IsUnavailable; neither takes an
+// error that is not a *NotObtainedError, wrapped or not.
+func TestUnavailable_EachReasonIsHeldUnavailableOrNeither(t *testing.T) {
+	for _, tc := range []struct {
+		reason            Reason
+		held, unavailable bool
+	}{
+		{ReasonHeld, true, false},
+		{ReasonLocal, true, false},
+		{ReasonNoQuorum, false, true},
+		{ReasonQuarantine, false, true},
+		{ReasonValidity, false, true},
+		{ReasonFenceCommit, false, true},
+		{ReasonCancelled, false, false},
+		{ReasonRefused, false, false},
+	} {
+		err := fmtWrap(&NotObtainedError{Key: "k", Reason: tc.reason})
+		require.Equal(t, tc.held, IsHeld(err), "IsHeld(%s)", tc.reason)
+		require.Equal(t, tc.unavailable, IsUnavailable(err), "IsUnavailable(%s)", tc.reason)
+	}
+	for _, err := range []error{nil, ErrNotObtained, ErrNotHeld, context.Canceled} {
+		require.False(t, IsHeld(err), "IsHeld(%v)", err)
+		require.False(t, IsUnavailable(err), "IsUnavailable(%v)", err)
+	}
+}
+
+func fmtWrap(err error) error { return errors.Join(errors.New("do"), err) }
