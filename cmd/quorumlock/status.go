@@ -32,12 +32,17 @@ const defaultStatusTimeout = 2 * time.Second
 const (
 	exitHeld    = 3
 	exitUnknown = 4
+	exitNoVote  = 5 // free, but fewer than a majority of nodes can vote: nobody can take it now
 )
 
-// verdictExit is the exit status for a verdict.
-func verdictExit(verdict string) int {
-	switch verdict {
+// statusExit is the exit status for a report: its verdict, and for a free
+// key whether a lock could be taken now.
+func statusExit(r *statusReport) int {
+	switch r.Verdict {
 	case verdictFree:
+		if r.Voting < r.Quorum {
+			return exitNoVote
+		}
 		return exitOK
 	case verdictHeld:
 		return exitHeld
@@ -185,12 +190,15 @@ Environment: QUORUMLOCK_PASSWORD, and the variables in [brackets] above.
 
 Exit codes (the verdict, for scripts: "if quorumlock status ...; then"
 means "if K is free"):
-  0  free: no value can be on a majority of the nodes
+  0  free: no value can be on a majority of the nodes, and a majority
+     can vote, so a lock can be taken now
   1  the report could not be made or written
   2  usage error: bad flags or arguments (no node was contacted)
   3  held: one value is on a majority of the nodes
   4  unknown: too few nodes answered to tell
-The report is printed for 0, 3 and 4.
+  5  free, but fewer than a majority of the nodes can vote (down,
+     in quarantine, held off, other settings): nobody can take it now
+The report is printed for 0, 3, 4 and 5.
 `)
 }
 
@@ -218,7 +226,7 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "quorumlock status: %s\n", redact(err.Error()))
 		return exitFailure
 	}
-	return sc.write("status", rep, func(w io.Writer) error { return printStatus(w, rep) }, verdictExit(rep.Verdict), stdout, stderr)
+	return sc.write("status", rep, func(w io.Writer) error { return printStatus(w, rep) }, statusExit(rep), stdout, stderr)
 }
 
 // collectStatus reads every node once, in parallel, within the timeout,

@@ -14,16 +14,22 @@ import (
 func statusJSON(t *testing.T, env []string, args ...string) (*statusReport, result) {
 	t.Helper()
 	r := runCLI(t, "", env, append([]string{"status", "--json"}, args...)...)
-	if r.code != 0 && r.code != 3 && r.code != 4 {
+	if r.code != 0 && r.code != 3 && r.code != 4 && r.code != 5 {
 		t.Fatalf("status: exit %d, stderr: %s", r.code, r.stderr)
 	}
 	var rep statusReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
 	}
-	// The exit status is the verdict, for scripts: 0 free, 3 held, 4 unknown.
-	if want, ok := map[string]int{verdictFree: 0, verdictHeld: 3, verdictUnknown: 4}[rep.Verdict]; !ok || r.code != want {
-		t.Errorf("status with verdict %q: exit %d, want %d (known verdict: %v)", rep.Verdict, r.code, want, ok)
+	// The exit status is the verdict, for scripts: 0 free, 3 held, 4
+	// unknown; 5 free while fewer than a majority can vote (a script that
+	// asks "is it free?" must not read it as "go ahead").
+	want, ok := map[string]int{verdictFree: 0, verdictHeld: 3, verdictUnknown: 4}[rep.Verdict]
+	if rep.Verdict == verdictFree && rep.Voting < rep.Quorum {
+		want = 5
+	}
+	if !ok || r.code != want {
+		t.Errorf("status with verdict %q and %d of %d voting: exit %d, want %d (known verdict: %v)", rep.Verdict, rep.Voting, rep.Quorum, r.code, want, ok)
 	}
 	return &rep, r
 }
@@ -33,9 +39,12 @@ func TestStatus(t *testing.T) {
 	key := testenv.Key(t)
 	arg := nodesArg(nodes)
 
-	rep, _ := statusJSON(t, nil, "--nodes", arg, "--key", key)
+	rep, r0 := statusJSON(t, nil, "--nodes", arg, "--key", key)
 	if rep.Verdict != verdictFree || rep.Reachable != 5 || rep.Quorum != 3 || rep.Voting != 0 {
 		t.Errorf("fresh nodes: verdict %q, %d reachable, quorum %d, voting %d; want free, 5, 3, 0", rep.Verdict, rep.Reachable, rep.Quorum, rep.Voting)
+	}
+	if r0.code != exitNoVote {
+		t.Errorf("fresh nodes (none admitted): exit %d, want %d: free, but no lock can be taken", r0.code, exitNoVote)
 	}
 	for _, ns := range rep.Nodes {
 		if ns.Admission != string(redlock.AdmissionUnadmitted) || ns.Role != "master" || ns.HoldsKey {
