@@ -208,6 +208,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	return c.lock(ctx, ctx, key, ttl, &cc)
 }
 
+// inQuarantine reports whether err is an attempt's failure for want of
+// admitted nodes (ReasonQuarantine).
+func inQuarantine(err error) bool {
+	var e *NotObtainedError
+	return errors.As(err, &e) && e.Reason == ReasonQuarantine
+}
+
 // waitBound is the cause of a Lock's acquisition ctx when its WaitAtMost
 // bound passed.
 type waitBound time.Duration
@@ -251,7 +258,13 @@ func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, 
 			return nil, w.stopped(wctx, ErrClosed)
 		}
 		delay := cc.retry(n)
-		if w.last.wait > 0 && w.last.wait < delay {
+		switch {
+		case w.last.wait > 0 && inQuarantine(w.last.err):
+			// Nothing a node can grant changes before the first
+			// quarantine (or hold-off) ends: the next attempt is the one
+			// that admits it. A release notice still wakes the call.
+			delay = w.last.wait
+		case w.last.wait > 0 && w.last.wait < delay:
 			delay = w.last.wait
 		}
 		if w.pass == nil {

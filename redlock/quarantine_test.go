@@ -130,6 +130,29 @@ func TestQuarantine_ANewDeploymentServesOne(t *testing.T) {
 	}
 }
 
+// A Lock that meets a quarantine sleeps until it ends: nothing a node
+// can grant changes before then. It tried every retry delay (20-100 ms),
+// 285 attempts in a 20 s quarantine by a newcomer's count.
+func TestQuarantine_ALockSleepsUntilItEnds(t *testing.T) {
+	const maxTTL = time.Second
+	cl := newCluster(t, 3)
+	c, f := cl.faulty(t, WithMaxTTL(maxTTL))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, testenv.Key(t), maxTTL)
+	require.NoError(t, err, "the new deployment never became usable")
+	// The first attempt starts the quarantines, and one more follows at
+	// once (the release notices were not listened for before it); the
+	// attempt after the quarantine ends admits the nodes and tries again.
+	// Allow two more per node for attempts that found the quarantine not
+	// quite over on a node's clock. Polling made 10 to 50.
+	for i := range 3 {
+		require.LessOrEqual(t, f.count("acquire", i), int64(6),
+			"node %d got %d acquire calls during one %v quarantine (%s)", i, f.count("acquire", i), quarantineOf(c), f.breakdown())
+	}
+	require.NoError(t, l.Release(context.Background()))
+}
+
 func TestQuarantine_ASingleNodeServesOne(t *testing.T) {
 	cl := newCluster(t, 1)
 	c := cl.client(t, WithMaxTTL(100*time.Millisecond))
