@@ -117,7 +117,14 @@ func (c *Client) watch(l *Lease, stop <-chan struct{}, cancel context.CancelCaus
 	case <-stop:
 		return nil
 	case <-l.Done():
-		err := fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), c.renew.why(l))
+		why := c.renew.why(l)
+		var err error
+		if errors.Is(why, ErrNotHeld) {
+			// The renewal said "lease not held" already: once is enough.
+			err = fmt.Errorf("redlock: lease on %s ended while fn was running: %w", keyText(l.key), why)
+		} else {
+			err = fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), why)
+		}
 		cancel(err)
 		return err
 	}

@@ -205,6 +205,10 @@ func TestDo_CancelsFnWhenTheLeaseIsLost(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotHeld)
 	require.NotErrorIs(t, err, ErrMaxHold)
 	require.ErrorIs(t, err, context.Canceled)
+	// The renewal's own error said "lease not held" already; Do's said it
+	// again in front of it.
+	require.Equal(t, 1, strings.Count(err.Error(), "lease not held"), "the message repeats itself: %v", err)
+	require.Contains(t, err.Error(), "ended while fn was running")
 }
 
 // A lease that is over is never renewed again, even while its fn goes on
