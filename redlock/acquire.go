@@ -118,20 +118,30 @@ func (a *attempt) await(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
 	defer cancel()
 	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.votes, a.c.missedLast)
-	if a.refusalsInDoubt() || a.heldInDoubt() {
-		// Whether the refusals are why the attempt failed, or whether a
-		// majority of nodes answers at all, depends on the nodes not
-		// heard from yet (see failure): hear them out, up to the node
-		// timeout, so that contention is not called a configuration
-		// error, which ends Lock at once, and a held key is not called
-		// an unavailable service or the other way round. The round was
-		// decided without a majority of grants; what it hears now
-		// changes only what the failure says (a grant heard late is
-		// cleaned up with the others, and a majority of them is a lease
-		// like any other, since won checks the grants and the validity
-		// after this wait).
+	// Whether the refusals are why the attempt failed, or whether a
+	// majority of nodes answers at all, can depend on the nodes not heard
+	// from yet (see failure): hear them out, up to the node timeout, so
+	// that contention is not called a configuration error, which ends
+	// Lock at once, and a held key is not called an unavailable service
+	// or the other way round. The round was decided without a majority of
+	// grants; what it hears now changes only what the failure says (a
+	// grant heard late is cleaned up with the others, and a majority of
+	// them is a lease like any other, since won checks the grants and the
+	// validity after this wait).
+	if a.refusalsInDoubt() {
 		all := func(quorum.Reply[script.AcquireReply]) bool { return true }
 		a.replies = append(a.replies, a.round.Await(wctx, len(a.c.nodes)-len(a.replies), all)...)
+	} else if need := a.heldInDoubt(); need > 0 {
+		// Until a majority answered, or that became impossible: nodes
+		// that missed their last deadline are not waited for, as in the
+		// round itself, and those heard from already count as no more.
+		heard := make([]bool, len(a.c.nodes))
+		for _, r := range a.replies {
+			heard[r.Node] = true
+		}
+		answers := func(r quorum.Reply[script.AcquireReply]) bool { return r.Err == nil }
+		skip := func(i int) bool { return heard[i] || a.c.missedLast(i) }
+		a.replies = append(a.replies, a.round.AwaitDiscounting(wctx, need, answers, skip)...)
 	}
 	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
 	a.c.sawRound(a.elapsed)
@@ -156,14 +166,18 @@ func (a *attempt) refusalsInDoubt() bool {
 	return refused > 0 && granted+refused < q && granted+refused+len(a.c.nodes)-len(a.replies) >= q
 }
 
-// heldInDoubt reports whether a round decided without a majority of votes
-// found the key held by another owner on some nodes, heard fewer than a
-// majority of nodes answer, and might still hear a majority from the
-// nodes not heard from: whether the key is held (a majority answered) or
-// the service is unavailable (fewer did) depends on them.
-func (a *attempt) heldInDoubt() bool {
+// heldInDoubt is, for a round decided without a majority of votes that
+// found the key held by another owner on some nodes and heard fewer than
+// a majority of nodes answer, how many more answers would make a
+// majority, when the nodes not heard from (but those that missed their
+// last deadline) could give them: whether the key is held (a majority
+// answered) or the service is unavailable (fewer did) depends on them.
+// Otherwise 0.
+func (a *attempt) heldInDoubt() int {
 	answered, busy := 0, 0
+	heard := make([]bool, len(a.c.nodes))
 	for _, r := range a.replies {
+		heard[r.Node] = true
 		if r.Err != nil {
 			continue
 		}
@@ -173,8 +187,17 @@ func (a *attempt) heldInDoubt() bool {
 			busy++
 		}
 	}
+	expected := 0
+	for i, h := range heard {
+		if !h && !a.c.missedLast(i) {
+			expected++
+		}
+	}
 	q := a.c.quorum
-	return busy > 0 && answered < q && answered+len(a.c.nodes)-len(a.replies) >= q
+	if busy == 0 || answered >= q || answered+expected < q {
+		return 0
+	}
+	return q - answered
 }
 
 // tally classifies the replies. timedOut says the round ran out of time.

@@ -208,11 +208,23 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	return c.lock(ctx, ctx, key, ttl, &cc)
 }
 
-// inQuarantine reports whether err is an attempt's failure for want of
-// admitted nodes (ReasonQuarantine).
-func inQuarantine(err error) bool {
+// onlyQuarantine reports whether err is an attempt's failure for want of
+// admitted nodes (ReasonQuarantine) in which every node that did not grant
+// and was heard from is in quarantine or a hold-off. The nodes not heard
+// from could not have made a majority with the grants (the round was
+// decided without them), and one not waited for (it missed its last
+// deadline) is named with an error of its own.
+func onlyQuarantine(err error) bool {
 	var e *NotObtainedError
-	return errors.As(err, &e) && e.Reason == ReasonQuarantine
+	if !errors.As(err, &e) || e.Reason != ReasonQuarantine {
+		return false
+	}
+	for _, ne := range e.NodeErrors() {
+		if !errors.Is(ne.Err, ErrNodeQuarantined) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitBound is the cause of a Lock's acquisition ctx when its WaitAtMost
@@ -259,10 +271,12 @@ func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, 
 		}
 		delay := cc.retry(n)
 		switch {
-		case w.last.wait > 0 && inQuarantine(w.last.err):
-			// Nothing a node can grant changes before the first
-			// quarantine (or hold-off) ends: the next attempt is the one
-			// that admits it. A release notice still wakes the call.
+		case w.last.wait > 0 && onlyQuarantine(w.last.err):
+			// The quarantine (or hold-off) was all that stood in the
+			// way: nothing a node can grant changes before the first one
+			// ends, and the attempt after it admits the node. (A node
+			// that was down or unverified may come back sooner: then the
+			// call keeps trying.)
 			delay = w.last.wait
 		case w.last.wait > 0 && w.last.wait < delay:
 			delay = w.last.wait

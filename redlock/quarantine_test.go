@@ -153,6 +153,29 @@ func TestQuarantine_ALockSleepsUntilItEnds(t *testing.T) {
 	require.NoError(t, l.Release(context.Background()))
 }
 
+// The sleep is only for a quarantine that is all there is: a node that was
+// down, not waited for or not verified may come back before it ends and
+// make a majority with the admitted nodes, and the call keeps trying for
+// it.
+func TestQuarantine_ALockSleepsOnlyWhenTheQuarantineIsAllThereIs(t *testing.T) {
+	q := func(i int) error { return &NodeError{Node: i, Err: ErrNodeQuarantined} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"every node answered, the rest in quarantine", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 3, Granted: 1, Errs: []error{q(1), q(2)}}, true},
+		{"a hold-off", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 3, Errs: []error{&NodeError{Node: 0, Err: errHeldOff}, q(1), q(2)}}, true},
+		{"a node down", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 3, Granted: 1, Errs: []error{q(1), &NodeError{Node: 2, Err: context.DeadlineExceeded}}}, false},
+		{"a round decided without one node", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 2, Errs: []error{q(0), q(1)}}, true},
+		{"a node not waited for", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 2, Errs: []error{q(0), q(1), &NodeError{Node: 2, Err: errNotWaited}}}, false},
+		{"a node not verified yet", &NotObtainedError{Reason: ReasonQuarantine, Nodes: 3, Replied: 3, Errs: []error{q(0), q(1), &NodeError{Node: 2, Err: errUnverified}}}, false},
+		{"held", &NotObtainedError{Reason: ReasonHeld, Nodes: 3, Replied: 3}, false},
+	} {
+		require.Equal(t, tc.want, onlyQuarantine(tc.err), tc.name)
+	}
+}
+
 func TestQuarantine_ASingleNodeServesOne(t *testing.T) {
 	cl := newCluster(t, 1)
 	c := cl.client(t, WithMaxTTL(100*time.Millisecond))

@@ -44,8 +44,8 @@ func TestUnavailable_AKeyHeldWhereFewerThanAMajorityAnswerIsNoQuorum(t *testing.
 // One node failing of five and the key held on the rest is held: a
 // majority answered. The failing node (full: it answers OOM at once) and
 // two of the holder's nodes answer first and decide the round (it cannot
-// win), with fewer than a majority heard; the attempt hears the other two
-// out before it says which it is. Without that, it called a held key an
+// win), with fewer than a majority heard; the attempt hears the others out
+// until a majority answered before it says which it is. Without that, it called a held key an
 // outage.
 func TestUnavailable_OneNodeFailingAndTheKeyHeldIsHeld(t *testing.T) {
 	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
@@ -65,7 +65,8 @@ func TestUnavailable_OneNodeFailingAndTheKeyHeldIsHeld(t *testing.T) {
 	require.Equal(t, ReasonHeld, e.Reason, "%v", err)
 	require.True(t, IsHeld(err), "not held: %v", err)
 	require.False(t, IsUnavailable(err), "called unavailable with four of five nodes up: %v", err)
-	require.Contains(t, e.Detail, "held elsewhere: by another owner on 4 of 5 nodes")
+	require.Contains(t, e.Detail, "held elsewhere: by another owner on")
+	require.GreaterOrEqual(t, e.Replied, 4, "the attempt did not hear a majority answer: %v", err)
 	require.Contains(t, err.Error(), "OOM", "the failing node's reply is kept")
 }
 
