@@ -21,6 +21,10 @@ var refusals = []struct {
 }{
 	{"WRONGPASS", "wrong password or ACL user"},
 	{"NOAUTH", "the node requires a password"},
+	// redis-server 7 answers a request of more than 10 arguments (or a
+	// long one) from a connection that has not authenticated with this
+	// instead of NOAUTH, and closes the connection: an acquire is one.
+	{"ERR Protocol error: unauthenticated", "the node requires a password"},
 	{"ERR AUTH", "a password was sent to a node that has none"},
 	{"ERR invalid password", "wrong password"},
 	{"ERR invalid username-password pair", "wrong password or ACL user"},

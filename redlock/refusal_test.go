@@ -278,6 +278,41 @@ func TestRefusal_RefusalsAfterNewAreAConfigurationError(t *testing.T) {
 	require.NoError(t, lctx.Err(), "Lock waited for its ctx on a configuration error")
 }
 
+// A node that starts requiring a password refuses a new connection's
+// acquire with "ERR Protocol error: unauthenticated multibulk length"
+// (redis-server 7, for a request of more than 10 arguments), not NOAUTH.
+// It was not typed as a refusal: three such nodes of five were "no
+// quorum", and quorumlock run said the lock service was down (69) where
+// its password is wrong (125).
+func TestRefusal_AnUnauthenticatedAcquireIsARefusal(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithNodeTimeout(500*time.Millisecond))
+	ctx := context.Background()
+	for _, i := range []int{2, 3, 4} {
+		require.NoError(t, cl.raw[i].ConfigSet(ctx, "requirepass", "rotated").Err())
+		// Connections open before keep their login: close them, as a
+		// restart of the node would.
+		require.NoError(t, cl.raw[i].ClientKillByFilter(ctx, "TYPE", "normal").Err())
+		t.Cleanup(func() {
+			admin := redis.NewClient(&redis.Options{Addr: cl.nodes[i].Addr(), Password: "rotated"})
+			defer admin.Close()
+			_ = admin.ConfigSet(ctx, "requirepass", "").Err()
+		})
+	}
+	var err error
+	for range 3 { // the first may meet a connection closed under it
+		if _, err = c.TryLock(ctx, testenv.Key(t), time.Second); errors.Is(err, ErrConfigMismatch) {
+			break
+		}
+	}
+	require.ErrorIs(t, err, ErrConfigMismatch, "three nodes refusing the login: %v", err)
+	require.ErrorIs(t, err, ErrNodeRefused)
+	var ne *NotObtainedError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, ReasonRefused, ne.Reason)
+	require.False(t, IsUnavailable(err), "a password problem called an outage: %v", err)
+}
+
 // A refusal that arrives before the round is decided does not make
 // contention a configuration error. Held elsewhere on a majority (nodes
 // 0-2) with node 4 refusing and answering first: the round is decided at
