@@ -26,12 +26,15 @@ func ExampleClient_TryDo() {
 	err = c.TryDo(ctx, "nightly-report", 30*time.Second, func(ctx context.Context, l *redlock.Lease) error {
 		return generateReport(ctx)
 	}, who)
-	if errors.Is(err, redlock.ErrNotObtained) {
+	if redlock.IsHeld(err) { // another instance runs it: skip this turn
 		ks, _ := c.Inspect(ctx, "nightly-report")
 		if ks != nil {
 			fmt.Println("skipped: held by", ks.Metadata)
 		}
 		return
+	}
+	if redlock.IsUnavailable(err) { // nobody could take it: alert
+		log.Fatal("lock service unavailable: ", err)
 	}
 	if err != nil {
 		log.Fatal(err)

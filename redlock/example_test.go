@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -53,7 +52,7 @@ func ExampleClient_TryLock() {
 
 	ctx := context.Background()
 	l, err := c.TryLock(ctx, "jobs:cleanup", 30*time.Second)
-	if errors.Is(err, redlock.ErrNotObtained) {
+	if redlock.IsHeld(err) {
 		fmt.Println("someone else is cleaning up")
 		return
 	}
