@@ -239,14 +239,7 @@ func TestHandOff_AFencedCallIsNotHandedTheKey(t *testing.T) {
 	b := cl.client(t, slowRetry, WithKeyHandOff())
 	key, la := heldKey(t, a)
 
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 2*time.Second, Fenced())
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, 2*time.Second, Fenced())
 	cl.requireLineLen(t, key, 1, "b never joined the line")
 	id := cl.line(t, 0, key)[0]
 	require.False(t, takesHandOffs(id), "a fenced call's waiter id offers to take hand-offs: %q", id)

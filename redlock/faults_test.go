@@ -721,6 +721,20 @@ func heldKey(t *testing.T, a *Client) (string, *Lease) {
 	return key, l
 }
 
+// lockIn starts c.Lock(key, ttl, opts...) in a goroutine and returns the
+// channel its lease comes on (nil after an error, which fails the test).
+func lockIn(t *testing.T, c *Client, key string, ttl time.Duration, opts ...CallOption) <-chan *Lease {
+	ch := make(chan *Lease, 1)
+	go func() {
+		l, err := c.Lock(context.Background(), key, ttl, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	return ch
+}
+
 // releaseTo releases la and returns the lease the first in line's Lock
 // call sends on lb, within 3 s.
 func releaseTo(t *testing.T, la *Lease, lb <-chan *Lease) *Lease {

@@ -119,14 +119,7 @@ func TestHandOff_AReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 
 	const ttl = 5 * time.Second
 	called := time.Now()
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, ttl)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, ttl)
 	// b is in line on every node, or was handed the key there already (a
 	// node its first attempt reached before a's SET did: that attempt's
 	// cleanup hands the key it freed to the first in line, b).
@@ -186,14 +179,7 @@ func TestHandOff_AWaiterHandedTheKeyByAMinorityWaitsForTheRest(t *testing.T) {
 	key, la := heldKey(t, a)
 
 	const ttl = 10 * time.Second // a node timeout of 500 ms
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, ttl)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, ttl)
 	cl.requireLineLen(t, key, 1, "b never joined the line")
 	calls.requireAttempts(t, 2) // b's attempts on joining are over; its next waits 5 s
 	calls.reset()
@@ -222,14 +208,7 @@ func TestHandOff_ByDefaultTheWaiterTakesTheKeyItself(t *testing.T) {
 	a := cl.client(t)
 	b, calls := cl.faulty(t, slowRetry)
 	key, la := heldKey(t, a)
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 2*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, 2*time.Second)
 	cl.requireLineLen(t, key, 1, "b never joined the line")
 	id, err := ucs[0].ZRange(ctx, keyLine(key), 0, 0).Result()
 	require.NoError(t, err)
@@ -326,14 +305,7 @@ func TestHandOff_PassesOverAWaiterNobodyListensFor(t *testing.T) {
 	for _, uc := range ucs {
 		require.NoError(t, uc.ZAdd(ctx, keyLine(key), redis.Z{Score: float64(place), Member: gone}).Err())
 	}
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 5*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, 5*time.Second)
 	cl.requireLineLen(t, key, 2, "b never joined the line")
 	start := time.Now()
 	l := releaseTo(t, la, lb)

@@ -78,14 +78,7 @@ func TestMetadata_AHandOffCarriesTheWaitersOwn(t *testing.T) {
 	require.NoError(t, err)
 	settled(t, a, 2*time.Second)
 
-	lb := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Lock(ctx, key, 2*time.Second, WithMetadata("host=b"))
-		if err != nil {
-			t.Error(err)
-		}
-		lb <- l
-	}()
+	lb := lockIn(t, b, key, 2*time.Second, WithMetadata("host=b"))
 	cl.requireLineLen(t, key, 1, "b never joined the line")
 	// A release hands the key only to a waiter whose Client listens on
 	// the node: wait for b's subscription everywhere.

@@ -14,6 +14,15 @@ import (
 // "Held" and "the lock service is down" are told apart: a job skips on
 // the first and alerts on the second (IsHeld, IsUnavailable).
 
+// heldByAnother returns a fresh key that another owner holds on every node
+// for a minute.
+func heldByAnother(t *testing.T, cl *cluster) string {
+	t.Helper()
+	key := testenv.Key(t)
+	cl.set(t, key, "other", time.Minute, cl.all()...)
+	return key
+}
+
 // A key held by another owner on the nodes that answer, with three of
 // five nodes down, is no quorum, not held: nobody could have taken the
 // lock. The holder's nodes answer first (go-redis retries a refused dial
@@ -24,8 +33,7 @@ func TestUnavailable_AKeyHeldWhereFewerThanAMajorityAnswerIsNoQuorum(t *testing.
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t)
 	ctx := context.Background()
-	key := testenv.Key(t)
-	cl.set(t, key, "other", time.Minute, cl.all()...)
+	key := heldByAnother(t, cl)
 	for _, i := range []int{2, 3, 4} {
 		require.NoError(t, cl.nodes[i].Kill())
 	}
@@ -53,8 +61,7 @@ func TestUnavailable_OneNodeFailingAndTheKeyHeldIsHeld(t *testing.T) {
 	c, f := cl.ready(t)
 	settleProofs(c)
 	ctx := context.Background()
-	key := testenv.Key(t)
-	cl.set(t, key, "other", time.Minute, cl.all()...)
+	key := heldByAnother(t, cl)
 	require.NoError(t, cl.raw[4].ConfigSet(ctx, "maxmemory", "1").Err())
 	t.Cleanup(func() { _ = cl.raw[4].ConfigSet(ctx, "maxmemory", "0").Err() })
 	f.delay(60*time.Millisecond, "acquire", 2, 3)
@@ -76,8 +83,7 @@ func TestUnavailable_FrozenNodesAreNamedAsNotAnsweringInTime(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t)
 	ctx := context.Background()
-	key := testenv.Key(t)
-	cl.set(t, key, "other", time.Minute, cl.all()...)
+	key := heldByAnother(t, cl)
 	cl.freeze(t, 2, 3, 4)
 
 	_, err := c.TryLock(ctx, key, 2*time.Second)
