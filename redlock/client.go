@@ -318,6 +318,12 @@ func newValue() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// CheckKey reports whether Lock, TryLock, Do and Inspect accept key: not
+// empty, and not in quorumlock's own namespace (keys starting with
+// "quorumlock:"). It contacts no node; tools use it to refuse a bad key
+// before they start anything. A refusal is an *InputError (ErrInvalidKey).
+func CheckKey(key string) error { return checkKey(key) }
+
 // CheckTTL reports whether a Client built with opts would accept ttl for
 // Lock, TryLock, Do and Extend, without building one or contacting any
 // node: tools use it to refuse bad input before they start anything. It

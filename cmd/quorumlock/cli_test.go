@@ -33,6 +33,8 @@ func TestBadInput(t *testing.T) {
 		{"run with empty nodes env", []string{"QUORUMLOCK_NODES= , "}, []string{"run", "--key", "k", "--ttl", "1s", "--", "true"}, "no nodes", exitUsage},
 		{"run without key", nil, []string{"run", "--nodes", node, "--ttl", "1s", "--", "true"}, "--key is required", exitUsage},
 		{"run with empty key", nil, []string{"run", "--nodes", node, "--key", "", "--ttl", "1s", "--", "true"}, "--key is required", exitUsage},
+		{"run with a key of quorumlock's own", nil, []string{"run", "--nodes", node, "--key", "quorumlock:x", "--ttl", "1s", "--", "true"}, "quorumlock's own namespace", exitUsage},
+		{"status with a key of quorumlock's own", nil, []string{"status", "--nodes", node, "--key", "quorumlock:x"}, "quorumlock's own namespace", exitUsage},
 		{"run without ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--", "true"}, "--ttl is required", exitUsage},
 		{"run with bad ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "banana", "--", "true"}, "not a duration", exitUsage},
 		{"run with negative ttl", nil, []string{"run", "--nodes", node, "--key", "k", "--ttl", "-1s", "--", "true"}, "must not be negative", exitUsage},

@@ -155,6 +155,9 @@ func (rc *runConfig) validate() error {
 	if rc.key == "" {
 		return errors.New("--key is required and must not be empty")
 	}
+	if err := redlock.CheckKey(rc.key); err != nil {
+		return fmt.Errorf("--key: %w", err)
+	}
 	if !rc.ttl.set {
 		return errors.New("--ttl is required (for example --ttl 30s)")
 	}

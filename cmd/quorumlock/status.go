@@ -215,6 +215,9 @@ func statusMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if sc.key == "" {
 		return usageError(stderr, "status", errors.New("--key is required and must not be empty"))
 	}
+	if err := redlock.CheckKey(sc.key); err != nil {
+		return usageError(stderr, "status", fmt.Errorf("--key: %w", err))
+	}
 	opts, code, ok := sc.options("status", stderr)
 	if !ok {
 		return code
