@@ -230,6 +230,12 @@ func TestMetrics_ConfigErrorsCountedByKind(t *testing.T) {
 		counts[v.AsString()] += dp.Value
 	}
 	require.Equal(t, map[string]int64{"settings": 3}, counts, "one per call that returned the error")
+	// The nodes are healthy: it is this client's settings that differ.
+	if ne, ok := collect(t, reader)["quorumlock.node.errors"].Data.(metricdata.Sum[int64]); ok {
+		for _, dp := range ne.DataPoints {
+			require.Zero(t, dp.Value, "a settings mismatch counted as an error of the node %v", dp.Attributes.ToSlice())
+		}
+	}
 }
 
 func TestMetrics_ConfigErrorsCountRefusingNodes(t *testing.T) {

@@ -96,7 +96,10 @@ func isTimeout(err error) bool {
 // transport error, which go-redis hides behind the context's error when
 // it dials in the background.
 func (c *Client) nodeErr(i int, err error) *NodeError {
-	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) {
+	// The node's own trouble only: not a key held elsewhere, a
+	// quarantine, an identity being checked, or this client's settings
+	// disagreeing with a healthy node's (quorumlock.config.errors).
+	if !errors.Is(err, ErrNodeHeld) && !errors.Is(err, ErrNodeQuarantined) && !errors.Is(err, ErrConfigMismatch) && !errors.Is(err, errUnverified) {
 		c.inst.nodeError(c.nodes[i].name)
 	}
 	return &NodeError{Node: i, Addr: c.nodes[i].name, Err: c.cause(i, err)}
