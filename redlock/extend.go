@@ -28,7 +28,7 @@ import (
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	c := l.c
 	ctx, span := c.startSpan(ctx, "quorumlock.Extend", l.key, ttl)
-	defer func() { endSpan(span, err) }()
+	defer func() { extendEnded(span, err) }()
 	if err := c.checkTTL(ttl); err != nil {
 		return err
 	}

@@ -313,11 +313,48 @@ func (l *Lease) ended(s leaseState) {
 	c.inst.held(outcome, l.key, c.cfg.clock.Now().Sub(l.obtained))
 }
 
+// releaseOutcome is the quorumlock.outcome of a Release span: released,
+// unconfirmed (ErrReleaseUnconfirmed), not_held (ErrNotHeld) or error.
+func releaseOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "released"
+	case errors.Is(err, ErrReleaseUnconfirmed):
+		return "unconfirmed"
+	case errors.Is(err, ErrNotHeld):
+		return "not_held"
+	}
+	return "error"
+}
+
+// extendOutcome is the quorumlock.outcome of an Extend span, as the
+// quorumlock.extends metric counts it: ok, lost (ErrNotHeld), invalid (a
+// bad ttl: nothing sent) or error.
+func extendOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotHeld):
+		return "lost"
+	case errors.Is(err, ErrInvalidTTL):
+		return "invalid"
+	}
+	return "error"
+}
+
+// extendEnded ends Extend's span with its outcome.
+func extendEnded(span trace.Span, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(extendOutcome(err)))
+	}
+	endSpan(span, err)
+}
+
 // released ends Release's span and logs the release at Debug level.
 func (l *Lease) released(span trace.Span, err error) {
 	held := l.c.cfg.clock.Now().Sub(l.obtained)
 	if span.IsRecording() {
-		span.SetAttributes(attrHeld.Float64(ms(held)))
+		span.SetAttributes(attrOutcome.String(releaseOutcome(err)), attrHeld.Float64(ms(held)))
 		if l.token != 0 {
 			span.SetAttributes(attrToken.Int64(int64(l.token)))
 		}

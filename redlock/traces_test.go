@@ -95,6 +95,8 @@ func TestTraces_LockSpanHasAttemptsNodesWaitAndToken(t *testing.T) {
 	require.GreaterOrEqual(t, held.AsFloat64(), 0.0)
 	require.Positive(t, held.AsFloat64(), "the lease was held for some time between Lock and Release")
 	require.Equal(t, "Unset", rel[0].Status().Code.String())
+	relOutcome, _ := attrOf(rel[0].Attributes(), attrOutcome)
+	require.Equal(t, "released", relOutcome.AsString(), "the Release span says how it went")
 }
 
 func TestTraces_FailedTryLockAndExtendAreErrors(t *testing.T) {
@@ -126,6 +128,14 @@ func TestTraces_FailedTryLockAndExtendAreErrors(t *testing.T) {
 	require.Len(t, ext, 1)
 	require.Equal(t, "Error", ext[0].Status().Code.String())
 	require.Contains(t, ext[0].Status().Description, "lease not held")
+	extOutcome, _ := attrOf(ext[0].Attributes(), attrOutcome)
+	require.Equal(t, "lost", extOutcome.AsString(), "the Extend span says how it went")
+	// The lost lease's Release: nothing to give back.
+	require.ErrorIs(t, l.Release(ctx), ErrNotHeld)
+	rel := spansNamed(sr, "quorumlock.Release")
+	require.Len(t, rel, 1)
+	relOutcome, _ := attrOf(rel[0].Attributes(), attrOutcome)
+	require.Equal(t, "not_held", relOutcome.AsString())
 }
 
 func TestTraces_DoIsTheParentOfLockAndOfFn(t *testing.T) {
