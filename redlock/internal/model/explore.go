@@ -63,7 +63,7 @@ func (m *machine) canonical(s *state) hash {
 	}
 	if !m.cfg.Symmetry {
 		var h hash
-		sum := sha256.Sum256(s.encode(id, id, enc))
+		sum := sha256.Sum256(s.encode(nil, id, id, enc))
 		copy(h[:], sum[:16])
 		return h
 	}
@@ -92,6 +92,7 @@ func (m *machine) canonical(s *state) hash {
 	}
 	var h hash
 	first := true
+	var buf []byte
 	inv := append([]int(nil), order...) // position -> node
 	perm := make([]int, n)              // node -> position
 	var try func(g int)
@@ -100,7 +101,8 @@ func (m *machine) canonical(s *state) hash {
 			for j, i := range inv {
 				perm[i] = j
 			}
-			sum := sha256.Sum256(s.encode(perm, inv, enc))
+			buf = s.encode(buf, perm, inv, enc)
+			sum := sha256.Sum256(buf)
 			if first || bytes.Compare(sum[:16], h[:]) < 0 {
 				copy(h[:], sum[:16])
 				first = false
@@ -170,10 +172,15 @@ func Explore(cfg Config) (res Result, err error) {
 	for depth := len(prefix); depth < cfg.Depth && len(frontier) > 0; depth++ {
 		var next []*state
 		var nextHashes []hash
+		// The states of the last level are checked and counted but
+		// never expanded: keeping them would only hold the largest
+		// level in memory at the deepest bound.
+		last := depth+1 == cfg.Depth
 		for k, s := range frontier {
 			var idx int32
 			var bad *state
 			var badHash hash
+			frontier[k] = nil // expanded: only its hash is needed from here on
 			m.successors(s, func(st step) {
 				i := idx
 				idx++
@@ -195,8 +202,10 @@ func Explore(cfg Config) (res Result, err error) {
 					bad, badHash = t, h
 					return
 				}
-				next = append(next, t)
-				nextHashes = append(nextHashes, h)
+				if !last {
+					next = append(next, t)
+					nextHashes = append(nextHashes, h)
+				}
 			})
 			if bad != nil {
 				res.Depth = depth + 1

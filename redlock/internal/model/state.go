@@ -144,9 +144,11 @@ func (s *state) clientNow(n, c int) int { return s.T + s.ahead[n+c] }
 
 // encode is the state's identity with node i renamed perm[i] (inv is
 // perm's inverse), everything that decides what can happen next, in a
-// canonical order; nodeEnc holds each node's key space, encoded once.
-func (s *state) encode(perm, inv []int, nodeEnc [][]byte) []byte {
-	b := make([]byte, 0, 512)
+// canonical order; nodeEnc holds each node's key space, encoded once. It
+// appends to buf[:0], so that a caller encoding a state under several
+// renamings reuses one buffer.
+func (s *state) encode(buf []byte, perm, inv []int, nodeEnc [][]byte) []byte {
+	b := buf[:0]
 	num := func(v int64) { b = strconv.AppendInt(b, v, 10); b = append(b, ',') }
 	num(int64(s.T))
 	num(int64(s.wipes))

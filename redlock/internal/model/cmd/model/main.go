@@ -9,17 +9,45 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/quorumlock/quorumlock/redlock/internal/model"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	extra := flag.Int("extra", 1, "steps beyond each scenario's CI depth")
 	only := flag.String("scenario", "", "comma-separated scenario names (default: all)")
 	maxStates := flag.Int("max-states", 0, "stop a scenario after this many states (0: no limit)")
 	known := flag.Bool("known", false, "run the scenarios with a guard of the protocol taken out (model.KnownDefects) instead: each must find its counterexample")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile to this file at the end of the run")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
+	}
 	// The explorer keeps every state it reached; collecting less often
 	// trades memory for time.
 	debug.SetGCPercent(400)
@@ -47,7 +75,7 @@ func main() {
 		r, err := model.Explore(cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			return 2
 		}
 		total += r.States
 		fmt.Printf("  %s\n", strings.ReplaceAll(r.String(), "\n", "\n  "))
@@ -57,8 +85,9 @@ func main() {
 	}
 	fmt.Printf("states explored: %d\n", total)
 	if failed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func bounds(c model.Config) string {
