@@ -121,8 +121,11 @@ type Config struct {
 	// scenario patches reconfigure.lua's check out too); RecordWithoutNodes,
 	// the change record names no new node; FinishedOnMarks, a run takes
 	// a new node only marked "reconfiguring to" the new settings for one
-	// that carries them, and finds the change already done.
-	NoJoinMarks, NoChangeRecord, RecordWithoutNodes, FinishedOnMarks bool
+	// that carries them, and finds the change already done;
+	// OldFromMarks, a run that reads the old settings reads a node a
+	// change marked ("reconfiguring to", "retired") as carrying the
+	// settings its marker names, not the change record's old ones.
+	NoJoinMarks, NoChangeRecord, RecordWithoutNodes, FinishedOnMarks, OldFromMarks bool
 
 	// Skew is how many ticks any clock may run ahead of real time over a
 	// whole run. Clocks only run ahead, so any two clocks measure any

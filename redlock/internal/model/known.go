@@ -235,6 +235,14 @@ func KnownDefects() []Scenario {
 	rd := named("reconfig-read")
 	rd.FinishedOnMarks = true
 	rd.Clients[0].Attempts = 0
+	// Without the change record's old settings: a rerun after a stop
+	// between the steps reads the node marked "reconfiguring to T" as
+	// carrying T, and step 0 refuses a change from T to T on a node
+	// marked for it: no run that reads the settings can finish the
+	// change.
+	marks := named("reconfig-read")
+	marks.OldFromMarks = true
+	marks.Clients[0].Attempts = 0
 
 	return []Scenario{
 		{"reconfig-disjoint", "R1: step 1 marks no new node, and a client of T admits a bare new node by the first-admission path", r1},
@@ -242,6 +250,7 @@ func KnownDefects() []Scenario {
 		{"reconfig-rerun", "R2: without the change record, a rerun with other old settings sizes the hold-off from them", r2},
 		{"reconfig-stale", "R3: a change record without the new nodes takes a stale run with another node list for a rerun", r3},
 		{"reconfig-same", "R4: without the change record, a rerun with old = new returns nil and the nodes hold off for ever", r4},
+		{"reconfig-read-marks", "a run that reads the old settings from a node's marks, not from the change record, reads \"reconfiguring to T\" as T after a stop between the steps and is refused: only typed settings can finish the change", marks},
 		{"reconfig-read", "a run that takes a node only marked for the new settings for one that carries them returns \"already done\" after a stop between the steps, and the node holds off for ever", rd},
 	}
 }

@@ -126,6 +126,15 @@ func TestReconfig_FindsADoneRerunThatLeavesTheNodeHeldOffWithoutTheFinishedRule(
 	requireFound(t, knownDefect(t, "reconfig-read"), "liveness")
 }
 
+// Old settings read from a node's marks, not from the change record: a
+// rerun after a stop between the steps reads "reconfiguring to T" as T,
+// and step 0 refuses a change from T to T on a node marked for it, so no
+// run that reads the settings can finish the change.
+func TestReconfig_FindsARefusedRerunWithoutTheChangeRecordsOldSettings(t *testing.T) {
+	t.Parallel()
+	requireFound(t, knownDefect(t, "reconfig-read-marks"), "was refused")
+}
+
 // I1: an entry re-pointed after New to a server another entry reaches
 // answers with that server's identity, and counts for nothing.
 func TestIdentity_ARePointedEntryCountsItsNewServerNever(t *testing.T) {

@@ -80,6 +80,7 @@ const (
 	runFailed                   // an error
 	runDone                     // nil: every node of both lists did its step
 	runNothing                  // nil: "nothing to change"
+	runRefused                  // an error: the nodes' records refuse the arguments, nothing written
 )
 
 // reconfigurer is the state of the operator's Reconfigure runs. Entry sets
@@ -306,6 +307,9 @@ func (m *machine) reconfDecide(t *state) string {
 	if tr.phase == rLooking && m.cfg.Reconfigs[k].ReadFrom {
 		tr.looked = tr.heard
 		if why := m.readFrom(tr, ls[0], need); why != "" {
+			if strings.Contains(why, "refused") {
+				return end(runRefused, why)
+			}
 			return end(runFailed, why)
 		}
 	}
@@ -346,7 +350,7 @@ func (m *machine) reconfDecide(t *state) string {
 				id := ""
 				if tr.looked[side]&(1<<e) != 0 {
 					if !m.movable(tr.marker[side][e], tr.trace[side][e], from, to, rec) {
-						return end(runFailed, fmt.Sprintf("node %d carries %q: refused, nothing written", node, tr.marker[side][e]))
+						return end(runRefused, fmt.Sprintf("node %d carries %q: refused, nothing written", node, tr.marker[side][e]))
 					}
 					id = strconv.Itoa(node)
 				}
@@ -363,7 +367,7 @@ func (m *machine) reconfDecide(t *state) string {
 			if script.ReconfigureUnchanged(from, to, ids[0], ids[1]) {
 				return end(runNothing, "old and new are the same: nil (nothing to change)")
 			}
-			return end(runFailed, "the same settings for another node list: refused, nothing written")
+			return end(runRefused, "the same settings for another node list: refused, nothing written")
 		}
 		if tr.looked[0] == allNodes(len(ls[0])) && m.changeFinished(tr, ls, from, to) {
 			return end(runDone, "already done: nil, nothing written")
@@ -414,6 +418,9 @@ func (m *machine) readFrom(tr *reconfigurer, olds []int, need int) string {
 			continue
 		}
 		v := script.ReconfigureOldSettingsOf(tr.marker[0][e], tr.trace[0][e], to)
+		if m.cfg.OldFromMarks {
+			v = settingsNamedBy(tr.marker[0][e])
+		}
 		switch {
 		case v == "":
 		case read == "":
@@ -433,6 +440,18 @@ func (m *machine) readFrom(tr *reconfigurer, olds []int, need int) string {
 	}
 	tr.read = read
 	return ""
+}
+
+// settingsNamedBy is the settings a marker names, a change's marks read
+// as the settings they move to (Config.OldFromMarks).
+func settingsNamedBy(marker string) string {
+	if to, ok := script.MovingTo(marker); ok {
+		return to
+	}
+	if to, ok := script.RetiredTo(marker); ok {
+		return to
+	}
+	return marker
 }
 
 // changeFinished is script.ReconfigureFinished over the look's markers (or,
@@ -585,9 +604,16 @@ func (cfg *Config) checkReconfigs() error {
 // tick, up to its hold-off plus the largest max ttl plus two ticks, it
 // tries a lock, checks every entry it found not admitted (each call run
 // at once, every reply heard), and tries again. A run that returns nil
-// and leaves the new settings unable to lock breaks it.
+// and leaves the new settings unable to lock breaks it. So does a run
+// that reads the old settings and is refused while no node has lost its
+// data: the scenarios that check liveness run one change, whose records
+// a rerun must be able to read, or the change can only be finished by
+// typing the old settings.
 func (m *machine) reconfigLiveness(s *state) string {
 	r := s.reconf
+	if r.phase == rIdle && r.last == runRefused && m.cfg.Reconfigs[r.run].ReadFrom && s.wipes == 0 {
+		return fmt.Sprintf("liveness: Reconfigure run %d read the old settings from nodes that lost no data and was refused: a run that reads them cannot finish the change", r.runs)
+	}
 	if r.phase != rIdle || (r.last != runDone && r.last != runNothing) {
 		return ""
 	}
