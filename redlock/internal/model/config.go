@@ -176,6 +176,10 @@ type Config struct {
 	Depth int
 	// DFS explores depth first (see Explore).
 	DFS bool
+	// Workers expand each breadth-first level's states on this many
+	// goroutines (0 or 1: on the caller's). The states are taken in the
+	// same order, so the result is the same for any number.
+	Workers int
 	// Symmetry keeps one state of those that differ only by a renaming
 	// of the nodes.
 	Symmetry bool

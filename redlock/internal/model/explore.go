@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
@@ -154,7 +157,13 @@ func Explore(cfg Config) (res Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { res.Scripts = m.lua.scripts() }()
+	var workers []*machine // expanders' machines beyond m
+	defer func() {
+		res.Scripts = m.lua.scripts()
+		for _, w := range workers {
+			res.Scripts = mergeSorted(res.Scripts, w.lua.scripts())
+		}
+	}()
 	start := time.Now()
 	init := m.initial()
 	prefix, init, err := m.prefix(init)
@@ -169,6 +178,11 @@ func Explore(cfg Config) (res Result, err error) {
 	frontier := []*state{init}
 	hashes := []hash{root}
 	res = Result{States: 1, Complete: true}
+	ex, err := m.expanders(cfg.Workers)
+	if err != nil {
+		return Result{}, err
+	}
+	workers = ex.machines[1:]
 	for depth := len(prefix); depth < cfg.Depth && len(frontier) > 0; depth++ {
 		var next []*state
 		var nextHashes []hash
@@ -176,49 +190,37 @@ func Explore(cfg Config) (res Result, err error) {
 		// never expanded: keeping them would only hold the largest
 		// level in memory at the deepest bound.
 		last := depth+1 == cfg.Depth
-		for k, s := range frontier {
-			var idx int32
-			var bad *state
-			var badHash hash
-			frontier[k] = nil // expanded: only its hash is needed from here on
-			m.successors(s, func(st step) {
-				i := idx
-				idx++
-				res.Steps++
-				if bad != nil {
-					return
+		for lo := 0; lo < len(frontier); lo += expandBatch {
+			hi := min(lo+expandBatch, len(frontier))
+			outs := ex.expand(frontier[lo:hi])
+			for j, out := range outs {
+				k := lo + j
+				res.Steps += len(out.next)
+				for i, t := range out.next {
+					h := out.hash[i]
+					if _, ok := visited[h]; ok {
+						continue
+					}
+					visited[h] = seen{parent: hashes[k], index: int32(i)}
+					res.States++
+					if t.bad != "" {
+						res.Depth = depth + 1
+						res.Violation = t.bad
+						res.Trace = append(prefix, m.trace(init, visited, h)...)
+						res.Elapsed = time.Since(start)
+						return res, nil
+					}
+					if !last {
+						next = append(next, t)
+						nextHashes = append(nextHashes, h)
+					}
 				}
-				t := st.next
-				if t.bad == "" {
-					t.bad = m.invariants(t)
+				if cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
+					res.Complete = false
+					res.Depth = depth + 1
+					res.Elapsed = time.Since(start)
+					return res, nil
 				}
-				h := m.canonical(t)
-				if _, ok := visited[h]; ok {
-					return
-				}
-				visited[h] = seen{parent: hashes[k], index: i}
-				res.States++
-				if t.bad != "" {
-					bad, badHash = t, h
-					return
-				}
-				if !last {
-					next = append(next, t)
-					nextHashes = append(nextHashes, h)
-				}
-			})
-			if bad != nil {
-				res.Depth = depth + 1
-				res.Violation = bad.bad
-				res.Trace = append(prefix, m.trace(init, visited, badHash)...)
-				res.Elapsed = time.Since(start)
-				return res, nil
-			}
-			if cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
-				res.Complete = false
-				res.Depth = depth + 1
-				res.Elapsed = time.Since(start)
-				return res, nil
 			}
 		}
 		frontier, hashes = next, nextHashes
@@ -226,6 +228,109 @@ func Explore(cfg Config) (res Result, err error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// expandBatch is how many states of a level are expanded before their
+// successors are merged into the visited set, in order.
+const expandBatch = 1024
+
+// expanded is one state's successors in successors' order, each with its
+// invariants checked and its canonical hash.
+type expanded struct {
+	next []*state
+	hash []hash
+}
+
+// expand computes s's successors. It stops after the first that breaks
+// an invariant: the exploration ends there.
+func (m *machine) expand(s *state) (out expanded) {
+	bad := false
+	m.successors(s, func(st step) {
+		if bad {
+			return
+		}
+		t := st.next
+		if t.bad == "" {
+			t.bad = m.invariants(t)
+		}
+		out.next = append(out.next, t)
+		out.hash = append(out.hash, m.canonical(t))
+		bad = t.bad != ""
+	})
+	return out
+}
+
+// expanders expands a level's states on several goroutines, each with a
+// machine of its own (a machine runs the scripts in its own Lua state).
+type expanders struct {
+	machines []*machine
+}
+
+func (m *machine) expanders(n int) (*expanders, error) {
+	ex := &expanders{machines: []*machine{m}}
+	for len(ex.machines) < n {
+		w, err := newMachine(m.cfg)
+		if err != nil {
+			return nil, err
+		}
+		ex.machines = append(ex.machines, w)
+	}
+	return ex, nil
+}
+
+// expand expands states in order and drops them from the slice: only
+// their hashes are needed once they are expanded. A panic in a worker
+// (errUnimplemented, say) is raised again on the caller's goroutine.
+func (ex *expanders) expand(states []*state) []expanded {
+	outs := make([]expanded, len(states))
+	if len(ex.machines) == 1 {
+		for k, s := range states {
+			outs[k] = ex.machines[0].expand(s)
+			states[k] = nil
+		}
+		return outs
+	}
+	var (
+		nextIdx atomic.Int64
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failure any
+	)
+	for _, w := range ex.machines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					if failure == nil {
+						failure = r
+					}
+					mu.Unlock()
+				}
+			}()
+			for {
+				k := int(nextIdx.Add(1) - 1)
+				if k >= len(states) {
+					return
+				}
+				outs[k] = w.expand(states[k])
+				states[k] = nil
+			}
+		}()
+	}
+	wg.Wait()
+	if failure != nil {
+		panic(failure)
+	}
+	return outs
+}
+
+// mergeSorted is the sorted union of two sorted lists of names.
+func mergeSorted(a, b []string) []string {
+	out := append(append([]string(nil), a...), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // invariants checks the invariants that read a state (the token

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -21,6 +22,7 @@ func run() int {
 	extra := flag.Int("extra", 1, "steps beyond each scenario's CI depth")
 	only := flag.String("scenario", "", "comma-separated scenario names (default: all)")
 	maxStates := flag.Int("max-states", 0, "stop a scenario after this many states (0: no limit)")
+	workers := flag.Int("workers", runtime.GOMAXPROCS(0), "goroutines that expand each level's states (the result does not depend on it)")
 	known := flag.Bool("known", false, "run the scenarios with a guard of the protocol taken out (model.KnownDefects) instead: each must find its counterexample")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file at the end of the run")
@@ -71,6 +73,7 @@ func run() int {
 		cfg := s.Config
 		cfg.Depth += *extra
 		cfg.MaxStates = *maxStates
+		cfg.Workers = *workers
 		fmt.Printf("%s: %s\n  bounds: %s\n", s.Name, s.Checks, bounds(cfg))
 		r, err := model.Explore(cfg)
 		if err != nil {
