@@ -66,7 +66,8 @@ func (m *machine) canonical(s *state) hash {
 	}
 	if !m.cfg.Symmetry {
 		var h hash
-		sum := sha256.Sum256(s.encode(nil, id, id, enc))
+		m.enc = s.encode(m.enc, id, id, enc)
+		sum := sha256.Sum256(m.enc)
 		copy(h[:], sum[:16])
 		return h
 	}
@@ -95,7 +96,6 @@ func (m *machine) canonical(s *state) hash {
 	}
 	var h hash
 	first := true
-	var buf []byte
 	inv := append([]int(nil), order...) // position -> node
 	perm := make([]int, n)              // node -> position
 	var try func(g int)
@@ -104,8 +104,8 @@ func (m *machine) canonical(s *state) hash {
 			for j, i := range inv {
 				perm[i] = j
 			}
-			buf = s.encode(buf, perm, inv, enc)
-			sum := sha256.Sum256(buf)
+			m.enc = s.encode(m.enc, perm, inv, enc)
+			sum := sha256.Sum256(m.enc)
 			if first || bytes.Compare(sum[:16], h[:]) < 0 {
 				copy(h[:], sum[:16])
 				first = false

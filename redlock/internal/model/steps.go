@@ -30,6 +30,8 @@ type machine struct {
 	// solo lifts the bounds on a client's attempts and checks, for the
 	// liveness checks' runs of one client alone.
 	solo bool
+	// enc is canonical's buffer for a state's encoding, reused.
+	enc []byte
 }
 
 func newMachine(cfg Config) (*machine, error) {
