@@ -23,6 +23,7 @@ import (
 type Client struct {
 	cfg      config
 	nodes    []*node
+	owned    []*redis.Client // the node clients Open built, which Close closes
 	quorum   int
 	settings string // the deployment settings this client runs with (see deployment.go)
 	// acqSettings is what the acquire script compares with the node's
@@ -193,7 +194,8 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 // and no lease is handed out once Close has begun. Leases handed out before
 // stay valid until their deadline and can still be released (Release then
 // waits for every node, up to the cleanup timeout) or extended. Close does
-// not close the redis clients. It is safe to call more than once.
+// not close the redis clients given to New; it closes those Open built.
+// It is safe to call more than once.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -208,6 +210,9 @@ func (c *Client) Close() error {
 	c.bg.Wait()
 	c.pool.Close()
 	c.inst.close()
+	for _, rc := range c.owned {
+		_ = rc.Close()
+	}
 	return nil
 }
 

@@ -14,13 +14,13 @@ import (
 // A cron job that skips its run while another copy holds the lock, and
 // says who it is for "quorumlock status" and Inspect.
 func ExampleClient_TryDo() {
-	c, err := redlock.New(nodes())
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	ctx := context.Background()
 	host, _ := os.Hostname()
 	who := redlock.WithMetadata(fmt.Sprintf("host=%s pid=%d job=nightly-report", host, os.Getpid()))
 	err = c.TryDo(ctx, "nightly-report", 30*time.Second, func(ctx context.Context, l *redlock.Lease) error {
@@ -44,13 +44,13 @@ func ExampleClient_TryDo() {
 // WaitAtMost bounds the wait for the lock, not the work: fn's ctx ends
 // only when the lease is lost or the caller's ctx ends.
 func ExampleWaitAtMost() {
-	c, err := redlock.New(nodes())
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	ctx := context.Background()
 	err = c.Do(ctx, "reports:nightly", 10*time.Second, func(ctx context.Context, l *redlock.Lease) error {
 		return generateReport(ctx) // may run for an hour
 	}, redlock.WaitAtMost(5*time.Second))

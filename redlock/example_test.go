@@ -6,32 +6,37 @@ import (
 	"log"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // Five independent primaries; the examples need them running, so they have
-// no Output lines and are only compiled by go test.
-func nodes() []redis.UniversalClient {
-	var out []redis.UniversalClient
-	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"} {
-		// ContextTimeoutEnabled lets per-node deadlines cut the socket wait;
-		// without it a frozen node's call runs on in the background until
-		// ReadTimeout (it never delays the lock itself).
-		out = append(out, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+// no Output lines and are only compiled by go test. A service reads them
+// with redlock.ConfigFromEnv (see ExampleOpen).
+var cfg = redlock.Config{Nodes: []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"}}
+
+// Open builds a go-redis client per node and bootstraps a deployment
+// nobody has used yet, so that the first lock does not wait a quarantine.
+func ExampleOpen() {
+	ctx := context.Background()
+	cfg, err := redlock.ConfigFromEnv() // QUORUMLOCK_NODES, QUORUMLOCK_PASSWORD, ...
+	if err != nil {
+		log.Fatal(err)
 	}
-	return out
+	c, err := redlock.Open(ctx, cfg, redlock.WithFencing())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
 }
 
 func Example() {
-	c, err := redlock.New(nodes())
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	ctx := context.Background()
 	err = c.Do(ctx, "reports:nightly", 10*time.Second, func(ctx context.Context, l *redlock.Lease) error {
 		// ctx ends if the lease is lost: stop acting as the holder then.
 		return generateReport(ctx)
@@ -44,13 +49,13 @@ func Example() {
 func generateReport(context.Context) error { return nil }
 
 func ExampleClient_TryLock() {
-	c, err := redlock.New(nodes())
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	ctx := context.Background()
 	l, err := c.TryLock(ctx, "jobs:cleanup", 30*time.Second)
 	if redlock.IsHeld(err) {
 		fmt.Println("someone else is cleaning up")
@@ -64,13 +69,15 @@ func ExampleClient_TryLock() {
 }
 
 func ExampleWithFencing() {
-	c, err := redlock.New(nodes(), redlock.WithFencing(), redlock.WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	cfg := cfg
+	cfg.MaxTTL = time.Minute
+	c, err := redlock.Open(ctx, cfg, redlock.WithFencing())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	ctx := context.Background()
 	l, err := c.Lock(ctx, "accounts:42", 5*time.Second)
 	if err != nil {
 		log.Fatal(err)

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/flagdoc"
+	"github.com/quorumlock/quorumlock/internal/nodeconf"
 )
 
 // nodeConfig is how to reach the Redis nodes: flags, each backed by a
@@ -106,154 +103,36 @@ func applyEnv(fs *flag.FlagSet, env flagEnv) error {
 }
 
 // nodeOptions validates the node configuration and returns one set of
-// go-redis options per node, in order. It reads the password and TLS files
-// but contacts no node. Every error is a usage error.
+// go-redis options per node, in order (nodeconf, which redlock.Open
+// shares). It reads the password and TLS files but contacts no node.
+// Every error is a usage error.
 func (c *nodeConfig) nodeOptions() ([]*redis.Options, error) {
-	entries := splitNodes(c.nodes)
+	entries := nodeconf.Split(c.nodes)
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("no nodes: give --nodes host:port,host:port,... or set %s", envNodes)
 	}
-	if err := c.loadPassword(); err != nil {
+	pw, err := nodeconf.Password(os.Getenv(envPassword), c.passwordFile, envPassword, "--password-file (or "+envPasswordFile+")")
+	if err != nil {
 		return nil, err
 	}
+	c.password = pw
+	n := nodeconf.Nodes{Entries: entries, Username: c.username, Password: c.password, NodesName: "--nodes"}
 	anyTLS := c.tls || c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" || c.tlsServer != "" || c.tlsInsecure
-	var base *tls.Config
 	if anyTLS || strings.Contains(c.nodes, "rediss://") {
-		var err error
-		if base, err = c.tlsConfig(); err != nil {
+		files := nodeconf.TLSFiles{CA: c.tlsCA, Cert: c.tlsCert, Key: c.tlsKey, Insecure: c.tlsInsecure,
+			CAName: "--tls-ca", CertName: "--tls-cert", KeyName: "--tls-key"}
+		base, err := files.Config()
+		if err != nil {
 			return nil, err
 		}
-	}
-	opts := make([]*redis.Options, 0, len(entries))
-	seen := map[string]int{}
-	for i, e := range entries {
-		o, useTLS, err := parseNode(e)
-		if err != nil {
-			return nil, fmt.Errorf("node %d (%s): %v", i, redactURL(e), err)
-		}
-		if o.Username == "" && o.Password == "" {
-			o.Username, o.Password = c.username, c.password
-		}
-		if anyTLS || useTLS {
-			o.TLSConfig = base.Clone()
-			if c.tlsServer != "" {
-				o.TLSConfig.ServerName = c.tlsServer
-			} else if host, _, err := net.SplitHostPort(o.Addr); err == nil && o.Network == "tcp" {
-				o.TLSConfig.ServerName = host
-			}
-		}
-		name := addrKey(o)
-		if j, dup := seen[name]; dup {
-			return nil, fmt.Errorf("nodes %d (%s) and %d (%s) are the same address: every node must be a distinct Redis server", j, opts[j].Addr, i, o.Addr)
-		}
-		seen[name] = i
-		opts = append(opts, o)
-	}
-	return opts, nil
-}
-
-func splitNodes(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+		base.ServerName = c.tlsServer
+		if anyTLS {
+			n.TLS = base
+		} else {
+			n.RedissTLS = base
 		}
 	}
-	return out
-}
-
-// parseNode reads one --nodes entry. The error never contains the entry
-// (which may carry a password); the caller adds a redacted form.
-func parseNode(e string) (o *redis.Options, useTLS bool, err error) {
-	if strings.Contains(e, "://") {
-		scheme, _, _ := strings.Cut(e, "://")
-		switch scheme {
-		case "redis", "rediss", "unix":
-		default:
-			return nil, false, fmt.Errorf("unknown scheme %q (want redis://, rediss:// or unix://)", scheme)
-		}
-		o, err = redis.ParseURL(e)
-		if err != nil {
-			// url.Parse quotes the whole URL, password included.
-			return nil, false, errors.New("not a valid node URL (want redis://[user[:password]@]host:port[/db])")
-		}
-		if o.Network == "tcp" {
-			if _, port, err := net.SplitHostPort(o.Addr); err != nil || port == "" {
-				return nil, false, errors.New("not a valid host:port")
-			}
-		}
-		return o, scheme == "rediss", nil
-	}
-	host, port, err := net.SplitHostPort(e)
-	if err != nil || host == "" {
-		return nil, false, errors.New("want host:port or a redis:// URL")
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return nil, false, fmt.Errorf("invalid port %q", port)
-	}
-	return &redis.Options{Network: "tcp", Addr: e}, false, nil
-}
-
-// addrKey names the server an entry dials, so that two entries for the
-// same address are a usage error before anything is contacted:
-// "tcp://host:port" with localhost written as 127.0.0.1. (redlock.New
-// refuses them too, and entries that reach one server by different
-// addresses, once it can ask the servers.)
-func addrKey(o *redis.Options) string {
-	network := o.Network
-	if network == "" {
-		network = "tcp"
-	}
-	a := strings.TrimSpace(o.Addr)
-	if rest, ok := strings.CutPrefix(a, "localhost:"); ok {
-		a = "127.0.0.1:" + rest
-	}
-	return network + "://" + a
-}
-
-func (c *nodeConfig) loadPassword() error {
-	c.password = os.Getenv(envPassword)
-	if c.passwordFile != "" {
-		if c.password != "" {
-			return fmt.Errorf("both %s and --password-file (or %s) are set: give one", envPassword, envPasswordFile)
-		}
-		b, err := os.ReadFile(c.passwordFile)
-		if err != nil {
-			return fmt.Errorf("password file: %v", err)
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		c.password = strings.TrimSuffix(line, "\r")
-		if c.password == "" {
-			return fmt.Errorf("password file %s: first line is empty", c.passwordFile)
-		}
-	}
-	return nil
-}
-
-func (c *nodeConfig) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.tlsInsecure}
-	if c.tlsCA != "" {
-		pem, err := os.ReadFile(c.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", c.tlsCA)
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case c.tlsCert != "" && c.tlsKey != "":
-		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	case c.tlsCert != "" || c.tlsKey != "":
-		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
-	}
-	return cfg, nil
+	return n.Options()
 }
 
 // clients builds one go-redis client per node. Deadlines of the caller's

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/nodeconf"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -75,7 +77,7 @@ func TestNodeOptions(t *testing.T) {
 	if o := opts[2]; o.TLSConfig == nil || o.TLSConfig.ServerName != "h.example" {
 		t.Errorf("rediss node: tls %+v", o.TLSConfig)
 	}
-	if got := addrKey(opts[1]); got != "tcp://127.0.0.1:7002" {
+	if got := nodeconf.AddrKey(opts[1]); got != "tcp://127.0.0.1:7002" {
 		t.Errorf("addrKey = %q, want tcp://127.0.0.1:7002", got)
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"regexp"
 	"strings"
+
+	"github.com/quorumlock/quorumlock/internal/nodeconf"
 )
 
 // What the CLI prints never carries a password. Passwords reach it only
@@ -19,7 +21,7 @@ import (
 // reader which text the password is.
 
 // mask replaces a password in what the CLI prints.
-const mask = "xxxxx"
+const mask = nodeconf.Mask
 
 // urlToken is a URL in free text: a scheme, then everything up to a space,
 // a quote, a comma (which separates --nodes entries) or a closing bracket.
@@ -40,31 +42,5 @@ func redact(s string) string {
 	return s
 }
 
-// redactURL masks the password of one URL: whatever stands between the
-// first colon of its user information and the last @ of its authority. A
-// URL whose authority has no @ but whose path does may hold a password
-// with an unencoded /, ? or #: then the last @ of the URL ends it, so
-// that no part of the password shows. A URL without a password is
-// returned as it is.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	authority := rest
-	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		authority = rest[:end]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		at = strings.LastIndex(rest, "@")
-	}
-	if at < 0 {
-		return u
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return u
-	}
-	return scheme + "://" + user + ":" + mask + rest[at:]
-}
+// redactURL masks the password of one URL (nodeconf.Redact).
+func redactURL(u string) string { return nodeconf.Redact(u) }

@@ -4,15 +4,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/fencing"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -27,26 +24,21 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	// Five independent Redis primaries (no replication between them).
-	// ContextTimeoutEnabled lets the per-node deadlines cut a silent node's
-	// socket wait short.
-	var nodes []redis.UniversalClient
-	for _, addr := range strings.Split(os.Getenv("QUORUMLOCK_NODES"), ",") {
-		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		defer rc.Close()
-		nodes = append(nodes, rc)
+	// Five independent Redis primaries (no replication between them),
+	// from the variables the quorumlock command reads: QUORUMLOCK_NODES,
+	// QUORUMLOCK_PASSWORD, QUORUMLOCK_MAX_TTL, ...
+	cfg, err := redlock.ConfigFromEnv()
+	if err != nil {
+		return err
 	}
-	c, err := redlock.New(nodes, redlock.WithFencing())
+	// Open builds a go-redis client per node and admits a brand-new
+	// deployment at once (Bootstrap); on one in use it admits nothing,
+	// so it is safe at every start.
+	c, err := redlock.Open(ctx, cfg, redlock.WithFencing())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-
-	// Admits a brand-new deployment at once; admits nothing once it is in
-	// use, so it is safe at every start.
-	if err := c.Bootstrap(ctx); err != nil && !errors.Is(err, redlock.ErrNotNew) {
-		return err
-	}
 
 	db, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
