@@ -80,6 +80,9 @@ func (m *machine) bootSteps(s *state, emit func(step)) {
 		if o.runs >= m.cfg.Bootstraps || !m.started(s, m.cfg.BootClient) {
 			return
 		}
+		if m.cfg.BootAfterPending && !pendingSomewhere(s) {
+			return
+		}
 		t := s.clone()
 		t.boot.runs++
 		m.bootRound(t, bootReading, allNodes(m.size[m.cfg.BootClient]), script.StateRequest())
@@ -181,6 +184,13 @@ func (m *machine) bootRead(t *state) string {
 			used = used || o.states[i].Pending != ""
 		}
 	}
+	if m.cfg.BootstrapAdmitsPending {
+		// The defect: only an admitted node is a sign of use.
+		used = false
+		for i := 0; i < n; i++ {
+			used = used || o.states[i].Marker == sigma
+		}
+	}
 	set := uint8(0)
 	for _, i := range unmarked {
 		set |= 1 << i
@@ -202,6 +212,16 @@ func (m *machine) bootRead(t *state) string {
 	}
 	m.bootClaim(t)
 	return fmt.Sprintf(" -> nodes %v bare: claim (id %s) to each", unmarked, bootID(o.runs))
+}
+
+// pendingSomewhere reports whether a node carries a pending mark.
+func pendingSomewhere(s *state) bool {
+	for i, ks := range s.nodes { // read only: states share key spaces
+		if e := ks[script.PendingKey]; e != nil && (e.exp == 0 || s.nodeNow(i) < e.exp) {
+			return true
+		}
+	}
+	return false
 }
 
 // bootClaim sends a claim pass.

@@ -210,6 +210,13 @@ type Config struct {
 	// which admitted every bare node and left the admitted ones as they
 	// were).
 	BootstrapIgnoresMarkers bool
+	// BootAfterPending starts Bootstrap only once a node carries a
+	// pending mark: a client tried the deployment first, as one almost
+	// always has in a deployment in use. BootstrapAdmitsPending: a
+	// pending mark is no sign of use, and the claim takes it over (a
+	// defect: Bootstrap admitting a deployment where no node is admitted
+	// but a quarantine is in progress).
+	BootAfterPending, BootstrapAdmitsPending bool
 	// NoIdentityCheck counts every entry's replies as votes from the
 	// start, with no identity proof (a defect).
 	NoIdentityCheck bool

@@ -341,3 +341,23 @@ func TestModel_ARePointedEntryRenewsNothing(t *testing.T) {
 	cfg.NoReplyIdentity = true
 	requireFound(t, cfg, "outlives its keys")
 }
+
+// Every node wiped under a lease, a client's try first (a pending mark),
+// then Bootstrap: it admits nothing, and the client waits its quarantine.
+func TestModel_BootstrapAdmitsNoDeploymentWithAQuarantineInProgress(t *testing.T) {
+	t.Parallel()
+	requireClean(t, scenario(t, "bootstrap-pending"))
+}
+
+// A Bootstrap that takes only an admitted node for a sign of use, and
+// whose claim takes a pending mark over, admits the wiped node during its
+// quarantine: the second client gets a lease while the first is trusted.
+func TestModel_FindsTheDoubleGrantWhenBootstrapAdmitsAQuarantineInProgress(t *testing.T) {
+	t.Parallel()
+	cfg := scenario(t, "bootstrap-pending")
+	cfg.BootstrapAdmitsPending = true
+	cfg.Patches = map[string]func(string) string{"bootstrap": func(src string) string {
+		return strings.Replace(src, "if p[1] and p[1] ~= ARGV[3] then\n    return -1\n  end", "", 1)
+	}}
+	requireFound(t, cfg, "double grant")
+}

@@ -107,6 +107,12 @@ func Scenarios() []Scenario {
 	// no symmetry reduction.
 	moved := c
 	moved.Repoint = []int{0, 1}
+	// The deployment's only node wiped under a lease of client 0 (every
+	// node lost its data), a try of client 1 first, which starts the
+	// quarantine, and Bootstrap after it (with Open, a program's every
+	// start): Bootstrap must take the pending mark for a sign of use.
+	pendingBoot := Config{Nodes: 1, Clients: []ClientConfig{c, again}, Admitted: true, Wipes: 1, Pendings: 1, Bootstraps: 1,
+		BootAfterPending: true, RepliesAtOnce: true, NoGiveUps: true, Depth: 13}
 	repointed := Config{Nodes: 3, Clients: []ClientConfig{c, moved}, Admitted: true, Proofs: 1,
 		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
 	return append([]Scenario{
@@ -124,6 +130,7 @@ func Scenarios() []Scenario {
 		{"jump", "Theorems 1 and 2 with node clocks that jump past a lease: overlapping leases still get different tokens", jump},
 		{"tokens", "Theorem 1 with no time between two leases: the fence alone orders their tokens", tokens},
 		{"bootstrap", "Theorem 3, Bootstrap's case: Bootstrap admits no node of a deployment in use", bootstrap},
+		{"bootstrap-pending", "Bootstrap admits no deployment whose nodes carry a pending mark, though none is admitted", pendingBoot},
 		{"identity", "one server, one vote: a server listed twice counts once", identity},
 		{"repointed", "one server, one vote when an entry is re-pointed to another entry's server after its proof", repointed},
 	}, reconfigScenarios()...)
