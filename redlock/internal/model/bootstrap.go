@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
@@ -303,11 +304,19 @@ func (m *machine) bootInUse(t *state, set uint8) {
 // encode appends the operator's state with node i renamed perm[i].
 func (o *operator) encode(b []byte, perm, inv []int) []byte {
 	b = append(b, 'B', byte(o.phase))
-	b = fmt.Appendf(b, "%d,%d,%d,%d,", o.runs, o.round, o.pass, o.t0)
+	for _, v := range [...]int{o.runs, o.round, o.pass, o.t0} {
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, ',')
+	}
 	b = append(b, permMask(o.claimed, perm), permMask(o.answered, perm))
 	for j := range perm {
 		i := inv[j]
-		b = fmt.Appendf(b, "%s,%s,%d,", o.states[i].Marker, o.states[i].Pending, o.claims[i])
+		b = append(b, o.states[i].Marker...)
+		b = append(b, ',')
+		b = append(b, o.states[i].Pending...)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(o.claims[i]), 10)
+		b = append(b, ',')
 	}
 	return append(b, '|')
 }

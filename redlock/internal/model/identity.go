@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
@@ -61,7 +62,21 @@ func (p *prover) verified() uint8 {
 }
 
 // nodeID is node i's identity at the start (script.IdentKey).
-func nodeID(i int) string { return fmt.Sprintf("n%d", i) }
+func nodeID(i int) string {
+	if i >= 0 && i < len(nodeIDs) {
+		return nodeIDs[i]
+	}
+	return fmt.Sprintf("n%d", i)
+}
+
+// nodeIDs are the ids of nodes 0 to maxNodes-1, made once: states encode
+// them on every step.
+var nodeIDs = func() (ids [maxNodes]string) {
+	for i := range ids {
+		ids[i] = fmt.Sprintf("n%d", i)
+	}
+	return ids
+}()
 
 // canonID encodes v, an id entry (or node) e read or was proven with, for
 // a state's identity: the id node e started with is written "=", so that
@@ -297,7 +312,12 @@ func (m *machine) prove(t *state, c int) string {
 // encode appends a client's identity state with node i renamed perm[i].
 func (p *prover) encode(b []byte, perm, inv []int) []byte {
 	b = append(b, 'I', permMask(p.answered, perm))
-	b = fmt.Appendf(b, "%t,%t,%t,%d,", p.dup, p.proving, p.repointed, p.rounds)
+	for _, v := range [...]bool{p.dup, p.proving, p.repointed} {
+		b = strconv.AppendBool(b, v)
+		b = append(b, ',')
+	}
+	b = strconv.AppendInt(b, int64(p.rounds), 10)
+	b = append(b, ',')
 	for j := range perm {
 		b = append(b, canonID(inv[j], p.proven[inv[j]])...)
 		b = append(b, ',')

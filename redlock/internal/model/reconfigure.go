@@ -102,7 +102,26 @@ type reconfigurer struct {
 }
 
 func (r *reconfigurer) encode(b []byte) []byte {
-	b = fmt.Appendf(b, "R%d,%d,%d,%d,%d,%v%v%v%d,%d,%q,", r.phase, r.runs, r.run, r.wrote, r.last, r.looked, r.sent, r.heard, r.acked, r.joined, r.read)
+	// As fmt.Appendf("R%d,%d,%d,%d,%d,%v%v%v%d,%d,%q,") would write it,
+	// without fmt's cost on every step.
+	b = append(b, 'R')
+	for _, v := range [...]int64{int64(r.phase), int64(r.runs), int64(r.run), int64(r.wrote), int64(r.last)} {
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ',')
+	}
+	for _, set := range [...][2]uint8{r.looked, r.sent, r.heard} {
+		b = append(b, '[')
+		b = strconv.AppendUint(b, uint64(set[0]), 10)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(set[1]), 10)
+		b = append(b, ']')
+	}
+	b = strconv.AppendUint(b, uint64(r.acked), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(r.joined), 10)
+	b = append(b, ',')
+	b = strconv.AppendQuote(b, r.read)
+	b = append(b, ',')
 	if r.phase == rLooking {
 		b = fmt.Appendf(b, "%q%q", r.marker, r.trace)
 	}
