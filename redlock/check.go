@@ -92,7 +92,12 @@ type NodeCheck struct {
 	// not, as "COMMAND key-or-channel".
 	ACLChecked bool
 	Denied     []string
-	Problems   []Problem
+	// Identity is the server identity (quorumlock:node) this client
+	// proved the entry reaches, "" while it is not verified: the entry's
+	// votes count only once it is (docs/fencing.md, "One server, one
+	// vote").
+	Identity string
+	Problems []Problem
 
 	aclErr error      // why the ACL check could not run
 	denied []aclCheck // what Denied names, with whether each is optional
@@ -177,7 +182,7 @@ func (c *Client) Check(ctx context.Context, keys ...string) (*CheckReport, error
 // checkNode reads node i for Check; judge lists what it found wrong.
 func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck {
 	nd := c.nodes[i]
-	nc := NodeCheck{Node: i, Addr: nd.name}
+	nc := NodeCheck{Node: i, Addr: nd.name, Identity: c.ident.proven()[i]}
 
 	// The clock first, alone, so that the round trip bounds the error.
 	t0 := time.Now()
@@ -337,6 +342,10 @@ func (n *NodeCheck) judge(c *Client) {
 			add(SeverityDegraded, "did not answer: "+n.Err.Error(), "check the address, that the server runs, and the network to it")
 		}
 		return
+	}
+	if n.Identity == "" {
+		add(SeverityNote, "its identity is not verified yet: its votes count once this client has proven which server the entry reaches",
+			"nothing to do: the next call that reaches it proves it (an entry that reaches another entry's server is refused then)")
 	}
 	if n.Server.Role != "" && n.Server.Role != "master" {
 		add(SeverityUnsafe, "is a "+n.Server.Role+", not a primary", "point this entry at an independent primary")

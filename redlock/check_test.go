@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // checkOf runs Check with a 10 s bound and fails t on an error.
@@ -60,10 +61,27 @@ func TestCheck_AWellSetDeploymentIsOKAndNothingIsWritten(t *testing.T) {
 		require.Equal(t, "noeviction", n.Eviction)
 		require.Equal(t, "master", n.Server.Role)
 		require.Equal(t, AdmissionAdmitted, n.Admission)
+		require.Equal(t, cl.value(t, n.Node, script.IdentKey), n.Identity, "node %d: the identity proven", n.Node)
 	}
 	for i, rc := range cl.raw {
 		require.Equal(t, before[i], rc.DBSize(ctx).Val(), "node %d: Check changed the key count", i)
 	}
+}
+
+// An entry New could not verify (the node was frozen during its probe)
+// has no identity in the report and a note that says its votes wait for
+// the proof; it stays fit.
+func TestCheck_AnEntryNotVerifiedYetIsNoted(t *testing.T) {
+	cl := newCluster(t, 3)
+	c0, _ := cl.ready(t)
+	require.NoError(t, c0.Close())
+	cl.freeze(t, 1)
+	c := cl.client(t, WithProbeTimeout(200*time.Millisecond))
+	cl.thaw(t, 1)
+	rep := checkOf(t, c)
+	require.Empty(t, rep.Nodes[1].Identity)
+	requireProblem(t, rep, 1, SeverityNote, "not verified yet", CheckOK)
+	require.NotEmpty(t, rep.Nodes[0].Identity)
 }
 
 func TestCheck_AnEvictionPolicyIsUnsafe(t *testing.T) {

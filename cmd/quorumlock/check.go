@@ -71,6 +71,7 @@ type checkNode struct {
 	ReconfiguringTo string         `json:"reconfiguring_to,omitempty"`
 	ACLChecked      bool           `json:"acl_checked"`
 	Denied          []string       `json:"acl_denied,omitempty"`
+	Identity        string         `json:"identity,omitempty"` // absent while not verified
 	Problems        []checkProblem `json:"problems"`
 }
 
@@ -181,7 +182,7 @@ func collectCheck(ctx context.Context, cc *checkConfig, opts []*redis.Options, k
 		cn := checkNode{Node: n.Node, Addr: opts[i].Addr, Fit: n.Fit(), RTTMS: ms(n.RTT), Version: n.Server.Version, Role: n.Server.Role,
 			Replicas: n.Replicas, Eviction: n.Eviction, ConfigRead: n.ConfigRead, AppendOnly: n.AppendOnly, AppendFsync: n.AppendFsync,
 			Admission: string(n.Admission), Settings: n.Settings, ReconfiguringTo: n.ReconfiguringTo, ACLChecked: n.ACLChecked, Denied: n.Denied,
-			Problems: []checkProblem{}}
+			Identity: n.Identity, Problems: []checkProblem{}}
 		if n.Err != nil {
 			cn.Error = redact(n.Err.Error())
 		}
