@@ -111,7 +111,7 @@ type Nodes struct {
 // Two entries for one address are an error.
 func (n Nodes) Options() ([]*redis.Options, error) {
 	if len(n.Entries) == 0 {
-		return nil, fmt.Errorf("no nodes: give %s host:port,host:port,...", n.NodesName)
+		return nil, fmt.Errorf("no nodes: %s is empty", n.NodesName)
 	}
 	opts := make([]*redis.Options, 0, len(n.Entries))
 	seen := map[string]int{}

@@ -41,7 +41,7 @@ func TestOptionsRefusesBadEntries(t *testing.T) {
 		entries []string
 		want    string
 	}{
-		{nil, "no nodes: give --nodes"},
+		{nil, "no nodes: --nodes is empty"},
 		{[]string{"127.0.0.1"}, "want host:port"},
 		{[]string{"127.0.0.1:0"}, "invalid port"},
 		{[]string{"ftp://h:1"}, "unknown scheme"},
