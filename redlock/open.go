@@ -37,21 +37,6 @@ type Config struct {
 	DriftFactor float64
 }
 
-// The variables ConfigFromEnv reads: those of the quorumlock command.
-const (
-	envNodes        = "QUORUMLOCK_NODES"
-	envUsername     = "QUORUMLOCK_USERNAME"
-	envPassword     = "QUORUMLOCK_PASSWORD"
-	envPasswordFile = "QUORUMLOCK_PASSWORD_FILE"
-	envMaxTTL       = "QUORUMLOCK_MAX_TTL"
-	envTLS          = "QUORUMLOCK_TLS"
-	envTLSCA        = "QUORUMLOCK_TLS_CA"
-	envTLSCert      = "QUORUMLOCK_TLS_CERT"
-	envTLSKey       = "QUORUMLOCK_TLS_KEY"
-	envTLSServer    = "QUORUMLOCK_TLS_SERVER_NAME"
-	envTLSInsecure  = "QUORUMLOCK_TLS_INSECURE_SKIP_VERIFY"
-)
-
 // ConfigFromEnv reads a Config from the environment, as the quorumlock
 // command does: QUORUMLOCK_NODES (comma-separated), QUORUMLOCK_USERNAME,
 // QUORUMLOCK_PASSWORD or QUORUMLOCK_PASSWORD_FILE (its first line),
@@ -63,20 +48,20 @@ const (
 // shows a password.
 func ConfigFromEnv() (Config, error) {
 	var cfg Config
-	cfg.Nodes = nodeconf.Split(os.Getenv(envNodes))
+	cfg.Nodes = nodeconf.Split(os.Getenv(nodeconf.EnvNodes))
 	if len(cfg.Nodes) == 0 {
-		return Config{}, fmt.Errorf("redlock: ConfigFromEnv: %s is not set", envNodes)
+		return Config{}, fmt.Errorf("redlock: ConfigFromEnv: %s is not set", nodeconf.EnvNodes)
 	}
-	cfg.Username = os.Getenv(envUsername)
-	pw, err := nodeconf.Password(os.Getenv(envPassword), os.Getenv(envPasswordFile), envPassword, envPasswordFile)
+	cfg.Username = os.Getenv(nodeconf.EnvUsername)
+	pw, err := nodeconf.Password(os.Getenv(nodeconf.EnvPassword), os.Getenv(nodeconf.EnvPasswordFile), nodeconf.EnvPassword, nodeconf.EnvPasswordFile)
 	if err != nil {
 		return Config{}, fmt.Errorf("redlock: ConfigFromEnv: %w", err)
 	}
 	cfg.Password = pw
-	if v := os.Getenv(envMaxTTL); v != "" {
+	if v := os.Getenv(nodeconf.EnvMaxTTL); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("redlock: ConfigFromEnv: %s=%q: want a positive duration such as 30s", envMaxTTL, v)
+			return Config{}, fmt.Errorf("redlock: ConfigFromEnv: %s=%q: want a positive duration such as 30s", nodeconf.EnvMaxTTL, v)
 		}
 		cfg.MaxTTL = d
 	}
@@ -89,17 +74,17 @@ func ConfigFromEnv() (Config, error) {
 		}
 		return false, fmt.Errorf("redlock: ConfigFromEnv: %s=%q: want true or false", name, os.Getenv(name))
 	}
-	tlsOn, err := on(envTLS)
+	tlsOn, err := on(nodeconf.EnvTLS)
 	if err != nil {
 		return Config{}, err
 	}
-	insecure, err := on(envTLSInsecure)
+	insecure, err := on(nodeconf.EnvTLSInsecure)
 	if err != nil {
 		return Config{}, err
 	}
-	files := nodeconf.TLSFiles{CA: os.Getenv(envTLSCA), Cert: os.Getenv(envTLSCert), Key: os.Getenv(envTLSKey), Insecure: insecure,
-		CAName: envTLSCA, CertName: envTLSCert, KeyName: envTLSKey}
-	server := os.Getenv(envTLSServer)
+	files := nodeconf.TLSFiles{CA: os.Getenv(nodeconf.EnvTLSCA), Cert: os.Getenv(nodeconf.EnvTLSCert), Key: os.Getenv(nodeconf.EnvTLSKey), Insecure: insecure,
+		CAName: nodeconf.EnvTLSCA, CertName: nodeconf.EnvTLSCert, KeyName: nodeconf.EnvTLSKey}
+	server := os.Getenv(nodeconf.EnvTLSServerName)
 	if tlsOn || insecure || files.CA != "" || files.Cert != "" || files.Key != "" || server != "" {
 		tc, err := files.Config()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/nodeconf"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -146,17 +147,17 @@ func TestConfigFromEnv(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "pw")
 	require.NoError(t, os.WriteFile(pwFile, []byte("from-file\nsecond line\n"), 0o600))
-	for _, name := range []string{envNodes, envUsername, envPassword, envPasswordFile, envMaxTTL, envTLS, envTLSCA, envTLSCert, envTLSKey, envTLSServer, envTLSInsecure} {
+	for _, name := range []string{nodeconf.EnvNodes, nodeconf.EnvUsername, nodeconf.EnvPassword, nodeconf.EnvPasswordFile, nodeconf.EnvMaxTTL, nodeconf.EnvTLS, nodeconf.EnvTLSCA, nodeconf.EnvTLSCert, nodeconf.EnvTLSKey, nodeconf.EnvTLSServerName, nodeconf.EnvTLSInsecure} {
 		t.Setenv(name, "")
 	}
 
 	_, err := ConfigFromEnv()
-	require.ErrorContains(t, err, envNodes)
+	require.ErrorContains(t, err, nodeconf.EnvNodes)
 
-	t.Setenv(envNodes, " 127.0.0.1:7001, redis://u:pw@127.0.0.1:7002/0 ,,127.0.0.1:7003")
-	t.Setenv(envUsername, "app")
-	t.Setenv(envPasswordFile, pwFile)
-	t.Setenv(envMaxTTL, "45s")
+	t.Setenv(nodeconf.EnvNodes, " 127.0.0.1:7001, redis://u:pw@127.0.0.1:7002/0 ,,127.0.0.1:7003")
+	t.Setenv(nodeconf.EnvUsername, "app")
+	t.Setenv(nodeconf.EnvPasswordFile, pwFile)
+	t.Setenv(nodeconf.EnvMaxTTL, "45s")
 	cfg, err := ConfigFromEnv()
 	require.NoError(t, err)
 	require.Equal(t, []string{"127.0.0.1:7001", "redis://u:pw@127.0.0.1:7002/0", "127.0.0.1:7003"}, cfg.Nodes)
@@ -165,29 +166,29 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, 45*time.Second, cfg.MaxTTL)
 	require.Nil(t, cfg.TLS)
 
-	t.Setenv(envPassword, "too")
+	t.Setenv(nodeconf.EnvPassword, "too")
 	_, err = ConfigFromEnv()
 	require.ErrorContains(t, err, "give one")
-	t.Setenv(envPassword, "")
+	t.Setenv(nodeconf.EnvPassword, "")
 
-	t.Setenv(envMaxTTL, "45")
+	t.Setenv(nodeconf.EnvMaxTTL, "45")
 	_, err = ConfigFromEnv()
-	require.ErrorContains(t, err, envMaxTTL)
-	t.Setenv(envMaxTTL, "")
+	require.ErrorContains(t, err, nodeconf.EnvMaxTTL)
+	t.Setenv(nodeconf.EnvMaxTTL, "")
 
-	t.Setenv(envTLS, "maybe")
+	t.Setenv(nodeconf.EnvTLS, "maybe")
 	_, err = ConfigFromEnv()
-	require.ErrorContains(t, err, envTLS)
-	t.Setenv(envTLS, "")
+	require.ErrorContains(t, err, nodeconf.EnvTLS)
+	t.Setenv(nodeconf.EnvTLS, "")
 
-	t.Setenv(envTLSServer, "redis.internal")
+	t.Setenv(nodeconf.EnvTLSServerName, "redis.internal")
 	cfg, err = ConfigFromEnv()
 	require.NoError(t, err)
 	require.NotNil(t, cfg.TLS, "any TLS variable turns TLS on")
 	require.Equal(t, "redis.internal", cfg.TLS.ServerName)
 
-	t.Setenv(envTLSCA, pwFile)
+	t.Setenv(nodeconf.EnvTLSCA, pwFile)
 	_, err = ConfigFromEnv()
-	require.ErrorContains(t, err, envTLSCA)
+	require.ErrorContains(t, err, nodeconf.EnvTLSCA)
 	require.False(t, strings.Contains(err.Error(), "from-file"), "the password file's content in an error: %v", err)
 }

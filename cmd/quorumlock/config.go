@@ -43,16 +43,16 @@ type nodeConfig struct {
 
 // Environment variables read for the node flags.
 const (
-	envNodes        = "QUORUMLOCK_NODES"
-	envUsername     = "QUORUMLOCK_USERNAME"
-	envPassword     = "QUORUMLOCK_PASSWORD"
-	envPasswordFile = "QUORUMLOCK_PASSWORD_FILE"
-	envTLS          = "QUORUMLOCK_TLS"
-	envTLSCA        = "QUORUMLOCK_TLS_CA"
-	envTLSCert      = "QUORUMLOCK_TLS_CERT"
-	envTLSKey       = "QUORUMLOCK_TLS_KEY"
-	envTLSServer    = "QUORUMLOCK_TLS_SERVER_NAME"
-	envTLSInsecure  = "QUORUMLOCK_TLS_INSECURE_SKIP_VERIFY"
+	envNodes        = nodeconf.EnvNodes
+	envUsername     = nodeconf.EnvUsername
+	envPassword     = nodeconf.EnvPassword
+	envPasswordFile = nodeconf.EnvPasswordFile
+	envTLS          = nodeconf.EnvTLS
+	envTLSCA        = nodeconf.EnvTLSCA
+	envTLSCert      = nodeconf.EnvTLSCert
+	envTLSKey       = nodeconf.EnvTLSKey
+	envTLSServer    = nodeconf.EnvTLSServerName
+	envTLSInsecure  = nodeconf.EnvTLSInsecure
 )
 
 // flagEnv maps a flag name to the environment variable that supplies it

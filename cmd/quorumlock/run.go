@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/nodeconf"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -46,7 +47,7 @@ const (
 )
 
 const (
-	envMaxTTL       = "QUORUMLOCK_MAX_TTL"
+	envMaxTTL       = nodeconf.EnvMaxTTL
 	envFencingToken = "QUORUMLOCK_FENCING_TOKEN"
 	defaultGrace    = 10 * time.Second
 )

@@ -22,6 +22,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The QUORUMLOCK_* variables: the CLI reads them for its flags and
+// redlock.ConfigFromEnv for a Config.
+const (
+	EnvNodes         = "QUORUMLOCK_NODES"
+	EnvUsername      = "QUORUMLOCK_USERNAME"
+	EnvPassword      = "QUORUMLOCK_PASSWORD"
+	EnvPasswordFile  = "QUORUMLOCK_PASSWORD_FILE"
+	EnvMaxTTL        = "QUORUMLOCK_MAX_TTL"
+	EnvTLS           = "QUORUMLOCK_TLS"
+	EnvTLSCA         = "QUORUMLOCK_TLS_CA"
+	EnvTLSCert       = "QUORUMLOCK_TLS_CERT"
+	EnvTLSKey        = "QUORUMLOCK_TLS_KEY"
+	EnvTLSServerName = "QUORUMLOCK_TLS_SERVER_NAME"
+	EnvTLSInsecure   = "QUORUMLOCK_TLS_INSECURE_SKIP_VERIFY"
+)
+
 // Split reads a comma-separated list of node entries, spaces and empty
 // entries dropped.
 func Split(s string) []string {
