@@ -23,12 +23,14 @@ func (cl *cluster) config() Config {
 	return cfg
 }
 
-// open is Open over cl, closed when t ends.
+// open is Open over cl, closed when t ends, with the harness's node
+// timeout (as cluster.build gives New) and its identity proofs settled.
 func (cl *cluster) open(t *testing.T, cfg Config, opts ...Option) *Client {
 	t.Helper()
-	c, err := Open(context.Background(), cfg, opts...)
+	c, err := Open(context.Background(), cfg, withTestNodeTimeout(opts)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
+	settleProofs(c)
 	return c
 }
 
@@ -82,7 +84,7 @@ func TestOpen_OtherSettingsAreAConfigError(t *testing.T) {
 	cfg.MaxTTL = 2 * time.Second
 	cl.open(t, cfg)
 	cfg.MaxTTL = 3 * time.Second
-	_, err := Open(context.Background(), cfg)
+	_, err := Open(context.Background(), cfg, withTestNodeTimeout(nil)...)
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	for i := range 3 {
 		require.Equal(t, settingsString(3, 2*time.Second, 0.01), cl.value(t, i, keyMarker), "node %d", i)
@@ -133,7 +135,7 @@ func TestOpen_RefusesBadNodeLists(t *testing.T) {
 // the caller's).
 func TestOpen_CloseClosesTheNodeClientsItBuilt(t *testing.T) {
 	cl := newCluster(t, 3)
-	c, err := Open(context.Background(), cl.config())
+	c, err := Open(context.Background(), cl.config(), withTestNodeTimeout(nil)...)
 	require.NoError(t, err)
 	owned := c.owned
 	require.Len(t, owned, 3)
