@@ -105,12 +105,7 @@ func (c *Client) probe() (err error) {
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
-		pipe := uc.Pipeline()
-		infoCmd := pipe.Info(ctx)
-		saveCmd := pipe.ConfigGet(ctx, "save")
-		fsyncCmd := pipe.ConfigGet(ctx, "appendfsync")
-		_, _ = pipe.Exec(ctx)
-		info, err := infoCmd.Result()
+		info, err := uc.Info(ctx).Result()
 		c.observe(i, err)
 		switch re := refusal(err); {
 		case err == nil:
@@ -124,18 +119,32 @@ func (c *Client) probe() (err error) {
 		if err := checkInfo(info); err != nil {
 			return probed{info: info, bad: err}, nil
 		}
+		// The persistence settings, beside the identity below: calls of
+		// their own once INFO answered, so that a refusal or a dead node
+		// shows as INFO's error as before. ACLs often deny CONFIG: then
+		// nothing is said.
+		var p probed
+		cfgRead := make(chan struct{})
+		go func() {
+			defer close(cfgRead)
+			pipe := uc.Pipeline()
+			saveCmd := pipe.ConfigGet(ctx, "save")
+			fsyncCmd := pipe.ConfigGet(ctx, "appendfsync")
+			_, _ = pipe.Exec(ctx)
+			sv, serr := saveCmd.Result()
+			fv, ferr := fsyncCmd.Result()
+			if serr == nil && ferr == nil {
+				p.configRead, p.save, p.fsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
+			}
+		}()
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
 		ident, err := c.nodes[i].sn.Ident(ctx, newValue())
+		<-cfgRead
 		if re := refusal(err); re != nil {
 			return probed{}, re
 		}
-		p := probed{info: info, ident: ident}
-		sv, serr := saveCmd.Result()
-		fv, ferr := fsyncCmd.Result()
-		if serr == nil && ferr == nil { // ACLs often deny CONFIG
-			p.configRead, p.save, p.fsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
-		}
+		p.info, p.ident = info, ident
 		return p, nil
 	})
 	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
