@@ -360,8 +360,13 @@ func (n *NodeCheck) judge(c *Client) {
 		add(SeverityUnsafe, "maxmemory-policy is "+n.Eviction+": an evicted key is a forgotten lock", "set maxmemory-policy noeviction")
 	}
 	if n.ConfigRead {
-		for _, r := range persistenceRisks(n.Save, n.AppendOnly, n.AppendFsync) {
-			add(SeverityUnsafe, r.what, r.fix)
+		if n.Save != "" {
+			add(SeverityUnsafe, fmt.Sprintf("takes RDB snapshots (save %q): a restart from a snapshot brings the node back admitted but without the locks granted after it", n.Save),
+				`set save "" (and, to keep data over restarts, appendonly yes with appendfsync always)`)
+		}
+		if n.AppendOnly && n.AppendFsync != "always" {
+			add(SeverityUnsafe, "appendonly yes with appendfsync "+n.AppendFsync+": a crash loses the last writes, yet the node comes back admitted",
+				"set appendfsync always, or turn persistence off (the node then serves a quarantine after a restart)")
 		}
 	} else {
 		add(SeverityNote, "persistence settings not read (CONFIG GET refused)", "check save and appendfsync on the node by hand, or run check as a user that may run CONFIG GET")
@@ -442,27 +447,4 @@ func (r *CheckReport) judge() {
 		r.Verdict = CheckOK
 		r.Summary = fmt.Sprintf("all %d nodes fit", n)
 	}
-}
-
-// persistenceRisk is a persistence setting that breaks mutual exclusion:
-// what it does and how to fix it. kind names it the same for every node
-// (New's startup Warn lists the nodes per kind).
-type persistenceRisk struct{ kind, what, fix string }
-
-// persistenceRisks are the risks of a node's save points, appendonly and
-// appendfsync settings: RDB snapshots, and an AOF not synced on every
-// write. Check reports each per node; New logs each once.
-func persistenceRisks(save string, appendOnly bool, fsync string) []persistenceRisk {
-	var out []persistenceRisk
-	if save != "" {
-		out = append(out, persistenceRisk{"rdb",
-			fmt.Sprintf("takes RDB snapshots (save %q): a restart from a snapshot brings the node back admitted but without the locks granted after it", save),
-			`set save "" (and, to keep data over restarts, appendonly yes with appendfsync always)`})
-	}
-	if appendOnly && fsync != "always" {
-		out = append(out, persistenceRisk{"fsync",
-			"appendonly yes with appendfsync " + fsync + ": a crash loses the last writes, yet the node comes back admitted",
-			"set appendfsync always, or turn persistence off (the node then serves a quarantine after a restart)"})
-	}
-	return out
 }

@@ -202,36 +202,6 @@ func TestNew_WarnsOfANodeThatEvicts(t *testing.T) {
 	require.Equal(t, int64(1), recordAttrs(warned[0])["node"].Int64())
 }
 
-// TestNew_WarnsOnceOfUnsafePersistence: RDB snapshots and an AOF synced
-// every second are each one Warn, naming every node that has it (a
-// deployment set up alike has it everywhere), and nothing is said of
-// nodes without either.
-func TestNew_WarnsOnceOfUnsafePersistence(t *testing.T) {
-	var log logs
-	ctx := context.Background()
-	cl := newCluster(t, 5)
-	for _, i := range []int{0, 3} {
-		require.NoError(t, cl.raw[i].ConfigSet(ctx, "save", "3600 1").Err())
-	}
-	require.NoError(t, cl.raw[2].ConfigSet(ctx, "appendfsync", "everysec").Err())
-	require.NoError(t, cl.raw[2].ConfigSet(ctx, "appendonly", "yes").Err())
-	cl.client(t, WithLogger(log.logger()))
-
-	rdb := log.at(slog.LevelWarn, "takes RDB snapshots")
-	require.Len(t, rdb, 1, "one warning for the snapshots")
-	nodes := recordAttrs(rdb[0])["nodes"].String()
-	require.Contains(t, nodes, "0 (")
-	require.Contains(t, nodes, "3 (")
-	require.NotContains(t, nodes, "1 (")
-	fsync := log.at(slog.LevelWarn, "appendfsync everysec")
-	require.Len(t, fsync, 1, "one warning for the AOF")
-	require.Contains(t, recordAttrs(fsync[0])["nodes"].String(), "2 (")
-
-	var quiet logs
-	newCluster(t, 3).client(t, WithLogger(quiet.logger()))
-	require.Empty(t, quiet.at(slog.LevelWarn, "unsafe persistence"), "nodes without persistence")
-}
-
 // TestCheck_AFrozenNodeIsNamedWithinTheCallersBound: Check waits for a
 // node no longer than its ctx, and reports the node it did not hear from.
 func TestCheck_AFrozenNodeIsNamedWithinTheCallersBound(t *testing.T) {

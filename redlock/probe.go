@@ -97,10 +97,6 @@ func (c *Client) probe() (err error) {
 	type probed struct {
 		info, ident string
 		bad         error // from checkInfo: the node cannot be a Redlock node
-		// The persistence settings, when CONFIG GET is allowed
-		// (persistenceRisks; check reads them too).
-		configRead  bool
-		save, fsync string
 	}
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
@@ -119,33 +115,13 @@ func (c *Client) probe() (err error) {
 		if err := checkInfo(info); err != nil {
 			return probed{info: info, bad: err}, nil
 		}
-		// The persistence settings, beside the identity below: calls of
-		// their own once INFO answered, so that a refusal or a dead node
-		// shows as INFO's error as before. ACLs often deny CONFIG: then
-		// nothing is said.
-		var p probed
-		cfgRead := make(chan struct{})
-		go func() {
-			defer close(cfgRead)
-			pipe := uc.Pipeline()
-			saveCmd := pipe.ConfigGet(ctx, "save")
-			fsyncCmd := pipe.ConfigGet(ctx, "appendfsync")
-			_, _ = pipe.Exec(ctx)
-			sv, serr := saveCmd.Result()
-			fv, ferr := fsyncCmd.Result()
-			if serr == nil && ferr == nil {
-				p.configRead, p.save, p.fsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
-			}
-		}()
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
 		ident, err := c.nodes[i].sn.Ident(ctx, newValue())
-		<-cfgRead
 		if re := refusal(err); re != nil {
 			return probed{}, re
 		}
-		p.info, p.ident = info, ident
-		return p, nil
+		return probed{info: info, ident: ident}, nil
 	})
 	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
 	replies := r.Await(ctx, c.quorum, answered)
@@ -171,15 +147,6 @@ func (c *Client) probe() (err error) {
 	}()
 	heard := 0
 	var refused []nodeRefusal
-	// One Warn per persistence risk, naming every node that has it: a
-	// deployment set up alike has it on every node.
-	var risks []persistenceRisk
-	riskNodes := map[string][]string{}
-	defer func() {
-		for _, rk := range risks {
-			c.cfg.logger.Warn("redlock: unsafe persistence: node "+rk.what+" ("+rk.fix+")", "nodes", strings.Join(riskNodes[rk.kind], ","))
-		}
-	}()
 	for _, rep := range replies {
 		nd := c.nodes[rep.Node]
 		if re := refusal(rep.Err); re != nil {
@@ -198,14 +165,6 @@ func (c *Client) probe() (err error) {
 		if n := infoField(rep.Val.info, "connected_slaves"); n != "" && n != "0" {
 			c.cfg.logger.Warn("redlock: node has replicas; a failover to one of them can forget granted locks while keeping the node admitted",
 				"node", rep.Node, "addr", nd.name, "replicas", n)
-		}
-		if rep.Val.configRead {
-			for _, rk := range persistenceRisks(rep.Val.save, infoField(rep.Val.info, "aof_enabled") == "1", rep.Val.fsync) {
-				if _, ok := riskNodes[rk.kind]; !ok {
-					risks = append(risks, rk)
-				}
-				riskNodes[rk.kind] = append(riskNodes[rk.kind], fmt.Sprintf("%d (%s)", rep.Node, nd.name))
-			}
 		}
 		if p := infoField(rep.Val.info, "maxmemory_policy"); p != "" && p != "noeviction" {
 			c.cfg.logger.Warn("redlock: node evicts keys when full (maxmemory-policy "+p+"); an evicted key is a forgotten lock: set noeviction",

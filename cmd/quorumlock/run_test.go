@@ -530,29 +530,6 @@ func TestRunRefusedCredentials(t *testing.T) {
 	}
 }
 
-// RDB snapshots on every node (Debian's default redis.conf) break mutual
-// exclusion: run says so in one line that names the nodes, and goes on.
-func TestRunWarnsOnceOfRDBSnapshots(t *testing.T) {
-	nodes := redisNodes(t, 3)
-	for _, n := range nodes {
-		if err := n.Client(t).ConfigSet(context.Background(), "save", "3600 1").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := runCLI(t, "", nil, "run", "--nodes", nodesArg(nodes), "--key", testenv.Key(t), "--ttl", "2s", "--", "true")
-	if r.code != 0 {
-		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
-	}
-	if got := strings.Count(r.stderr, "warning: "); got != 1 || !strings.Contains(r.stderr, "takes RDB snapshots") {
-		t.Fatalf("want one warning of the snapshots, got %d:\n%s", got, r.stderr)
-	}
-	for _, n := range nodes {
-		if !strings.Contains(r.stderr, n.Addr()) {
-			t.Errorf("the warning does not name %s: %s", n.Addr(), r.stderr)
-		}
-	}
-}
-
 // An even number of nodes is worth a warning: 4 tolerate one failed node,
 // as 3 do. The run itself goes ahead.
 func TestRunWarnsOfAnEvenNodeCount(t *testing.T) {
