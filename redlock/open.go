@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,14 +65,18 @@ func ConfigFromEnv() (Config, error) {
 		}
 		cfg.MaxTTL = d
 	}
+	// As the CLI's flags read them (strconv.ParseBool): the same
+	// variable must mean the same to both.
 	on := func(name string) (bool, error) {
-		switch strings.ToLower(os.Getenv(name)) {
-		case "", "0", "false", "no":
+		v := os.Getenv(name)
+		if v == "" {
 			return false, nil
-		case "1", "true", "yes":
-			return true, nil
 		}
-		return false, fmt.Errorf("redlock: ConfigFromEnv: %s=%q: want true or false", name, os.Getenv(name))
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("redlock: ConfigFromEnv: %s=%q: want true or false", name, v)
+		}
+		return b, nil
 	}
 	tlsOn, err := on(nodeconf.EnvTLS)
 	if err != nil {

@@ -178,9 +178,16 @@ func TestConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, nodeconf.EnvMaxTTL)
 	t.Setenv(nodeconf.EnvMaxTTL, "")
 
-	t.Setenv(nodeconf.EnvTLS, "maybe")
-	_, err = ConfigFromEnv()
-	require.ErrorContains(t, err, nodeconf.EnvTLS)
+	// What the CLI's --tls flag refuses, ConfigFromEnv refuses too.
+	for _, v := range []string{"maybe", "yes"} {
+		t.Setenv(nodeconf.EnvTLS, v)
+		_, err = ConfigFromEnv()
+		require.ErrorContains(t, err, nodeconf.EnvTLS, v)
+	}
+	t.Setenv(nodeconf.EnvTLS, "TRUE")
+	cfg, err = ConfigFromEnv()
+	require.NoError(t, err)
+	require.NotNil(t, cfg.TLS)
 	t.Setenv(nodeconf.EnvTLS, "")
 
 	t.Setenv(nodeconf.EnvTLSServerName, "redis.internal")
