@@ -194,7 +194,9 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 // and no lease is handed out once Close has begun. Leases handed out before
 // stay valid until their deadline and can still be released (Release then
 // waits for every node, up to the cleanup timeout) or extended. Close does
-// not close the redis clients given to New; it closes those Open built.
+// not close the redis clients given to New. It closes those Open built:
+// release a Client from Open's leases before Close, since a Release after
+// it reaches no node (ErrReleaseUnconfirmed; the keys free at their ttl).
 // It is safe to call more than once.
 func (c *Client) Close() error {
 	c.mu.Lock()

@@ -201,3 +201,24 @@ func TestConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, nodeconf.EnvTLSCA)
 	require.False(t, strings.Contains(err.Error(), "from-file"), "the password file's content in an error: %v", err)
 }
+
+// A Client from Open owns its node clients, so a lease must be released
+// before Close: after it, Release cannot reach the nodes and says so
+// (the keys then free at their ttl), where a Client from New could still
+// release through its caller's clients.
+func TestOpen_AReleaseAfterCloseIsUnconfirmed(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	c, err := Open(ctx, cl.config(), withTestNodeTimeout(nil)...)
+	require.NoError(t, err)
+	settleProofs(c)
+	l, err := c.TryLock(ctx, testenv.Key(t), 2*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	err = l.Release(ctx)
+	require.ErrorIs(t, err, ErrReleaseUnconfirmed)
+	require.ErrorContains(t, err, "client is closed")
+	for i := range 3 {
+		require.NotEmpty(t, cl.value(t, i, l.Key()), "node %d: the key is still there until its ttl", i)
+	}
+}
