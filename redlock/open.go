@@ -108,7 +108,8 @@ func ConfigFromEnv() (Config, error) {
 //
 // It builds one go-redis client per node with ContextTimeoutEnabled, so
 // that a call's deadline bounds the socket wait on a frozen node, and
-// Close closes them: release the leases first (see Close). cfg's MaxTTL and DriftFactor come before opts, which
+// Close closes them: release the leases first (see Close). cfg's MaxTTL
+// and DriftFactor come before opts, which
 // may add any other Option. New's rules apply: nodes that do not answer
 // are tolerated, two entries for one server are refused.
 //
