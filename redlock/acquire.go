@@ -423,6 +423,41 @@ func freeIn(busy []int64, q, n int) time.Duration {
 	return time.Duration(ms)*time.Millisecond + time.Millisecond
 }
 
+// maxRounds is the most acquisition rounds one Client has in flight: one
+// full pipeline per node (see script.maxBatch). An attempt counts from
+// before its t0 until its round is decided; its cleanup does not count.
+//
+// Without a bound, a burst of Lock calls on many keys (10,000 Do calls
+// started within a second, on a host whose cores the nodes share) queues
+// more calls in each node's batcher than the node answers within the node
+// timeout: every round in the queue times out, each leaves a cleanup of up
+// to the cleanup timeout, and Lock retries within 20 to 100 ms, so the
+// retries and their cleanups outgrow the nodes' answers and the process's
+// goroutines and memory grow until it is killed (docs/performance.md,
+// "Many leases on one Client"). With the bound, the calls beyond it wait
+// in this process, before their attempt starts: a wait that costs no
+// node a call and no lease any validity.
+const maxRounds = 256
+
+// takeRound waits for one of the Client's maxRounds slots for an
+// acquisition round; the round gives it back once decided. It fails only
+// when ctx ends first: then no node was contacted.
+func (c *Client) takeRound(ctx context.Context, key string) error {
+	select {
+	case c.rounds <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.rounds <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
+			Detail: fmt.Sprintf("ctx ended while the attempt waited for one of this Client's %d acquisition rounds in flight to end; no node was contacted", maxRounds),
+			Errs:   []error{ctx.Err()}}
+	}
+}
+
 // outcome is what one call of try hands back to TryLock and Lock.
 type outcome struct {
 	lease      *Lease
@@ -443,9 +478,13 @@ type outcome struct {
 // any failure it releases the key on every node before returning (nodes
 // that do not answer are released in the background).
 func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	if err := c.takeRound(ctx, key); err != nil {
+		return outcome{err: err}
+	}
 	a := c.newAttempt(key, ttl, waiter, place, ca)
 	a.send(ctx)
 	a.await(ctx)
+	<-c.rounds
 	if a.won(ctx) && a.fenced {
 		a.commit(ctx)
 	}
