@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Do locks key (waiting like Lock), runs fn while keeping the lease
@@ -28,45 +30,90 @@ import (
 // A Client renews all its Do leases together: the leases due at once go
 // to each node at most 256 to a call, and a lease that is over (lost, or
 // past its validity) is not renewed again, even while fn still runs.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) (err error) {
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
 	if fn == nil {
 		return errors.New("redlock: Do: nil fn")
 	}
-	// The span is the parent of Lock's and of fn's own spans.
-	ctx, span := c.startSpan(ctx, "quorumlock.Do", key, ttl)
-	outcome := "ok"
-	defer func() { doEnded(span, outcome, err) }()
-	l, err := c.Lock(ctx, key, ttl, opts...)
+	d, err := c.startDo(ctx, key, ttl, opts)
 	if err != nil {
-		outcome = outcomeOf(err)
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	c.renew.add(l, ttl)
-	stop := make(chan struct{})
-	watch := make(chan error, 1)
-	go func() { watch <- c.watch(l, stop, cancel) }()
-	finish := func() (lostErr, relErr error) {
-		close(stop)
-		lostErr = <-watch
-		c.renew.remove(l)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-		defer rcancel()
-		return lostErr, l.Release(rctx)
+	return d.run(fn)
+}
+
+// doCall is a Do call that holds its lease. fn runs below Do and run
+// alone, whose frames keep only a pointer to it: the caller's goroutine
+// waits in fn for as long as the lease is held, and a deep stack there
+// would stay allocated all that time (see docs/performance.md).
+type doCall struct {
+	c      *Client
+	ctx    context.Context // Do's, with its span
+	span   trace.Span
+	key    string
+	l      *Lease
+	fctx   context.Context // fn's
+	cancel context.CancelCauseFunc
+	watch  chan error // what ended the lease before fn returned (see setOnLoss)
+}
+
+// startDo obtains the lease and starts keeping it: renewed, and fn's ctx
+// ended the moment the lease ends (setOnLoss calls back then, with no
+// goroutine per lease waiting for it meanwhile).
+func (c *Client) startDo(ctx context.Context, key string, ttl time.Duration, opts []CallOption) (*doCall, error) {
+	// The span is the parent of Lock's and of fn's own spans.
+	ctx, span := c.startSpan(ctx, "quorumlock.Do", key, ttl)
+	l, err := c.Lock(ctx, key, ttl, opts...)
+	if err != nil {
+		doEnded(span, outcomeOf(err), err)
+		return nil, err
 	}
+	d := &doCall{c: c, ctx: ctx, span: span, key: key, l: l, watch: make(chan error, 1)}
+	d.fctx, d.cancel = context.WithCancelCause(ctx)
+	c.renew.add(l, ttl)
+	l.setOnLoss(func() {
+		err := c.lossError(l)
+		d.cancel(err)
+		d.watch <- err
+	})
+	return d, nil
+}
+
+// run runs fn as the holder and ends the call.
+func (d *doCall) run(fn func(ctx context.Context, l *Lease) error) error {
 	// A panic in fn must not leave the lease renewed forever and this
 	// Client's line for the key blocked: stop renewing and release, then
 	// let the panic go on.
 	finished := false
 	defer func() {
 		if !finished {
-			_, _ = finish()
+			_, _ = d.finish()
+			doEnded(d.span, "ok", nil)
 		}
 	}()
-	ferr := fn(fctx, l)
+	ferr := fn(d.fctx, d.l)
 	finished = true
-	lostErr, rerr := finish()
+	return d.end(ferr)
+}
+
+// finish stops keeping the lease and releases it. lostErr is what ended
+// the lease before fn returned, if anything did.
+func (d *doCall) finish() (lostErr, relErr error) {
+	defer d.cancel(nil)
+	c, l := d.c, d.l
+	if l.setOnLoss(nil) {
+		lostErr = <-d.watch
+	}
+	c.renew.remove(l)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(d.ctx), c.cfg.cleanup)
+	defer rcancel()
+	return lostErr, l.Release(rctx)
+}
+
+// end finishes the call after fn returned ferr, and returns Do's error.
+func (d *doCall) end(ferr error) (err error) {
+	outcome := "ok"
+	defer func() { doEnded(d.span, outcome, err) }()
+	lostErr, rerr := d.finish()
 	if ferr != nil {
 		outcome = "error"
 	}
@@ -88,7 +135,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		// fn ran as the holder to the end: that the key may stay on some
 		// nodes until it expires (ErrReleaseUnconfirmed) delays the next
 		// holder, it does not undo fn's work, so Do does not fail for it.
-		c.cfg.logger.Warn("redlock: release after Do not confirmed by a majority", "key", keyText(key), "err", rerr.Error())
+		d.c.cfg.logger.Warn("redlock: release after Do not confirmed by a majority", "key", keyText(d.key), "err", rerr.Error())
 	}
 	return ferr
 }
@@ -109,23 +156,14 @@ func (c *Client) TryDo(ctx context.Context, key string, ttl time.Duration, fn fu
 	return c.Do(ctx, key, ttl, fn, append(opts[:len(opts):len(opts)], WaitAtMost(0))...)
 }
 
-// watch cancels fn's context when l ends before stop is closed, with an
-// error wrapping ErrNotHeld and what ended it (ErrMaxHold, or the last
-// renewal error), which it also returns; nil when fn returned first.
-func (c *Client) watch(l *Lease, stop <-chan struct{}, cancel context.CancelCauseFunc) error {
-	select {
-	case <-stop:
-		return nil
-	case <-l.Done():
-		why := c.renew.why(l)
-		var err error
-		if errors.Is(why, ErrNotHeld) {
-			// The renewal said "lease not held" already: once is enough.
-			err = fmt.Errorf("redlock: lease on %s ended while fn was running: %w", keyText(l.key), why)
-		} else {
-			err = fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), why)
-		}
-		cancel(err)
-		return err
+// lossError is Do's error for a lease that ended before fn returned: it
+// wraps ErrNotHeld and what ended it (ErrMaxHold, or the last renewal
+// error).
+func (c *Client) lossError(l *Lease) error {
+	why := c.renew.why(l)
+	if errors.Is(why, ErrNotHeld) {
+		// The renewal said "lease not held" already: once is enough.
+		return fmt.Errorf("redlock: lease on %s ended while fn was running: %w", keyText(l.key), why)
 	}
+	return fmt.Errorf("%w: lease on %s ended while fn was running: %w", ErrNotHeld, keyText(l.key), why)
 }

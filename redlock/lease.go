@@ -35,6 +35,7 @@ type Lease struct {
 	done      chan struct{}
 	pass      func() // passes this Client's gate for the key on; nil for TryLock
 	lostBy    error  // why an extend found it lost
+	onLoss    func() // run once the lease is lost or expires: see setOnLoss
 	// With WithKeyHandOff: the Lock call's waiter id and its last failed
 	// attempt's cleanup (see leaveAfter).
 	waiter  string
@@ -132,6 +133,10 @@ func (l *Lease) endLocked(s leaseState) {
 	}
 	l.ended(s) // before Done closes, so that whoever waits on Done sees it counted
 	close(l.done)
+	if s == lost && l.onLoss != nil {
+		go l.onLoss()
+		l.onLoss = nil
+	}
 	if s != released {
 		l.passGateLocked() // Release passes it once its deletes landed
 	}
@@ -193,6 +198,24 @@ func (l *Lease) markLostBy(why error) bool {
 	}
 	l.endLocked(lost)
 	return was
+}
+
+// setOnLoss makes f run, on a goroutine of its own, once the lease is
+// lost or its validity ends (not when it is released); nil unsets it. It
+// reports whether the lease had already ended that way: a new f then runs
+// at once, and one set before has run or is running. Do watches its lease
+// with it instead of a goroutine per lease waiting on Done.
+func (l *Lease) setOnLoss(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == lost {
+		if f != nil {
+			go f()
+		}
+		return true
+	}
+	l.onLoss = f
+	return false
 }
 
 // lostCause is what ended the lease when an extend found it lost.
