@@ -49,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	redisBin := fs.String("redis-server", "redis-server", "the redis-server `binary` to start the five nodes with")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	traceFile := fs.String("trace", "", "write an execution trace of the whole run to `FILE`")
+	heldProfile := fs.String("heldprofile", "", "in each renew run, once every lease is held, write a heap and a goroutine profile to `PREFIX`-<run>.heap and .goroutine")
 	countCalls := fs.Bool("count-calls", false, "count the Redis commands each implementation sends per operation (adds a client hook)")
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, `Usage: quorumlock-bench [--quick] [--scenarios S,...] [--json FILE] [flags]
@@ -84,6 +85,9 @@ Flags:
 		return 2
 	}
 	cfg := suite.Config{Quick: *quick, TTL: *ttl, Log: stderr, RenewSizes: sizes}
+	if *heldProfile != "" {
+		cfg.HeldProfile = func(run string) { writeHeldProfiles(*heldProfile+"-"+run, stderr) }
+	}
 	impl.CountCalls.Store(*countCalls)
 	if *scen != "" {
 		for s := range strings.SplitSeq(*scen, ",") {
@@ -304,4 +308,21 @@ func contains(xs []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// writeHeldProfiles writes the heap (live objects, after a GC) and
+// goroutine profiles to prefix.heap and prefix.goroutine.
+func writeHeldProfiles(prefix string, stderr io.Writer) {
+	runtime.GC()
+	for _, p := range []struct{ name, ext string }{{"heap", ".heap"}, {"goroutine", ".goroutine"}} {
+		f, err := os.Create(prefix + p.ext)
+		if err != nil {
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
+			return
+		}
+		if err := pprof.Lookup(p.name).WriteTo(f, 0); err != nil {
+			fmt.Fprintln(stderr, "quorumlock-bench:", err)
+		}
+		_ = f.Close()
+	}
 }

@@ -106,7 +106,12 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if err != nil {
 			return out, err
 		}
-		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold)
+		var held func()
+		if cfg.HeldProfile != nil {
+			name := fmt.Sprintf("%s-%s-%d", r.scenario, r.impl, r.leases)
+			held = func() { cfg.HeldProfile(name) }
+		}
+		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold, held)
 		closeFn()
 		if err != nil {
 			return out, err
@@ -247,7 +252,7 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 // period/n apart so that their renewals fall due at different times, as
 // for leases taken over time; once all are held it measures a window of
 // the given length, then gives them all up.
-func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn) (renewCounts, error) {
+func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, allHeld func()) (renewCounts, error) {
 	c := renewCounts{leases: n, period: period}
 	var ready sync.WaitGroup
 	ready.Add(n)
@@ -307,6 +312,9 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	}
 	c.clientBytes = liveBytes() - mem0
 	g1 := runtime.NumGoroutine()
+	if allHeld != nil {
+		allHeld()
+	}
 	for i := range s1 {
 		c.nodeBytes += s1[i].Memory - s0[i].Memory
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	// holds on one quorumlock Client, one row each; empty: RenewLeases at
 	// RenewTTL.
 	RenewSizes []RenewSize
+	// HeldProfile, when set, is called in each renew run once every lease
+	// is held, with the run's name (the benchmark writes heap and
+	// goroutine profiles there: --heldprofile).
+	HeldProfile func(run string)
 }
 
 func (c Config) want(s string) bool { return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, s) }
