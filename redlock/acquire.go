@@ -92,6 +92,14 @@ func (a *attempt) release(back bool) *script.Release {
 	return a.c.boxes.Release(r)
 }
 
+// releaseArgs is release's arguments, kept apart from the attempt (see
+// Lease.rel).
+func (a *attempt) releaseArgs(back bool) script.ReleaseArgs {
+	r := a.rel
+	r.Back, r.Window = back, a.c.handoffWindow(a.ttl)
+	return r.Standalone()
+}
+
 // send starts the round. Its calls are bounded by the node timeout but not
 // cancelled with the caller's ctx: once a majority granted, the calls to
 // the other nodes must still go out, so that every reachable node holds
@@ -425,7 +433,13 @@ func freeIn(busy []int64, q, n int) time.Duration {
 
 // maxRounds is the most acquisition rounds one Client has in flight: one
 // full pipeline per node (see script.maxBatch). An attempt counts from
-// before its t0 until its round is decided; its cleanup does not count.
+// before its t0 until every call of its round is over (leave and abandon
+// give the slot back), not only until the round is decided: a round
+// decided at once (nodes that missed their last deadline are not waited
+// for) still has its calls queued for the nodes. Its cleanup does not
+// count: each failed attempt leaves at most one, bounded by the cleanup
+// timeout, so the cleanups pending are bounded too, by about maxRounds
+// times the cleanup timeout over the node timeout.
 //
 // Without a bound, a burst of Lock calls on many keys (10,000 Do calls
 // started within a second, on a host whose cores the nodes share) queues
@@ -440,8 +454,8 @@ func freeIn(busy []int64, q, n int) time.Duration {
 const maxRounds = 256
 
 // takeRound waits for one of the Client's maxRounds slots for an
-// acquisition round; the round gives it back once decided. It fails only
-// when ctx ends first: then no node was contacted.
+// acquisition round (see freeRound). It fails only when ctx ends first:
+// then no node was contacted.
 func (c *Client) takeRound(ctx context.Context, key string) error {
 	select {
 	case c.rounds <- struct{}{}:
@@ -457,6 +471,10 @@ func (c *Client) takeRound(ctx context.Context, key string) error {
 			Errs:   []error{ctx.Err()}}
 	}
 }
+
+// freeRound gives back the slot of an attempt whose round's calls are
+// all over.
+func (c *Client) freeRound() { <-c.rounds }
 
 // outcome is what one call of try hands back to TryLock and Lock.
 type outcome struct {
@@ -484,7 +502,6 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	a := c.newAttempt(key, ttl, waiter, place, ca)
 	a.send(ctx)
 	a.await(ctx)
-	<-c.rounds
 	if a.won(ctx) && a.fenced {
 		a.commit(ctx)
 	}

@@ -54,6 +54,7 @@ func (a *attempt) leave() {
 			}
 		}
 		round.Wait()
+		c.freeRound()
 	})
 }
 
@@ -113,6 +114,10 @@ func (a *attempt) abandon() {
 		defer close(cleaned)
 		defer cancel()
 		defer stop()
+		// The round's calls first: its slot goes back once they are over
+		// (see maxRounds), whatever the releases below take.
+		late := round.Wait()
+		c.freeRound()
 		rel.Wait()
 		// The late replies (each within a round trip, or at the node
 		// timeout from a node that does not answer): a grant, or an
@@ -120,7 +125,7 @@ func (a *attempt) abandon() {
 		// refusal settles the node. A node that is not admitted starts
 		// its admission, as in leave.
 		var wg sync.WaitGroup
-		for _, r := range round.Wait() {
+		for _, r := range late {
 			switch {
 			case acquired(r) || r.Err != nil:
 				wg.Go(func() { c.releaseOne(a.key, r.Node, ra) })

@@ -19,8 +19,14 @@ type Lease struct {
 	key   string
 	value string
 	token uint64
-	meta  string          // WithMetadata's, stored with the key on the nodes
-	rel   *script.Release // the release of our value (with its tombstone ttl: the acquisition's)
+	meta  string // WithMetadata's, stored with the key on the nodes
+	// rel is the release of our value (with its tombstone ttl: the
+	// acquisition's); prepared is its call, sharing the attempt's boxed
+	// arguments, until the renewer keeps the lease (see keepLong): a
+	// lease held briefly releases with no allocation for the call, and
+	// one held long keeps the arguments alone.
+	rel      script.ReleaseArgs
+	prepared *script.Release
 
 	mu       sync.Mutex
 	ttl      time.Duration // the longest ttl the lease was granted or extended with
@@ -90,7 +96,7 @@ func (c *Client) newLease(a *attempt) *Lease {
 	}
 	// The holder leaves the key's line on every node when it releases
 	// (granting nodes already dropped it): no place to go back to.
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.release(false), ttl: a.ttl,
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.releaseArgs(false), prepared: a.release(false), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
 	l.expiresBy = l.keyExpiry(a.t0, c.nodeTimeout(a.ttl), a.ttl)
 	c.held.Add(1)
@@ -173,6 +179,26 @@ func (l *Lease) Deadline() time.Time {
 	return l.deadline
 }
 
+// KeepRenewed renews the lease in the Client's renewal batches, as Do
+// renews its leases (every ttl/3, the leases due at once at most 256 to a
+// call per node, a transient failure retried after ttl/10), until it is
+// released, lost or past its validity, or WithMaxHold passes: a program
+// that holds many leases keeps them with no goroutine per lease. Each
+// renewal extends it by the longest ttl it was obtained or extended with.
+// Done closes when the lease ends; the renewal's failures are logged as
+// Warn, and a Release after the end returns ErrNotHeld. Close stops the
+// renewals, as it stops Do's. Calling it again, or on a lease that has
+// ended, does nothing. Safe for concurrent use.
+func (l *Lease) KeepRenewed() {
+	l.mu.Lock()
+	ttl, live := l.ttl, l.state == live
+	l.mu.Unlock()
+	if !live || l.c.isClosed() {
+		return
+	}
+	l.c.renew.keep(l, ttl, true)
+}
+
 // Done returns a channel that is closed when the validity ends, when an
 // Extend finds the lease lost, or when it is released.
 func (l *Lease) Done() <-chan struct{} { return l.done }
@@ -198,6 +224,15 @@ func (l *Lease) markLostBy(why error) bool {
 	}
 	l.endLocked(lost)
 	return was
+}
+
+// keepLong drops the lease's prepared release call: the renewer keeps
+// the lease, so it is likely held long, and its Release can afford to
+// prepare the call when it is made.
+func (l *Lease) keepLong() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.prepared = nil
 }
 
 // setOnLoss makes f run, on a goroutine of its own, once the lease is
@@ -264,13 +299,16 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
 	}
 	l.endLocked(released)
-	ttl, freeBy := l.ttl, l.expiresBy
+	ttl, freeBy, rel := l.ttl, l.expiresBy, l.prepared
 	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
 		return fmt.Errorf("%w: %s already released", ErrNotHeld, keyText(l.key))
 	}
 
+	if rel == nil {
+		rel = c.boxes.Release(l.rel)
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		if c.seemsDown(i) {
@@ -284,7 +322,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 			defer ncancel()
 			ctx = nctx
 		}
-		return c.releaseOn(ctx, i, l.rel)
+		return c.releaseOn(ctx, i, rel)
 	})
 	// Replies that come after the node timeout count: a release is not a
 	// race against validity, and a late "deleted" on a busy host is as

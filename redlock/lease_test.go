@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -983,4 +984,80 @@ func TestDo_LogsAFailedExtendWithOneAttributePerNode(t *testing.T) {
 	for _, i := range []string{"0", "1", "2"} {
 		require.Contains(t, nodes[i], "injected extend failure", "node %s: %v", i, nodes)
 	}
+}
+
+// KeepRenewed keeps leases taken with TryLock renewed in the Client's
+// batches, with no goroutine per lease; a lease that is lost ends (Done),
+// is never sent again, and the renewer forgets it, as it forgets the
+// released ones.
+func TestLease_KeepRenewedRenewsInBatchesWithNoGoroutinePerLease(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	const n, ttl = 40, 300 * time.Millisecond // renewed every 100 ms
+	leases := make([]*Lease, n)
+	for i := range leases {
+		l, err := c.TryLock(ctx, fmt.Sprintf("%s:%d", key, i), ttl)
+		require.NoError(t, err)
+		leases[i] = l
+	}
+	lost := leases[0].Key()
+	var gone atomic.Bool
+	var late atomic.Int64 // extend calls carrying the lost lease's key after it ended
+	f.before(func(_ context.Context, x *call) error {
+		if x.Script == "extend" && slices.Contains(x.Keys, lost) && gone.Load() {
+			late.Add(1)
+		}
+		return nil
+	})
+	before := runtime.NumGoroutine()
+	first := make([]time.Time, n)
+	for i, l := range leases {
+		first[i] = l.Deadline()
+		l.KeepRenewed()
+		l.KeepRenewed() // a second call changes nothing
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine()-before, 3, "goroutines started for %d leases", n)
+	// Every lease outlives its first deadline by a renewal period at least.
+	require.Eventually(t, func() bool {
+		for i, l := range leases {
+			if !l.Deadline().After(first[i].Add(ttl)) {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond, "the leases were not renewed past their first deadline")
+	for i, l := range leases {
+		select {
+		case <-l.Done():
+			t.Fatalf("lease %d ended while kept", i)
+		default:
+		}
+	}
+	require.Less(t, f.count("extend", 0), int64(n), "the leases were renewed one call each, not in batches")
+
+	// Taken over on every node: the next renewal finds it lost.
+	cl.set(t, lost, "thief", time.Minute, cl.all()...)
+	select {
+	case <-leases[0].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lease taken over on every node did not end")
+	}
+	gone.Store(true)
+	// Three more renewals of the others, none carrying the lost one.
+	mark := leases[1].Deadline()
+	require.Eventually(t, func() bool { return leases[1].Deadline().After(mark.Add(2 * ttl / 3)) }, 5*time.Second, 5*time.Millisecond)
+	// The round that found it lost may still have its last calls to go
+	// (it decided at a majority): at most 5-3 of them.
+	require.LessOrEqual(t, late.Load(), int64(5-3), "extend calls of the lost lease after it ended: it was renewed again")
+	require.ErrorIs(t, leases[0].Release(ctx), ErrNotHeld)
+	for _, l := range leases[1:] {
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Eventually(t, func() bool {
+		c.renew.mu.Lock()
+		defer c.renew.mu.Unlock()
+		return len(c.renew.kept) == 0
+	}, 5*time.Second, 5*time.Millisecond, "the renewer still keeps leases that ended")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // A key's line of waiting Lock calls on each node: who is in it, in which
@@ -156,6 +157,7 @@ func TestLine_ACrashedWaiterHoldsTheKeyUpOnce(t *testing.T) {
 	require.NoError(t, err)
 	for _, rc := range cl.raw {
 		require.NoError(t, rc.ZAdd(ctx, keyLine(key), redis.Z{Score: 1, Member: "ghost"}).Err())
+		require.NoError(t, rc.Set(ctx, script.LinedKey(key), "1", time.Minute).Err()) // as its join left it
 	}
 	require.NoError(t, l.Release(ctx))
 	start := time.Now()

@@ -192,7 +192,8 @@ func WithoutRestartQuarantine() Option {
 
 // WithMaxHold makes Do stop extending a lease once it has been held for d,
 // so a hung fn cannot keep the lock forever; fn's ctx is then cancelled at
-// the end of the last validity. d must be > 0. Default: no cap.
+// the end of the last validity. It bounds Lease.KeepRenewed the same way,
+// from when KeepRenewed was called. d must be > 0. Default: no cap.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -49,6 +49,9 @@ type kept struct {
 	start time.Time
 	why   error // what ended it, for Do's error; guarded by renewer.mu
 	off   bool  // no longer renewed: WithMaxHold reached, or the lease is over
+	// auto: kept by Lease.KeepRenewed, not by Do, so nobody removes it:
+	// the renewer forgets it once it is over.
+	auto bool
 }
 
 // renewChunk is the most leases one renewal call carries. The extend
@@ -84,15 +87,24 @@ func nextRenewal(now, deadline, at time.Time) time.Time {
 }
 
 // add starts renewing l for ttl.
-func (r *renewer) add(l *Lease, ttl time.Duration) {
+func (r *renewer) add(l *Lease, ttl time.Duration) { r.keep(l, ttl, false) }
+
+// keep starts renewing l for ttl; auto says nobody will remove it (see
+// kept.auto). It does nothing when l is renewed already.
+func (r *renewer) keep(l *Lease, ttl time.Duration, auto bool) {
 	now := r.c.cfg.clock.Now()
 	next := nextRenewal(now, l.Deadline(), now.Add(ttl/3))
-	k := &kept{ttl: ttl, every: ttl / 3, next: next, start: now}
+	k := &kept{ttl: ttl, every: ttl / 3, next: next, start: now, auto: auto}
 	r.mu.Lock()
+	if r.kept[l] != nil {
+		r.mu.Unlock()
+		return
+	}
 	r.kept[l] = k
 	start := !r.running
 	r.running = true
 	r.mu.Unlock()
+	l.keepLong()
 	if start {
 		r.c.spawn(r.run)
 	}
@@ -150,6 +162,9 @@ func (r *renewer) due(now time.Time) ([]*Lease, []time.Duration, time.Time) {
 		// the nodes may be the reason it was lost.
 		if l.over() {
 			k.off = true
+			if k.auto {
+				delete(r.kept, l)
+			}
 			continue
 		}
 		if maxHold := r.c.cfg.maxHold; maxHold > 0 && now.Sub(k.start) >= maxHold {

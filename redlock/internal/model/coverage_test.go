@@ -64,6 +64,7 @@ var writers = map[string][]string{
 	"Lease.Extend":       {"extend"},
 	"Lease.FencingToken": nil,
 	"Lease.Key":          nil,
+	"Lease.KeepRenewed":  {"extend"},
 	"Lease.Metadata":     nil,
 	"Lease.Release":      {"release"},
 	"Lease.Value":        nil,

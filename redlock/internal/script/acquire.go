@@ -65,20 +65,20 @@ type Acquire struct {
 	call
 	args AcquireArgs
 	// The boxed arguments a release of this attempt shares.
-	key, value, ttl, waiter, place any
-	tomb, queue, named, seen       any
+	key, value, ttl, waiter, place  any
+	tomb, queue, named, seen, lined any
 }
 
 // Acquire prepares a's call.
 func (b *Boxes) Acquire(a AcquireArgs) *Acquire {
 	x := &Acquire{args: a}
 	x.key, x.value, x.ttl, x.waiter, x.place = any(a.Key), any(a.Value), ms(&b.ttl, a.TTL), any(a.Waiter), any(a.Place)
-	x.queue, x.seen, x.named, x.tomb = any(QueueKey(a.Key)), any(SeenKey(a.Key)), any(NamedKey(a.Key)), any(TombKey(a.Value))
+	x.queue, x.seen, x.named, x.tomb, x.lined = any(QueueKey(a.Key)), any(SeenKey(a.Key)), any(NamedKey(a.Key)), any(TombKey(a.Value)), any(LinedKey(a.Key))
 	fence, fkey := "0", x.key // KEYS[2] is only read with fencing
 	if a.Fencing {
 		fence, fkey = "1", FenceKey(a.Key)
 	}
-	keys := []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen, IdentKey}
+	keys := []any{x.key, fkey, MarkerKey, x.tomb, x.queue, x.named, x.seen, IdentKey, x.lined}
 	if a.Metadata == "" {
 		x.init(acquireScript, keys, x.value, x.ttl, str(&b.settings, a.Settings), fence, x.waiter, ms(&b.line, a.Line), x.place)
 		return x

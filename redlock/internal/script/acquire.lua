@@ -4,7 +4,9 @@
 -- marker, KEYS[4] this attempt's tombstone, KEYS[5] the key's line of
 -- waiters, KEYS[6] the waiters a release named (a short reservation),
 -- KEYS[7] when this node last saw each waiter in the line (its TIME, us),
--- KEYS[8] the server's identity (ident.lua), KEYS[9] (only with ARGV[8])
+-- KEYS[8] the server's identity (ident.lua), KEYS[9] the key's line
+-- marker: set while the key may have a line here, so that a call finds the
+-- line absent in the MGET it makes anyway, KEYS[10] (only with ARGV[8])
 -- the key's holder metadata
 -- ARGV[1] our random value, ARGV[2] ttl in ms,
 -- ARGV[3] the deployment settings this client runs with ('' skips the
@@ -17,7 +19,7 @@
 -- ARGV[7] the waiter's place in line: when its Lock call began (us, the
 -- caller's clock), the same on every node, so the line has one order; a
 -- call that takes hand-offs has it in its id too ('...~<place>+<ttl ms>'),
--- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[9]
+-- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[10]
 -- becomes our value, a newline and it, with the lock key's expiry. It is
 -- written after the grant is decided and never read here: metadata plays
 -- no part in who gets the key (docs/fencing.md, "Holder metadata").
@@ -42,13 +44,14 @@
 -- and a release may hand the key to the first in line (release.lua).
 -- Only calls that take hand-offs (unfenced: ids ending in '+<ttl ms>')
 -- get -5 or -6.
+-- The control keys, the server's identity and the line marker are read in
+-- one MGET: the script is atomic and writes none of them before it reads
+-- them, so this is the same as reading each where it is used.
+local ctl = redis.call('MGET', KEYS[3], KEYS[4], KEYS[6], KEYS[8], KEYS[9])
 local function reply(r)
-  r[#r + 1] = redis.call('GET', KEYS[8]) or ''
+  r[#r + 1] = ctl[4] or ''
   return r
 end
--- The three control keys are read in one MGET: the script is atomic, so
--- this is the same as reading each where it is checked.
-local ctl = redis.call('MGET', KEYS[3], KEYS[4], KEYS[6])
 if ARGV[3] ~= '' then
   local m = ctl[1]
   if not m then
@@ -68,8 +71,10 @@ local id = ARGV[5]
 -- then takes the call's place, or keeps the one it has, and notes that the
 -- call was seen now. The place orders the line; only the last sight ends
 -- a waiter's stay, so a call that has waited long keeps its place for as
--- long as it keeps trying. A grant touches the line only to take itself
--- out, so the uncontended path pays for no line upkeep.
+-- long as it keeps trying. Every join sets the line marker (KEYS[9]) with
+-- the line's expiry, so a key with no marker has no line here: a grant
+-- then touches no line at all, and the uncontended path pays for no line
+-- upkeep (docs/fencing.md, "The line marker").
 -- drop is the same in release.lua: an entry with no last sight (put in
 -- line by an older client's script) counts as seen when its call began,
 -- as such a client's scripts count it.
@@ -96,6 +101,7 @@ local function join()
     redis.call('ZADD', KEYS[7], now, id)
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
     redis.call('PEXPIRE', KEYS[7], ARGV[6])
+    redis.call('SET', KEYS[9], '1', 'PX', ARGV[6])
   end
 end
 local named = ctl[3]
@@ -137,15 +143,20 @@ if status == 1 then
   if md and md ~= '' then
     local left = redis.call('PTTL', KEYS[1])
     if left > 0 then
-      redis.call('SET', KEYS[9], ARGV[1] .. '\n' .. md, 'PX', left)
+      redis.call('SET', KEYS[10], ARGV[1] .. '\n' .. md, 'PX', left)
     end
   end
   if named then
     redis.call('DEL', KEYS[6])
   end
-  -- a call's last sight is kept only while it is in line
-  if id ~= '' and redis.call('ZREM', KEYS[5], id) > 0 then
+  -- a call's last sight is kept only while it is in line, and it can be
+  -- in line only where the key has a line marker
+  if id ~= '' and ctl[5] and redis.call('ZREM', KEYS[5], id) > 0 then
     redis.call('ZREM', KEYS[7], id)
+    if #redis.call('ZRANGE', KEYS[5], 0, 0) == 0 then
+      -- the line emptied with it: so goes its marker
+      redis.call('DEL', KEYS[9])
+    end
   end
 else
   join()

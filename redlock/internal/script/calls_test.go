@@ -16,29 +16,29 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	var b Boxes
 	a := AcquireArgs{Key: "k", Value: "v", TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.w~100+5000", Place: 100, Line: 10 * time.Second}
 	acq := b.Acquire(a)
-	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 8,
-		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey,
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 9,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey, LinedKey("k"),
 		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100)}, acq.cmd)
 	a.Fencing = true
 	require.Equal(t, FenceKey("k"), b.Acquire(a).cmd[4])
-	require.Equal(t, "1", b.Acquire(a).cmd[14])
+	require.Equal(t, "1", b.Acquire(a).cmd[15])
 
-	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey}
+	relKeys := []any{"k", TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey, LinedKey("k")}
 	// A lease's release: the waiter leaves the line.
 	r := acq.ReleaseArgs()
 	r.Window = 30 * time.Millisecond
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 7}, append(relKeys,
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 8}, append(relKeys,
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix)...), b.Release(r).cmd)
 	// A failed attempt's cleanup: the waiter goes back to its place.
 	r.Back = true
-	require.Equal(t, int64(100), b.Release(r).cmd[3+7+5])
+	require.Equal(t, int64(100), b.Release(r).cmd[3+8+5])
 	// Leaving the line under a fresh value, no tombstone.
 	leave := ReleaseArgs{Key: "k", Value: "fresh", Waiter: "c1.w~100+5000", Window: 30 * time.Millisecond, Place: 100, Line: 10 * time.Second}
-	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 7, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey,
+	require.Equal(t, []any{"evalsha", releaseScript.Hash(), 8, "k", TombKey("fresh"), QueueKey("k"), NamedKey("k"), SeenKey("k"), MarkerKey, IdentKey, LinedKey("k"),
 		"fresh", ReleaseChannel("k"), int64(0), "c1.w~100+5000", int64(30), "", int64(10000), wakePrefix}, b.Release(leave).cmd)
 	// A give-back: the new id takes the place.
 	leave.Next = "c1.x~100+5000"
-	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[18:])
+	require.Equal(t, []any{"c1.x~100+5000", int64(100)}, b.Release(leave).cmd[19:])
 
 	require.Equal(t, []any{"evalsha", commitScript.Hash(), 3, "k", FenceKey("k"), IdentKey, "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
@@ -49,12 +49,12 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	// carries it, and none where it does not.
 	a.Fencing, a.Metadata = false, "host=a"
 	macq := b.Acquire(a)
-	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 9,
-		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey, MetaKey("k"),
+	require.Equal(t, []any{"evalsha", acquireScript.Hash(), 10,
+		"k", "k", MarkerKey, TombKey("v"), QueueKey("k"), NamedKey("k"), SeenKey("k"), IdentKey, LinedKey("k"), MetaKey("k"),
 		"v", int64(5000), ctSettings, "0", "c1.w~100+5000", int64(10000), int64(100), "host=a"}, macq.cmd)
 	mr := macq.ReleaseArgs()
 	require.True(t, mr.Meta)
-	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 8}, append(append(relKeys, MetaKey("k")),
+	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 9}, append(append(relKeys, MetaKey("k")),
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(0), "", int64(10000), wakePrefix)...), b.Release(mr).cmd)
 	require.Equal(t, []any{"evalsha", extendScript.Hash(), 6, "a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
 		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ type contractNode interface {
 	listen(t *testing.T, channel string) func() []string
 	zscore(t *testing.T, key, member string) (int64, bool)
 	zadd(t *testing.T, key, member string, score int64)
+	del(t *testing.T, key string)
 }
 
 type realContract struct{ c *redis.Client }
@@ -95,6 +97,13 @@ func (n realContract) zscore(t *testing.T, key, member string) (int64, bool) {
 func (n realContract) zadd(t *testing.T, key, member string, score int64) {
 	require.NoError(t, n.c.ZAdd(context.Background(), key, redis.Z{Score: float64(score), Member: member}).Err())
 	require.NoError(t, n.c.PExpire(context.Background(), key, time.Minute).Err())
+	if k, ok := strings.CutPrefix(key, queuePrefix); ok {
+		// A line comes with its marker, as the scripts make it.
+		require.NoError(t, n.c.Set(context.Background(), LinedKey(k), "1", time.Minute).Err())
+	}
+}
+func (n realContract) del(t *testing.T, key string) {
+	require.NoError(t, n.c.Del(context.Background(), key).Err())
 }
 func (n realContract) nowUs(t *testing.T) int64 {
 	tm, err := n.c.Time(context.Background()).Result()
@@ -122,8 +131,8 @@ var (
 	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), IdentKey}
-	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), MarkerKey, IdentKey}
+	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), IdentKey, LinedKey(ctKey)}
+	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), MarkerKey, IdentKey, LinedKey(ctKey)}
 	ctExtKeys  = []string{ctKey, MarkerKey, IdentKey}
 	ctComKeys  = []string{ctKey, FenceKey(ctKey), IdentKey}
 	// ctServer is the server identity runContract gives the node (see
@@ -316,6 +325,20 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in, "the waiter is not in line")
 			requireTTLNear(t, n, QueueKey(ctKey), 10*time.Second)
+			requireKey(t, n, LinedKey(ctKey), "1")
+			requireTTLNear(t, n, LinedKey(ctKey), 10*time.Second)
+		}},
+	{name: "acquire/a grant where the key has no line marker touches no line", script: acquireScript, keys: ctAcqKeys,
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			now := n.nowUs(t)
+			waiting(t, n, "w1", now-10, now)
+			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
+		},
+		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
+			requireInLine(t, n, true, "w1")
 		}},
 	{name: "acquire/a free key with others in line but no reservation is taken (only a release holds it back)", script: acquireScript, keys: ctAcqKeys,
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
@@ -783,7 +806,7 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 		}},
-	{name: "release/our key is deleted", script: releaseScript, keys: ctRelKeys, published: []string{""},
+	{name: "release/our key is deleted, and with no line here nobody is told", script: releaseScript, keys: ctRelKeys, published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
 		args:  fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -791,6 +814,34 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, TombKey(ctValue))
+		}},
+	{name: "release/a line marker over an empty line tells every waiter of the key, and goes", script: releaseScript, keys: ctRelKeys, published: []string{""},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.put(t, LinedKey(ctKey), "1", 5*time.Second)
+		},
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, LinedKey(ctKey))
+		}},
+	{name: "release/a line without its marker is not looked at", script: releaseScript, keys: ctRelKeys, published: []string{},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, ctKey, ctValue, 5*time.Second)
+			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
+			n.zadd(t, SeenKey(ctKey), "w1", n.nowUs(t))
+			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
+		},
+		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireNoKey(t, n, NamedKey(ctKey))
+			_, in := n.zscore(t, QueueKey(ctKey), "w1")
+			require.True(t, in, "the waiter left the line")
 		}},
 	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys, published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
@@ -1780,8 +1831,9 @@ func requireLayout(t *testing.T, tc contractCase, args []any) {
 	switch tc.script {
 	case acquireScript:
 		require.Equal(t, IdentKey, tc.keys[7], "acquire KEYS[8] is the server's identity")
-		if len(tc.keys) > 8 {
-			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[8:], "acquire KEYS[9] is the metadata")
+		require.Equal(t, LinedKey(tc.keys[0]), tc.keys[8], "acquire KEYS[9] is the line marker")
+		if len(tc.keys) > 9 {
+			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[9:], "acquire KEYS[10] is the metadata")
 		}
 	case commitScript:
 		require.Equal(t, []string{FenceKey(tc.keys[0]), IdentKey}, tc.keys[1:], "commit KEYS[2], KEYS[3]")
@@ -1802,7 +1854,10 @@ func requireLayout(t *testing.T, tc contractCase, args []any) {
 			require.Equal(t, IdentKey, tc.keys[6], "release KEYS[7] is the server's identity")
 		}
 		if len(tc.keys) > 7 {
-			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[7:], "release KEYS[8] is the metadata")
+			require.Equal(t, LinedKey(tc.keys[0]), tc.keys[7], "release KEYS[8] is the line marker")
+		}
+		if len(tc.keys) > 8 {
+			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[8:], "release KEYS[9] is the metadata")
 		}
 	}
 }

@@ -20,6 +20,7 @@ const (
 	queuePrefix   = Prefix + "queue:"    // + lock key: Lock calls waiting for the key, in order
 	seenPrefix    = Prefix + "seen:"     // + lock key: when the node last saw each call in the key's line
 	namedPrefix   = Prefix + "named:"    // + lock key: the waiters a release named, for a moment
+	linedPrefix   = Prefix + "lined:"    // + lock key: set while the key may have a line (see LinedKey)
 	channelPrefix = Prefix + "released:" // + lock key: release notices for every waiter of the key
 	wakePrefix    = Prefix + "wake:"     // + a Client's id: release notices that name its waiters
 )
@@ -59,6 +60,12 @@ func QueueKey(key string) string { return queuePrefix + key }
 
 // SeenKey holds when a node last saw each call in key's line.
 func SeenKey(key string) string { return seenPrefix + key }
+
+// LinedKey marks a key that may have a line of waiting Lock calls on a
+// node: every script that puts a call in the line sets it with the line's
+// expiry. Where it is absent the line is empty, and the acquire and release
+// scripts, which read it in the MGET they make anyway, skip the line.
+func LinedKey(key string) string { return linedPrefix + key }
 
 // NamedKey is the reservation a release of key leaves for the waiters it
 // named.

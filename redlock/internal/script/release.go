@@ -51,16 +51,25 @@ func (x *Acquire) ReleaseArgs() ReleaseArgs {
 	return ReleaseArgs{Key: a.Key, Value: a.Value, Tomb: a.TTL, Waiter: a.Waiter, Place: a.Place, Line: a.Line, Meta: a.Metadata != "", from: x}
 }
 
+// Standalone returns r without the attempt whose boxed arguments it
+// shares: a lease keeps its release this way for as long as it is held,
+// and not the attempt's call with it. A call prepared from it boxes its
+// own arguments.
+func (r ReleaseArgs) Standalone() ReleaseArgs {
+	r.from = nil
+	return r
+}
+
 // Release is a prepared release call.
 type Release struct{ call }
 
 // Release prepares r's call. Arguments equal to those of the attempt r
 // was made from (Acquire.ReleaseArgs) reuse its boxes.
 func (b *Boxes) Release(r ReleaseArgs) *Release {
-	var key, value, tomb, waiter, place, queue, named, seen, tombKey any
+	var key, value, tomb, waiter, place, queue, named, seen, lined, tombKey any
 	if f := r.from; f != nil {
 		if r.Key == f.args.Key {
-			key, queue, named, seen = f.key, f.queue, f.named, f.seen
+			key, queue, named, seen, lined = f.key, f.queue, f.named, f.seen, f.lined
 		}
 		if r.Value == f.args.Value {
 			value, tombKey = f.value, f.tomb
@@ -76,7 +85,7 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 		}
 	}
 	if key == nil {
-		key, queue, named, seen = any(r.Key), any(QueueKey(r.Key)), any(NamedKey(r.Key)), any(SeenKey(r.Key))
+		key, queue, named, seen, lined = any(r.Key), any(QueueKey(r.Key)), any(NamedKey(r.Key)), any(SeenKey(r.Key)), any(LinedKey(r.Key))
 	}
 	if value == nil {
 		value, tombKey = any(r.Value), any(TombKey(r.Value))
@@ -96,7 +105,7 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 		back = place
 	}
 	x := &Release{}
-	keys := []any{key, tombKey, queue, named, seen, MarkerKey, IdentKey}
+	keys := []any{key, tombKey, queue, named, seen, MarkerKey, IdentKey, lined}
 	if r.Meta {
 		keys = append(keys, MetaKey(r.Key))
 	}

@@ -23,8 +23,10 @@
 -- the line (see acquire.lua), KEYS[6] (optional) the node's admission
 -- marker: see marked below, KEYS[7] (optional, after the marker) the
 -- server's identity (ident.lua), named in a hand-off's notice, KEYS[8]
--- (optional, after the identity) the key's holder metadata, deleted with
--- the key
+-- the key's line marker (see acquire.lua): where it is absent the key has
+-- no line here, and the release touches no line and tells nobody, KEYS[9]
+-- (optional, after the marker) the key's holder metadata, deleted with the
+-- key
 -- ARGV[1] our value; ARGV[2] release channel; ARGV[3] tombstone ttl ms or
 -- '0'; ARGV[4] our Lock call's waiter id ('' if none); ARGV[5] the
 -- reservation's length in ms; ARGV[6] '' when a lease is released (or
@@ -40,9 +42,14 @@
 -- channel);
 -- ARGV[9], ARGV[10] (optional) a new waiter id for the call and its
 -- place, which the call takes in the line before anything is handed on
--- The lock key and the reservation are read in one MGET: nothing below
--- writes the lock key before it is compared, and the script is atomic.
-local cur = redis.call('MGET', KEYS[1], KEYS[4])
+-- The lock key, the reservation and the line marker are read in one MGET:
+-- nothing below writes the lock key before it is compared, and the script
+-- is atomic. lined says the key may have a line here: the marker is set
+-- with every place taken in the line, by this script (place) and by
+-- acquire.lua (join), with the line's own expiry; without it the line is
+-- empty and the uncontended release pays for no line upkeep.
+local cur = redis.call('MGET', KEYS[1], KEYS[4], KEYS[8])
+local lined = cur[3] and true or false
 
 -- Name the first in line: drop the waiters not seen for ARGV[7] ms first
 -- (a live call joins again, in its place, when its next attempt fails),
@@ -87,7 +94,7 @@ local function drop(line, seen, cut)
 end
 -- leave takes w out of the line, and its last sight with it.
 local function leave(w)
-  if redis.call('ZREM', KEYS[3], w) > 0 then
+  if lined and redis.call('ZREM', KEYS[3], w) > 0 then
     redis.call('ZREM', KEYS[5], w)
   end
 end
@@ -98,6 +105,8 @@ local function place(w, p)
   redis.call('ZADD', KEYS[5], now(), w)
   redis.call('PEXPIRE', KEYS[3], ARGV[7])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
+  redis.call('SET', KEYS[8], '1', 'PX', ARGV[7])
+  lined = true
 end
 -- marked reports whether a reconfiguration marked this node (KEYS[6],
 -- its admission marker; an older caller sends none): a release there
@@ -109,6 +118,14 @@ local function marked()
   return m and (string.sub(m, 1, 17) == 'reconfiguring to ' or string.sub(m, 1, 8) == 'retired,')
 end
 local function handoff(tellAll)
+  if not lined then
+    -- No line here, so no waiter of this key that reached this node: a
+    -- call whose attempt failed here joined the line, and one whose
+    -- cleanup reached it took its place (a waiter dropped for not being
+    -- seen, or one whose attempts never got here, tries again after its
+    -- retry delay).
+    return
+  end
   local first = redis.call('ZRANGE', KEYS[3], 0, 0)
   if #first > 0 and drop(KEYS[3], KEYS[5], now() - tonumber(ARGV[7]) * 1000) then
     first = redis.call('ZRANGE', KEYS[3], 0, 0)
@@ -156,6 +173,14 @@ local function handoff(tellAll)
   end
 end
 
+-- tidy deletes the line marker once the line is empty (a call left, or
+-- the last was named), so that the next calls here skip the line again.
+local function tidy()
+  if lined and #redis.call('ZRANGE', KEYS[3], 0, 0) == 0 then
+    redis.call('DEL', KEYS[8])
+  end
+end
+
 if ARGV[9] then
   -- A Lock call that gives back the keys handed to it and waits on under
   -- a new id (ARGV[9]) takes the same place (ARGV[10]) first, so the line
@@ -193,16 +218,18 @@ if ARGV[4] ~= '' then
 end
 if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) then
   redis.call('DEL', KEYS[1])
-  if KEYS[8] then
+  if KEYS[9] then
     -- Metadata is written only where the lock key holds its owner, and
     -- that is us: any there is ours, or a leftover of an owner whose key
     -- is gone. Deleting it decides nothing (docs/fencing.md).
-    redis.call('DEL', KEYS[8])
+    redis.call('DEL', KEYS[9])
   end
   handoff(not cleaning)
+  tidy()
   return 1
 end
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
 end
+tidy()
 return 0

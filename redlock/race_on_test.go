@@ -1,0 +1,5 @@
+//go:build race
+
+package redlock
+
+const raceDetector = true
