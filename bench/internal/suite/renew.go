@@ -77,10 +77,11 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		leases                  int
 		ttl, window             time.Duration
 		hold                    func(*impl.Trips, string) (holdFn, func(), error)
+		keep                    func(*impl.Trips, string) (holdFn, func() int, func(), error) // instead of hold
 	}
 	runs := []run{
-		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, RenewTTL, fewWindow, qlHold(addrs, RenewTTL)},
-		{RenewMany, impl.Redsync, fmt.Sprintf("%d Mutexes, ExtendContext every %v", RenewLeases, RenewPeriod(RenewTTL)), RenewLeases, RenewTTL, rsWindow, rsHold(addrs)},
+		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, RenewTTL, fewWindow, qlHold(addrs, RenewTTL), nil},
+		{RenewMany, impl.Redsync, fmt.Sprintf("%d Mutexes, ExtendContext every %v", RenewLeases, RenewPeriod(RenewTTL)), RenewLeases, RenewTTL, rsWindow, rsHold(addrs), nil},
 	}
 	sizes := cfg.RenewSizes
 	if len(sizes) == 0 {
@@ -93,7 +94,9 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 			// so that it sees many renewal periods of the longer ttls.
 			w = pick(cfg, 10*time.Second, time.Minute)
 		}
-		runs = append(runs, run{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", sz.Leases, sz.TTL), sz.Leases, sz.TTL, w, qlHold(addrs, sz.TTL)})
+		runs = append(runs,
+			run{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", sz.Leases, sz.TTL), sz.Leases, sz.TTL, w, qlHold(addrs, sz.TTL), nil},
+			run{RenewMany, impl.Quorumlock, fmt.Sprintf("%d leases under KeepRenewed, ttl %v", sz.Leases, sz.TTL), sz.Leases, sz.TTL, w, nil, qlKeep(addrs, sz.TTL)})
 	}
 	var out []Result
 	for i, r := range runs {
@@ -102,7 +105,16 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		}
 		cfg.logf("  %s %s: %d leases, ttl %v, %v window", r.scenario, r.impl, r.leases, r.ttl, r.window)
 		trips := impl.NewTrips(len(addrs))
-		hold, closeFn, err := r.hold(trips, fmt.Sprintf("%s:%s:%s:%d", key, r.scenario, r.impl, i))
+		prefix := fmt.Sprintf("%s:%s:%s:%d", key, r.scenario, r.impl, i)
+		var hold holdFn
+		var end func() int
+		var closeFn func()
+		var err error
+		if r.keep != nil {
+			hold, end, closeFn, err = r.keep(trips, prefix)
+		} else {
+			hold, closeFn, err = r.hold(trips, prefix)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -111,7 +123,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 			name := fmt.Sprintf("%s-%s-%d", r.scenario, r.impl, r.leases)
 			held = func() { cfg.HeldProfile(name) }
 		}
-		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold, held)
+		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold, end, held)
 		closeFn()
 		if err != nil {
 			return out, err
@@ -205,6 +217,63 @@ func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 	}
 }
 
+// qlKeep takes leases of ttl with quorumlock's Lock on one Client and
+// keeps them with Lease.KeepRenewed: hold returns once the lease is
+// held, so no goroutine waits per lease. end, once the window is over,
+// counts the leases that ended before it (lost) and releases the rest.
+func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func() int, func(), error) {
+	return func(t *impl.Trips, prefix string) (holdFn, func() int, func(), error) {
+		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, ttl)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var mu sync.Mutex
+		var leases []*redlock.Lease
+		hold := func(ctx context.Context, i int, held, _ func(), _ <-chan struct{}) error {
+			l, err := ql.C.Lock(ctx, fmt.Sprintf("%s:%d", prefix, i), ttl)
+			if err != nil {
+				return err
+			}
+			l.KeepRenewed()
+			mu.Lock()
+			leases = append(leases, l)
+			mu.Unlock()
+			held()
+			return nil
+		}
+		end := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			lost := 0
+			for _, l := range leases {
+				select {
+				case <-l.Done():
+					lost++
+				default:
+				}
+			}
+			work := make(chan *redlock.Lease)
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for l := range work {
+						rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						_ = l.Release(rctx) // a lost lease's ErrNotHeld is counted above
+						cancel()
+					}
+				})
+			}
+			for _, l := range leases {
+				work <- l
+			}
+			close(work)
+			wg.Wait()
+			return lost
+		}
+		return hold, end, ql.Close, nil
+	}
+}
+
 // rsHold holds redsync Mutexes, each extended every renewal period by a
 // goroutine of its own, as a redsync user keeps a lock alive.
 func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
@@ -252,7 +321,11 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 // period/n apart so that their renewals fall due at different times, as
 // for leases taken over time; once all are held it measures a window of
 // the given length, then gives them all up.
-func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, allHeld func()) (renewCounts, error) {
+//
+// With end (nil: none), hold returns once its lease is held, with no
+// goroutine left per lease: end, called once the window is over, gives
+// the leases up and returns how many had been lost.
+func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, end func() int, allHeld func()) (renewCounts, error) {
 	c := renewCounts{leases: n, period: period}
 	var ready sync.WaitGroup
 	ready.Add(n)
@@ -296,10 +369,14 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	case <-ctx.Done():
 	}
 
+	var endLost int
 	finish := func() {
 		close(stop)
 		wg.Wait()
 		<-allReady
+		if end != nil {
+			endLost = end()
+		}
 	}
 	if ctx.Err() != nil {
 		finish()
@@ -341,7 +418,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	// (Counting from before the first was taken would also count those of
 	// an earlier run still winding down, and a Client's own few.)
 	c.goroutines = int64(g1 - runtime.NumGoroutine())
-	c.lost = int(lost.Load())
+	c.lost = int(lost.Load()) + endLost
 	t3 := trips.Snapshot()
 	s3, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
 	if err != nil {

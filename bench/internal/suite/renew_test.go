@@ -123,7 +123,7 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 					p.Del(ctx, prefix+":1")
 				}
 			})
-			c, err := renewWindow(ctx, leases, window, RenewPeriod(RenewTTL), trips, probes, hold, nil)
+			c, err := renewWindow(ctx, leases, window, RenewPeriod(RenewTTL), trips, probes, hold, nil, nil)
 			wg.Wait()
 			if err != nil {
 				t.Fatal(err)
