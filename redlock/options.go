@@ -280,9 +280,12 @@ func WithProbeTimeout(d time.Duration) Option {
 // this client at its startup probe (ErrNodeRefused: a wrong password, an
 // ACL that denies the scripts, a database the node lacks) that fewer than
 // a majority are left: those nodes then fail every call, as ones that
-// start refusing later do. For tools that report on a deployment whatever
-// its state (quorumlock status); a service should let New fail. Default:
-// New fails; a refusing minority is a Warn per node either way.
+// start refusing later do. Nor does New fail for a node that cannot be a
+// Redlock node (a replica, cluster mode, a Redis older than 5.0): it gets
+// a Warn, and Client.Check reports it. For tools that report on a
+// deployment whatever its state (quorumlock status, quorumlock check); a
+// service should let New fail. Default: New fails; a refusing minority is
+// a Warn per node either way.
 func WithoutRefusalCheck() Option {
 	return optionFunc(func(c *config) error { c.refusalsOK = true; return nil })
 }

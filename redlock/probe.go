@@ -158,6 +158,12 @@ func (c *Client) probe() (err error) {
 			continue
 		}
 		if rep.Val.bad != nil {
+			if c.cfg.refusalsOK {
+				// A tool that reports on the deployment (check, status)
+				// says what is wrong with the node instead of failing.
+				c.cfg.logger.Warn("redlock: node cannot be a Redlock node; its calls fail", "node", rep.Node, "addr", nd.name, "err", rep.Val.bad)
+				continue
+			}
 			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, rep.Val.bad)
 		}
 		heard++

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,25 @@ func TestCheck_TheSameAddressTwiceIsAUsageError(t *testing.T) {
 	r := runCLI(t, "", nil, "check", "--nodes", arg)
 	if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "same address") {
 		t.Fatalf("check with a node listed twice: exit %d, want %d\n%s%s", r.code, exitUsage, r.stdout, r.stderr)
+	}
+}
+
+// TestCheck_AReplicaInTheListIsReportedUnsafe: a node that replicates
+// another is a problem check names, with the unsafe exit, not a start-up
+// error that leaves no report.
+func TestCheck_AReplicaInTheListIsReportedUnsafe(t *testing.T) {
+	nodes := emptyRedisNodes(t, 5)
+	arg := nodesArg(nodes)
+	if r := runCLI(t, "", nil, "bootstrap", "--nodes", arg); r.code != 0 {
+		t.Fatalf("bootstrap: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	ctx := context.Background()
+	if err := nodes[4].Client(t).Do(ctx, "REPLICAOF", "127.0.0.1", fmt.Sprint(nodes[0].Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", nil, "check", "--nodes", arg)
+	want := "node 4 (" + nodes[4].Addr() + ") unsafe: is a slave, not a primary"
+	if r.code != exitCheckUnsafe || !strings.Contains(r.stdout, want) {
+		t.Fatalf("check with a replica in the list: exit %d, want %d and %q\n%s%s", r.code, exitCheckUnsafe, want, r.stdout, r.stderr)
 	}
 }
