@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
@@ -19,13 +20,31 @@ func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release) (bool,
 	return ok, err
 }
 
-// releaseOne releases one node with a detached, bounded context.
-func (c *Client) releaseOne(key string, i int, p *script.Release) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+// releaseOne releases one node with a detached, bounded context: the
+// cleanup timeout, or the down wait for a node that seems down (see
+// cleanupBound).
+func (c *Client) releaseOne(key string, i int, p *script.Release, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cleanupBound(i, ttl))
 	defer cancel()
 	if _, err := c.releaseOn(ctx, i, p); err != nil {
 		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", keyText(key), "node", i, errAttr(err))
 	}
+}
+
+// cleanupBound is how long a failed attempt's release may take on node
+// i: the cleanup timeout, but for a node that seems down (it missed its
+// last deadline, or its connection failed) the down wait, as Release
+// gives it. A release that misses a down node leaves at most the
+// attempt's own key there, if its acquire landed, to expire with the
+// attempt's ttl: the node's key is then held up, never granted twice
+// (docs/fencing.md, "A failed attempt's cleanup"). Waiting the whole
+// cleanup timeout for a node that refuses connections kept a process
+// whose attempt had failed from exiting for two seconds after it knew.
+func (c *Client) cleanupBound(i int, ttl time.Duration) time.Duration {
+	if c.seemsDown(i) {
+		return c.downWait(ttl)
+	}
+	return c.cfg.cleanup
 }
 
 // leave hands the round's stragglers to background work that waits for
@@ -102,6 +121,11 @@ func (a *attempt) abandon() {
 		if settled[i] || !answered[i] {
 			return false, nil
 		}
+		if c.seemsDown(i) {
+			dctx, dcancel := context.WithTimeout(ctx, c.downWait(a.ttl))
+			defer dcancel()
+			ctx = dctx
+		}
 		return c.releaseOn(ctx, i, ra)
 	})
 	if len(granted) > 0 {
@@ -128,7 +152,7 @@ func (a *attempt) abandon() {
 		for _, r := range late {
 			switch {
 			case acquired(r) || r.Err != nil:
-				wg.Go(func() { c.releaseOne(a.key, r.Node, ra) })
+				wg.Go(func() { c.releaseOne(a.key, r.Node, ra, a.ttl) })
 			case r.Val.Status == script.Unadmitted:
 				c.admit.lost(r.Node)
 				c.admit.kick(r.Node)

@@ -194,3 +194,28 @@ func TestClose_AShortLivedClientDoesNotWaitOutAFrozenNode(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.Less(t, time.Since(start), cleanup/4, "Close waited for the release's call to the frozen node")
 }
+
+// A failed attempt's cleanup on nodes that refuse connections: its
+// releases to them get the down wait, as a lease's Release does, not the
+// cleanup timeout, so Close, which waits for them, returns soon after.
+func TestClose_AFailedAttemptOnDownNodesDoesNotHoldClose(t *testing.T) {
+	cl := newCluster(t, 5)
+	const cleanup = 10 * time.Second
+	boot, _ := cl.ready(t)
+	require.NoError(t, boot.Close())
+	for _, i := range []int{2, 3, 4} {
+		require.NoError(t, cl.nodes[i].Kill())
+	}
+	ctx := context.Background()
+	c, _ := cl.build(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true },
+		WithProbeTimeout(300*time.Millisecond), WithCleanupTimeout(cleanup))
+	_, err := c.TryLock(ctx, testenv.Key(t), 2*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	start := time.Now()
+	require.NoError(t, c.Close())
+	// With the down wait (the node timeout here, 300 ms) Close took 0.6 s;
+	// before, with the cleanup timeout, 2.0 s, go-redis's own dial
+	// retries ending the releases before the 10 s did.
+	took := time.Since(start)
+	require.Less(t, took, 1500*time.Millisecond, "Close waited %v for the failed attempt's releases to the nodes that refuse connections", took)
+}

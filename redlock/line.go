@@ -107,7 +107,7 @@ func (c *Client) storeMeta(l *Lease) {
 // does): a call that gave up while keys were handed to it must delete
 // them, or they wait out its ttl.
 func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
-	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: waiter,
+	return c.everyNode(key, ttl, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: waiter,
 		Window: c.handoffWindow(ttl), Line: c.line}))
 }
 
@@ -118,7 +118,7 @@ func (c *Client) leaveLine(key, waiter string, ttl time.Duration, after <-chan s
 // closed once its calls are over: next's line-leave must come after them,
 // or a give-back that lands late would put next back in line.
 func (c *Client) giveBack(key, old, next string, place int64, ttl time.Duration, after <-chan struct{}) <-chan struct{} {
-	return c.everyNode(key, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: old,
+	return c.everyNode(key, ttl, after, c.boxes.Release(script.ReleaseArgs{Key: key, Value: newValue(), Waiter: old,
 		Window: c.handoffWindow(ttl), Line: c.line, Next: next, Place: place}))
 }
 
@@ -141,11 +141,14 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 }
 
 // everyNode runs a line-keeping release call p on every node in the
-// background, bounded by the cleanup timeout, once after is closed (nil:
-// at once): the last failed attempt's cleanup puts the call back in its
-// place where it reaches a node, and p must come after it there. The
-// returned channel is closed once p's calls are over.
-func (c *Client) everyNode(key string, after <-chan struct{}, p *script.Release) <-chan struct{} {
+// background, bounded by the cleanup timeout (the down wait for a call of
+// ttl to a node that seems down: see cleanupBound), once after is closed
+// (nil: at once): the last failed attempt's cleanup puts the call back in
+// its place where it reaches a node, and p must come after it there. A
+// call that misses a node leaves the Lock call in that node's line until
+// the node drops it, or names it once (docs/fencing.md, "The line of
+// waiters"). The returned channel is closed once p's calls are over.
+func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{}, p *script.Release) <-chan struct{} {
 	done := make(chan struct{})
 	c.spawn(func() {
 		defer close(done)
@@ -157,6 +160,12 @@ func (c *Client) everyNode(key string, after <-chan struct{}, p *script.Release)
 		var wg sync.WaitGroup
 		for i := range c.nodes {
 			wg.Go(func() {
+				ctx := ctx
+				if c.seemsDown(i) {
+					dctx, dcancel := context.WithTimeout(ctx, c.downWait(ttl))
+					defer dcancel()
+					ctx = dctx
+				}
 				if _, err := c.releaseOn(ctx, i, p); err != nil {
 					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", i, errAttr(err))
 				}
