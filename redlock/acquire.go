@@ -87,17 +87,15 @@ func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place 
 // line in its place; the lease's Release does not, which takes the call
 // out of the line (see release.lua).
 func (a *attempt) release(back bool) *script.Release {
-	r := a.rel
-	r.Back, r.Window = back, a.c.handoffWindow(a.ttl)
-	return a.c.boxes.Release(r)
+	return a.c.boxes.Release(a.releaseArgs(back))
 }
 
-// releaseArgs is release's arguments, kept apart from the attempt (see
-// Lease.rel).
+// releaseArgs is release's arguments, sharing the attempt's boxes (a lease
+// keeps them without: see Lease.rel).
 func (a *attempt) releaseArgs(back bool) script.ReleaseArgs {
 	r := a.rel
 	r.Back, r.Window = back, a.c.handoffWindow(a.ttl)
-	return r.Standalone()
+	return r
 }
 
 // send starts the round. Its calls are bounded by the node timeout but not

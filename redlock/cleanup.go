@@ -14,37 +14,35 @@ import (
 // and deleted it. Where the key is not ours, the release leaves a
 // tombstone for the attempt's ttl, the longest our own acquire could still
 // hold the key if it landed after the release (see release.lua).
-func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release) (bool, error) {
+//
+// Every release call goes through here: a lease's Release, a failed
+// attempt's cleanup, a Lock call's line-leave and give-back. A node that
+// seems down (it missed its last deadline or could not be reached) gets
+// the down wait for a call of ttl (the node timeout, at least 100 ms)
+// instead of ctx's longer bound: waiting the cleanup timeout for it kept a
+// process from exiting (Close waits for the calls) long after it knew its
+// outcome, and a release it misses costs that node's key for one ttl,
+// never a second holder (docs/fencing.md, "A release beats a late
+// acquire").
+func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release, ttl time.Duration) (bool, error) {
+	if c.seemsDown(i) {
+		dctx, cancel := context.WithTimeout(ctx, c.downWait(ttl))
+		defer cancel()
+		ctx = dctx
+	}
 	ok, err := p.Run(ctx, c.nodes[i].sn)
 	c.observe(i, err)
 	return ok, err
 }
 
-// releaseOne releases one node with a detached, bounded context: the
-// cleanup timeout, or the down wait for a node that seems down (see
-// cleanupBound).
+// releaseOne releases one node with a detached context, bounded by the
+// cleanup timeout (or the down wait: see releaseOn).
 func (c *Client) releaseOne(key string, i int, p *script.Release, ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cleanupBound(i, ttl))
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if _, err := c.releaseOn(ctx, i, p); err != nil {
+	if _, err := c.releaseOn(ctx, i, p, ttl); err != nil {
 		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", keyText(key), "node", i, errAttr(err))
 	}
-}
-
-// cleanupBound is how long a failed attempt's release may take on node
-// i: the cleanup timeout, but for a node that seems down (it missed its
-// last deadline, or its connection failed) the down wait, as Release
-// gives it. A release that misses a down node leaves at most the
-// attempt's own key there, if its acquire landed, to expire with the
-// attempt's ttl: the node's key is then held up, never granted twice
-// (docs/fencing.md, "A failed attempt's cleanup"). Waiting the whole
-// cleanup timeout for a node that refuses connections kept a process
-// whose attempt had failed from exiting for two seconds after it knew.
-func (c *Client) cleanupBound(i int, ttl time.Duration) time.Duration {
-	if c.seemsDown(i) {
-		return c.downWait(ttl)
-	}
-	return c.cfg.cleanup
 }
 
 // leave hands the round's stragglers to background work that waits for
@@ -121,12 +119,7 @@ func (a *attempt) abandon() {
 		if settled[i] || !answered[i] {
 			return false, nil
 		}
-		if c.seemsDown(i) {
-			dctx, dcancel := context.WithTimeout(ctx, c.downWait(a.ttl))
-			defer dcancel()
-			ctx = dctx
-		}
-		return c.releaseOn(ctx, i, ra)
+		return c.releaseOn(ctx, i, ra, a.ttl)
 	})
 	if len(granted) > 0 {
 		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })

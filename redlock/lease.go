@@ -96,7 +96,7 @@ func (c *Client) newLease(a *attempt) *Lease {
 	}
 	// The holder leaves the key's line on every node when it releases
 	// (granting nodes already dropped it): no place to go back to.
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.releaseArgs(false), prepared: a.release(false), ttl: a.ttl,
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.releaseArgs(false).Standalone(), prepared: a.release(false), ttl: a.ttl,
 		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
 	l.expiresBy = l.keyExpiry(a.t0, c.nodeTimeout(a.ttl), a.ttl)
 	c.held.Add(1)
@@ -311,18 +311,8 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		if c.seemsDown(i) {
-			// A node that missed its last deadline or could not be reached
-			// (down, frozen) gets the node timeout (at least 100 ms), not
-			// the cleanup timeout: waiting longer for it keeps a
-			// short-lived process from exiting (Close waits for the call),
-			// and a release it misses costs only its key's ttl there,
-			// never safety.
-			nctx, ncancel := context.WithTimeout(ctx, c.downWait(ttl))
-			defer ncancel()
-			ctx = nctx
-		}
-		return c.releaseOn(ctx, i, rel)
+		// A node that seems down gets the down wait (see releaseOn).
+		return c.releaseOn(ctx, i, rel, ttl)
 	})
 	// Replies that come after the node timeout count: a release is not a
 	// race against validity, and a late "deleted" on a busy host is as

@@ -142,7 +142,7 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 
 // everyNode runs a line-keeping release call p on every node in the
 // background, bounded by the cleanup timeout (the down wait for a call of
-// ttl to a node that seems down: see cleanupBound), once after is closed
+// ttl to a node that seems down: see releaseOn), once after is closed
 // (nil: at once): the last failed attempt's cleanup puts the call back in
 // its place where it reaches a node, and p must come after it there. A
 // call that misses a node leaves the Lock call in that node's line until
@@ -160,13 +160,7 @@ func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{},
 		var wg sync.WaitGroup
 		for i := range c.nodes {
 			wg.Go(func() {
-				ctx := ctx
-				if c.seemsDown(i) {
-					dctx, dcancel := context.WithTimeout(ctx, c.downWait(ttl))
-					defer dcancel()
-					ctx = dctx
-				}
-				if _, err := c.releaseOn(ctx, i, p); err != nil {
+				if _, err := c.releaseOn(ctx, i, p, ttl); err != nil {
 					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", i, errAttr(err))
 				}
 			})

@@ -103,3 +103,28 @@ func waitCallsOver(t *testing.T, f *faults) {
 	require.Eventually(t, func() bool { return f.started.Load() == f.ended.Load() }, 5*time.Second, time.Millisecond,
 		"script calls still out: %d started, %d ended", f.started.Load(), f.ended.Load())
 }
+
+// TestTryLock_FailedAttemptsGiveTheirRoundsBack: more failed attempts than
+// there are rounds in flight, one after the other, each gives its slot
+// back once its calls are over, so the next lock is not kept waiting for
+// one that never frees.
+func TestTryLock_FailedAttemptsGiveTheirRoundsBack(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	held, err := c.TryLock(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	// A bounded ctx, so that a slot that never frees fails the test with
+	// ReasonCancelled instead of hanging it.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for range maxRounds + 10 {
+		_, err := c.TryLock(wctx, key, 10*time.Second)
+		require.True(t, IsHeld(err), "not refused as held: %v", err)
+	}
+	l, err := c.TryLock(wctx, key+":other", 10*time.Second)
+	require.NoError(t, err, "a lock on a free key after %d failed attempts", maxRounds+10)
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, held.Release(ctx))
+}
