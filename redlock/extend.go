@@ -79,7 +79,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		args[i] = script.ExtendArgs{Key: l.key, Value: l.value, TTL: ttls[i], Meta: l.meta != ""}
 		shortest = min(shortest, ttls[i])
 	}
-	p := script.NewExtend(args)
+	p := script.NewExtend(args, "")
 	res := extendResult{t0: c.cfg.clock.Now(), wire: c.nodeTimeout(shortest), leases: make([]extended, len(ls))}
 	// A renewal counts only from the server its node was verified on, as
 	// this round reads the proven ids (identity.go).

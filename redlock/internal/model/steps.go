@@ -637,7 +637,7 @@ func (m *machine) extendSteps(s *state, c int, emit func(step)) {
 	tc := &t.clients[c]
 	tc.extending, tc.extends, tc.e0, tc.eyes, tc.egone = true, cl.extends+1, now, 0, 0
 	tc.proven, tc.same = s.ident[c].proven, 0
-	req := script.NewExtend([]script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}).Request()
+	req := script.NewExtend([]script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}, "").Request()
 	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, round: tc.extends, req: req}))
 	}

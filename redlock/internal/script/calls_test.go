@@ -43,7 +43,7 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	require.Equal(t, []any{"evalsha", commitScript.Hash(), 3, "k", FenceKey("k"), IdentKey, "v", "18446744073709551615", int64(7000)},
 		NewCommit(CommitArgs{Key: "k", Value: "v", Token: 1<<64 - 1, Keep: 7 * time.Second}).cmd)
 	require.Equal(t, []any{"evalsha", extendScript.Hash(), 4, "a", "b", MarkerKey, IdentKey, "va", int64(1000), "vb", int64(2000)},
-		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
+		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}, "").cmd)
 
 	// Holder metadata: a KEYS and an ARGV after the others where a call
 	// carries it, and none where it does not.
@@ -57,7 +57,7 @@ func TestCalls_PositionalLayout(t *testing.T) {
 	require.Equal(t, append([]any{"evalsha", releaseScript.Hash(), 9}, append(append(relKeys, MetaKey("k")),
 		"v", ReleaseChannel("k"), int64(5000), "c1.w~100+5000", int64(0), "", int64(10000), wakePrefix)...), b.Release(mr).cmd)
 	require.Equal(t, []any{"evalsha", extendScript.Hash(), 6, "a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b"), "va", int64(1000), "vb", int64(2000)},
-		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}).cmd)
+		NewExtend([]ExtendArgs{{Key: "a", Value: "va", TTL: time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second}}, "").cmd)
 	require.Equal(t, []any{"evalsha", metaScript.Hash(), 2, "k", MetaKey("k"), "c1.w~100+5000", "host=a"},
 		NewMeta(MetaArgs{Key: "k", Value: "c1.w~100+5000", Metadata: "host=a"}).cmd)
 }
@@ -87,7 +87,7 @@ func TestCalls_OnRedis(t *testing.T) {
 	c, err := NewCommit(CommitArgs{Key: key, Value: "v1", Token: 7, Keep: time.Second}).Run(ctx, n)
 	require.NoError(t, err)
 	require.Equal(t, CommitReply{Committed: true, Ident: id}, c)
-	e, err := NewExtend([]ExtendArgs{{Key: key, Value: "v1", TTL: 5 * time.Second}, {Key: key, Value: "v0", TTL: time.Second}}).Run(ctx, n)
+	e, err := NewExtend([]ExtendArgs{{Key: key, Value: "v1", TTL: 5 * time.Second}, {Key: key, Value: "v0", TTL: time.Second}}, "").Run(ctx, n)
 	require.NoError(t, err)
 	require.True(t, e.Renewed(0))
 	require.False(t, e.Renewed(1))

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,6 +135,7 @@ var (
 	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), IdentKey, LinedKey(ctKey)}
 	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), MarkerKey, IdentKey, LinedKey(ctKey)}
 	ctExtKeys  = []string{ctKey, MarkerKey, IdentKey}
+	ctRenKeys  = []string{ctKey, MarkerKey, IdentKey, TombKey(ctValue)} // extend with the lease named for re-creation
 	ctComKeys  = []string{ctKey, FenceKey(ctKey), IdentKey}
 	// ctServer is the server identity runContract gives the node (see
 	// identReplies).
@@ -924,6 +926,70 @@ var contractCases = []contractCase{
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, time.Second)
+		}},
+	{name: "extend/a lease named for re-creation gets its key back on a node admitted with our settings", script: extendScript, keys: ctRenKeys,
+		setup: admitted,
+		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1)}, slice(t, res, err))
+			requireKey(t, n, ctKey, ctValue)
+			requireTTLNear(t, n, ctKey, 8*time.Second)
+		}},
+	{name: "extend/a lease not named is not re-created", script: extendScript, keys: ctExtKeys,
+		setup: admitted,
+		args:  fixed(ctValue, 8000),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/a node in quarantine re-creates nothing", script: extendScript, keys: ctRenKeys,
+		args: fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/a node admitted with other settings re-creates nothing", script: extendScript, keys: ctRenKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
+		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/a node a reconfiguration marked re-creates nothing", script: extendScript, keys: ctRenKeys,
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctSettings), 0) },
+		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/a tombstone of our value keeps the key from coming back", script: extendScript, keys: ctRenKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Minute) },
+		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireNoKey(t, n, ctKey)
+		}},
+	{name: "extend/re-creation never takes another's key", script: extendScript, keys: ctRenKeys,
+		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", time.Second) },
+		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(0)}, slice(t, res, err))
+			requireKey(t, n, ctKey, "theirs")
+			requireTTLNear(t, n, ctKey, time.Second)
+		}},
+	{name: "extend/a batch re-creates only the leases named, each with its own ttl", script: extendScript,
+		keys: []string{"a", "b", "c", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b"), MetaKey("c"), TombKey("vb"), TombKey("vc")},
+		setup: func(t *testing.T, n contractNode) {
+			admitted(t, n)
+			n.put(t, "a", "va", time.Second) // ours: renewed as ever
+		},
+		args: fixed("va", 5000, "vb", 2000, "vc", 7000, "2 3\n"+ctSettings),
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.Equal(t, []any{int64(1), int64(1), int64(1)}, slice(t, res, err))
+			requireTTLNear(t, n, "a", 5*time.Second)
+			requireTTLNear(t, n, "b", 2*time.Second)
+			requireTTLNear(t, n, "c", 7*time.Second)
+			requireKey(t, n, "c", "vc")
 		}},
 	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d", MarkerKey, IdentKey},
 		setup: func(t *testing.T, n contractNode) {
@@ -1840,10 +1906,22 @@ func requireLayout(t *testing.T, tc contractCase, args []any) {
 	case extendScript:
 		n := len(args) / 2
 		require.Equal(t, []string{MarkerKey, IdentKey}, tc.keys[n:n+2], "extend KEYS[n+1] is the marker, KEYS[n+2] the identity")
-		if len(tc.keys) > n+2 {
-			require.Len(t, tc.keys, 2*n+2, "extend: a metadata key for every lease, or none")
+		keys := tc.keys
+		if len(args) > 2*n {
+			// The leases named for re-creation: their tombstones come last.
+			named := strings.Fields(strings.SplitN(fmt.Sprint(args[2*n]), "\n", 2)[0])
+			tail := keys[len(keys)-len(named):]
+			for j, k := range named {
+				i, err := strconv.Atoi(k)
+				require.NoError(t, err)
+				require.Equal(t, TombKey(fmt.Sprint(args[2*(i-1)])), tail[j], "extend: the tombstone of lease %d", i)
+			}
+			keys = keys[:len(keys)-len(named)]
+		}
+		if len(keys) > n+2 {
+			require.Len(t, keys, 2*n+2, "extend: a metadata key for every lease, or none")
 			for i := range n {
-				require.Equal(t, MetaKey(tc.keys[i]), tc.keys[n+2+i], "extend KEYS[n+2+%d]", i+1)
+				require.Equal(t, MetaKey(keys[i]), keys[n+2+i], "extend KEYS[n+2+%d]", i+1)
 			}
 		}
 	case releaseScript:

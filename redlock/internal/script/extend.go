@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	_ "embed"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +21,12 @@ type ExtendArgs struct {
 	// Meta says the lease has metadata (MetaKey), renewed with the key
 	// where it is the lease's.
 	Meta bool
+	// Recreate lets the node set the key again where it is missing, the
+	// node is admitted with the settings given to NewExtend and holds no
+	// tombstone of Value (docs/fencing.md, "Extends re-create what a
+	// restart lost"). The client asks it only of a node that did not
+	// renew the lease in its last round.
+	Recreate bool
 }
 
 // Extend is a prepared extend call for one or many leases.
@@ -28,15 +35,24 @@ type Extend struct {
 	n int
 }
 
-// NewExtend prepares one call that extends every lease of ls.
-func NewExtend(ls []ExtendArgs) *Extend {
+// NewExtend prepares one call that extends every lease of ls. settings
+// is the deployment settings σ the client runs with, sent only when a
+// lease of ls may be re-created.
+func NewExtend(ls []ExtendArgs, settings string) *Extend {
 	keys := make([]any, len(ls), 2*len(ls)+2)
 	args := make([]any, 0, 2*len(ls))
 	meta := false
+	var named []byte
 	for i, l := range ls {
 		keys[i] = l.Key
 		args = append(args, l.Value, l.TTL.Milliseconds())
 		meta = meta || l.Meta
+		if l.Recreate {
+			if named != nil {
+				named = append(named, ' ')
+			}
+			named = strconv.AppendInt(named, int64(i+1), 10)
+		}
 	}
 	// KEYS[n+1] is the node's admission marker: a node a reconfiguration
 	// marked renews nothing. KEYS[n+2] is the server's identity.
@@ -47,6 +63,16 @@ func NewExtend(ls []ExtendArgs) *Extend {
 		for _, l := range ls {
 			keys = append(keys, MetaKey(l.Key))
 		}
+	}
+	if named != nil {
+		// ARGV[2n+1] names the leases to re-create, then the settings;
+		// their tombstones are the last KEYS.
+		for _, l := range ls {
+			if l.Recreate {
+				keys = append(keys, TombKey(l.Value))
+			}
+		}
+		args = append(args, string(append(append(named, '\n'), settings...)))
 	}
 	x := &Extend{n: len(ls)}
 	x.init(extendScript, keys, args...)
