@@ -14,7 +14,11 @@ import (
 // Extend renews the lease for ttl, measured from the start of the extend
 // round, on every node that still holds its value, and succeeds only if a
 // majority did within the new validity. It never re-creates a key that
-// expired or was taken over, and never shortens one: a node keeps the
+// expired or was taken over; it sets the key again only on a node that
+// did not renew it last round (one that lost it in a restart) and is
+// admitted with this Client's settings, and counts the round only if it
+// was decided before the deadline (docs/fencing.md, "Extends re-create
+// what a restart lost"). It never shortens a key: a node keeps the
 // later of its current expiry and ttl from now, and Deadline becomes the
 // later of the current deadline and the one this round earned, so
 // concurrent Extends (Do's renewal and one from fn) cannot leave the lease
@@ -53,6 +57,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 type extended struct {
 	yes, gone int     // nodes that renewed it; nodes where it is no longer ours
 	errs      []error // per-node errors
+	// renewed has bit i set where node i's renewal counted before the
+	// round was decided (noteMissed adds the later ones).
+	renewed uint64
 }
 
 // extendRound is one extend round for several leases: one script call per
@@ -79,17 +86,24 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		args[i] = script.ExtendArgs{Key: l.key, Value: l.value, TTL: ttls[i], Meta: l.meta != ""}
 		shortest = min(shortest, ttls[i])
 	}
-	p := script.NewExtend(args, "")
+	calls := c.extendCalls(ls, args)
 	res := extendResult{t0: c.cfg.clock.Now(), wire: c.nodeTimeout(shortest), leases: make([]extended, len(ls))}
 	// A renewal counts only from the server its node was verified on, as
 	// this round reads the proven ids (identity.go).
 	proven := c.ident.proven()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
 	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
-		v, err := p.Run(ctx, c.nodes[i].sn)
+		v, err := calls[i].Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)
 		if err == nil && c.moved(proven, i, v.Ident) {
 			c.proveSoon(shortest)
+			if c.acqSettings != "" {
+				// A server that lost its data is admitted again after its
+				// quarantine, and only then gets the leases' keys back
+				// (extendCalls): start that now, as an acquire would,
+				// so that a lease held alone survives restarts too.
+				c.admit.kick(i)
+			}
 		}
 		return v, err
 	})
@@ -111,6 +125,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
 			case r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident):
 				e.yes++
+				e.renewed |= nodeBit(r.Node)
 			case r.Val.Renewed(k):
 				e.errs = append(e.errs, c.nodeErr(r.Node, errUnverified))
 			default:
@@ -125,9 +140,72 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	res.elapsed = c.cfg.clock.Now().Sub(res.t0)
 	c.spawn(func() {
 		defer cancel()
-		round.Wait()
+		late := round.Wait()
+		if c.acqSettings != "" {
+			c.noteMissed(ls, res.leases, late, proven)
+		}
 	})
 	return res
+}
+
+// noteMissed records, once every call of an extend round is over, where
+// each lease of ls was not renewed: the nodes its next round may
+// re-create the key on (extendCalls). early holds the renewals counted
+// while the round was decided, late the replies that came after.
+func (c *Client) noteMissed(ls []*Lease, early []extended, late []quorum.Reply[script.ExtendReply], proven []string) {
+	for k, l := range ls {
+		renewed := early[k].renewed
+		for _, r := range late {
+			if r.Err == nil && r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident) {
+				renewed |= nodeBit(r.Node)
+			}
+		}
+		l.missed.Store(^renewed)
+	}
+}
+
+// extendCalls prepares each node's call of an extend round for ls: one
+// call shared by every node, and one of its own for a node that may
+// re-create a lease's key, that is, a node that did not renew some lease
+// of ls in the lease's last round (docs/fencing.md, "Extends re-create
+// what a restart lost"). Without the restart quarantine nothing is
+// re-created: the nodes carry no settings to check.
+func (c *Client) extendCalls(ls []*Lease, args []script.ExtendArgs) []*script.Extend {
+	shared := script.NewExtend(args, "")
+	calls := make([]*script.Extend, len(c.nodes))
+	var own []script.ExtendArgs
+	for i := range calls {
+		calls[i] = shared
+		if c.acqSettings == "" {
+			continue
+		}
+		bit := nodeBit(i)
+		some := false
+		for _, l := range ls {
+			if l.missed.Load()&bit != 0 {
+				some = true
+				break
+			}
+		}
+		if !some {
+			continue
+		}
+		own = append(own[:0], args...)
+		for k, l := range ls {
+			own[k].Recreate = l.missed.Load()&bit != 0
+		}
+		calls[i] = script.NewExtend(own, c.acqSettings)
+	}
+	return calls
+}
+
+// nodeBit is node i's bit in a lease's node masks (no bit past the 64th:
+// a node beyond it never re-creates).
+func nodeBit(i int) uint64 {
+	if i >= 64 {
+		return 0
+	}
+	return 1 << i
 }
 
 // applyExtend turns one lease's part of extend round r into the lease's
@@ -152,6 +230,17 @@ func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error
 		defer l.mu.Unlock()
 		if l.state != live {
 			return fmt.Errorf("%w: %s was released during Extend", ErrNotHeld, keyText(l.key))
+		}
+		// A round counts only if it was decided while the lease was
+		// trusted: a key it re-created after the lease lapsed may stand
+		// where another holder's was granted and released meanwhile, and
+		// the lease must not be trusted again across that holder
+		// (docs/fencing.md, "Extends re-create what a restart lost").
+		if !t0.Add(elapsed).Before(l.deadline) {
+			err := fmt.Errorf("%w: %s lapsed before its extend round was decided", ErrNotHeld, keyText(l.key))
+			l.lostBy = err
+			l.endLocked(lost)
+			return err
 		}
 		l.ttl = max(l.ttl, ttl)
 		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {

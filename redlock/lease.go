@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
@@ -27,6 +28,10 @@ type Lease struct {
 	// one held long keeps the arguments alone.
 	rel      script.ReleaseArgs
 	prepared *script.Release
+	// missed has bit i set where node i did not renew the lease in its
+	// last extend round whose calls are over (none before the first): the
+	// next round may re-create the key there (extendCalls, noteMissed).
+	missed atomic.Uint64
 
 	mu       sync.Mutex
 	ttl      time.Duration // the longest ttl the lease was granted or extended with

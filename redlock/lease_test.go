@@ -1061,3 +1061,104 @@ func TestLease_KeepRenewedRenewsInBatchesWithNoGoroutinePerLease(t *testing.T) {
 		return len(c.renew.kept) == 0
 	}, 5*time.Second, 5*time.Millisecond, "the renewer still keeps leases that ended")
 }
+
+// A lease held under Do, alone on its deployment, outlives three rolling
+// restarts that each empty another node: a renewal that meets the
+// restarted node starts its admission, and once it is admitted the next
+// renewal puts the key back there (docs/fencing.md, "Extends re-create
+// what a restart lost"). Without it each restart takes one node's copy
+// for good, and the third loses the lease: the first restarted node never
+// holds the key again.
+func TestDo_ALeaseSurvivesThreeRollingEmptyRestarts(t *testing.T) {
+	cl := newCluster(t, 5)
+	const maxTTL = time.Second
+	c, _ := cl.ready(t, WithMaxTTL(maxTTL), WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	held := make(chan string, 1)
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Do(ctx, key, maxTTL, func(ctx context.Context, l *Lease) error {
+			held <- valueOf(l)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("fn's ctx ended: %w", context.Cause(ctx))
+			case <-stop:
+				return nil
+			}
+		})
+	}()
+	var v string
+	select {
+	case v = <-held:
+	case err := <-errc:
+		t.Fatalf("Do: %v", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+		}
+	}()
+	for _, i := range []int{0, 1, 2} {
+		cl.restartEmpty(t, i)
+		// Nothing else runs on the deployment: the renewals alone start
+		// the node's quarantine, and its admission follows.
+		require.Eventually(t, func() bool { return cl.admittedOn(t, i) },
+			6*maxTTL, 20*time.Millisecond, "node %d not admitted again", i)
+		require.Eventually(t, func() bool { return cl.value(t, i, key) == v },
+			3*maxTTL, 10*time.Millisecond, "node %d never got the lease's key back after its restart", i)
+	}
+	require.Equal(t, []string{v, v, v, v, v}, cl.values(t, cl.all(), key))
+	close(stop)
+	stopped = true
+	require.NoError(t, <-errc, "the lease was lost across the restarts")
+}
+
+// An extend round decided after the lease's deadline does not make the
+// lease valid again, although every node renewed it: the holder stopped
+// trusting it in between, and since an extend may re-create a key a node
+// lost, another holder may have been granted and gone meanwhile
+// (docs/fencing.md, "Extends re-create what a restart lost"). Without
+// the rule the deadline moved forward here.
+func TestExtend_ARoundDecidedAfterTheDeadlineDoesNotReviveTheLease(t *testing.T) {
+	cl := newCluster(t, 5)
+	// The deadline's timer runs late, as it does when the process was
+	// paused through the deadline and the round's replies are handled
+	// before the timer's goroutine gets to run.
+	c, f := cl.ready(t, WithNodeTimeout(time.Second), WithClock(lateTimers{}))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	const ttl = 800 * time.Millisecond
+	l, err := c.TryLock(ctx, key, ttl)
+	require.NoError(t, err)
+	deadline := l.Deadline()
+	// Every node renews at once; its reply reaches the client only after
+	// the deadline.
+	f.after(func(x *call, err error) {
+		if x.Script == "extend" && err == nil { // not a NOSCRIPT before the script is loaded
+			time.Sleep(time.Until(deadline) + 50*time.Millisecond)
+		}
+	})
+	// The round starts shortly before the deadline, so that its own
+	// validity (ttl - elapsed - drift) is far from spent when it ends.
+	time.Sleep(time.Until(deadline) - 150*time.Millisecond)
+	err = l.Extend(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Equal(t, deadline, l.Deadline(), "the lease was made valid again after its deadline")
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done is open after the lease lapsed and its extend was refused")
+	}
+}
+
+// lateTimers is the system clock with timers that fire an hour late.
+type lateTimers struct{}
+
+func (lateTimers) Now() time.Time { return time.Now() }
+
+func (lateTimers) AfterFunc(d time.Duration, f func()) drift.Timer {
+	return time.AfterFunc(d+time.Hour, f)
+}
