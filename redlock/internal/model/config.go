@@ -196,6 +196,12 @@ type Config struct {
 	DeadlineFromEnd bool
 	// NoDrift leaves the drift out of validity (a defect).
 	NoDrift bool
+	// NoLapseCheck counts an extend round decided after the lease's
+	// deadline, moving the deadline forward (a defect once an extend
+	// may re-create a key: docs/fencing.md, "Extends re-create what a
+	// restart lost"). NoRecreate names no entry for re-creation (the
+	// extend before re-creation).
+	NoLapseCheck, NoRecreate bool
 	// Live checks the bounded liveness property in every state reached:
 	// see machine.liveness.
 	Live bool

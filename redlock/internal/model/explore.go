@@ -480,17 +480,34 @@ func (m *machine) keys(s *state) string {
 
 // exclusion is the mutual-exclusion invariant: no two clients trust a
 // lease at the same model time (each by its own clock: a holder trusts
-// its lease while its clock is before the deadline).
+// its lease while its clock is before the deadline), and no lease is
+// trusted again after another one was trusted while it had lapsed: its
+// holder would see one stretch of trust across the other holder's (a
+// lease that lapsed and is trusted again is what an extend that
+// re-creates keys could bring about). It notes on s which lapsed leases
+// another one overtook.
 func (m *machine) exclusion(s *state) string {
 	var who []string
+	trusts := make([]bool, len(s.clients))
 	for c, cl := range s.clients {
 		if cl.phase == holding && time.Duration(s.clientNow(m.cfg.Nodes, c))*Unit < cl.deadline {
+			trusts[c] = true
 			who = append(who, fmt.Sprintf("client %d (%s, until %v on its clock, which reads %d)", c,
 				value(c, cl.attempt), cl.deadline, s.clientNow(m.cfg.Nodes, c)))
 		}
 	}
 	if len(who) > 1 {
 		return fmt.Sprintf("double grant at real time %d: %s", s.T, strings.Join(who, " and "))
+	}
+	for c := range s.clients {
+		cl := &s.clients[c]
+		if trusts[c] && cl.overtaken {
+			return fmt.Sprintf("double grant across a lapse at real time %d: client %d trusts %s again (until %v on its clock, which reads %d), after another lease was trusted while it had lapsed",
+				s.T, c, value(c, cl.attempt), cl.deadline, s.clientNow(m.cfg.Nodes, c))
+		}
+		if cl.phase == holding && !trusts[c] && len(who) > 0 {
+			cl.overtaken = true
+		}
 	}
 	return ""
 }

@@ -176,6 +176,32 @@ func TestModel_FindsALeaseBeyondItsKeysWithoutTheExtendOwnershipCheck(t *testing
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
 
+func TestModel_AnExtendRecreatesOnlyWhileTheLeaseIsTrusted(t *testing.T) {
+	t.Parallel()
+	requireClean(t, scenario(t, "recreate"))
+}
+
+// An extend round decided after the lease lapsed, counted anyway: the key
+// it re-created on node 2 stands where client 1 was granted and released
+// meanwhile, and client 0 trusts its lease again across client 1's.
+func TestModel_FindsALeaseTrustedAgainAcrossAnotherWithoutTheLapseCheck(t *testing.T) {
+	t.Parallel()
+	cfg := scenario(t, "recreate")
+	cfg.NoLapseCheck = true
+	requireFound(t, cfg, "double grant across a lapse")
+}
+
+// The lapse check guards re-creation: an extend that only renews keys
+// still there cannot bring a lease back across another, because a key it
+// renewed keeps the other from its grant. (Without both, the scenario is
+// clean: the check is what re-creation needs, not what extends needed.)
+func TestModel_WithoutRecreationALateExtendRevivesNoLeaseAcrossAnother(t *testing.T) {
+	t.Parallel()
+	cfg := scenario(t, "recreate")
+	cfg.NoLapseCheck, cfg.NoRecreate = true, true
+	requireClean(t, cfg)
+}
+
 // acquire.lua whose SET has no expiry: a key whose cleanup was lost
 // blocks every later attempt.
 func TestModel_FindsTheStuckKeyWithoutTheLocksExpiry(t *testing.T) {

@@ -53,6 +53,17 @@ func Scenarios() []Scenario {
 	e := d
 	e.Extends = 1
 	extend := Config{Nodes: 3, Clients: []ClientConfig{e, d}, Admitted: true, MaxTime: 2, Depth: 9, Symmetry: true, Live: true}
+	// Client 0's lease misses node 2 (its acquire there is still on the
+	// wire), so its extend may name node 2 for re-creation; client 1
+	// contends. An extend round decided after the lease lapsed must count
+	// for nothing: its re-created key may stand where client 1 was
+	// granted and released meanwhile. Replies at once and no give-ups
+	// keep the 13 steps that takes within the bound.
+	re := d
+	re.Extends = 1
+	recreate := Config{Nodes: 3, Clients: []ClientConfig{re, d}, Admitted: true, MaxTime: 2, Depth: 13, Symmetry: true,
+		RepliesAtOnce: true, NoGiveUps: true,
+		Prefix: []string{"client 0 starts TryLock", "node 0 runs acquire of client 0", "node 1 runs acquire of client 0"}}
 	// One node, so that a wiped node's admission and a second attempt fit
 	// the bound: the admit script's checks alone stand between the wipe
 	// and a second grant.
@@ -124,6 +135,7 @@ func Scenarios() []Scenario {
 		{"clocks", "assumption 1: the drift margin covers node clocks that run ahead of the holder's", clocks},
 		{"deadline", "a lease's deadline counts from the start of its round", deadline},
 		{"extend", "an extend renews only keys that still hold the lease's value, counted from the start of its round", extend},
+		{"recreate", "an extend that re-creates a key a node lacks counts only if decided while the lease is trusted: no lease is trusted again across another", recreate},
 		{"settings", "a client whose settings differ from the deployment's gets no lease", settings},
 		{"fencing", "Theorems 1 and 2: tokens follow grant order and never repeat", fencing},
 		{"commit", "Theorem 2: two fenced leases in the same instant get different tokens", commit},

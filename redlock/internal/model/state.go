@@ -47,6 +47,16 @@ type client struct {
 	e0        int
 	eyes      uint8
 	egone     uint8
+	// missed: the entries that did not renew the lease in its last
+	// extend round, which its next round names for re-creation
+	// (extendCalls). The model counts as missed every entry not counted
+	// when the round was decided, as if no reply came after: the client
+	// names no more than these.
+	missed uint8
+	// overtaken: another lease was trusted at a moment when this one had
+	// lapsed (the holder's clock past its deadline); trusting this one
+	// again would be a double grant its holder cannot see.
+	overtaken bool
 	// The ids the client's entries were verified with as the current
 	// round (acquire, commit or extend) read them when it began, and the
 	// entries whose reply in it came from that server (identity.go).
@@ -205,6 +215,10 @@ func (s *state) encode(buf []byte, perm, inv []int, nodeEnc [][]byte) []byte {
 			mask(c.egone)
 		}
 		num(int64(c.extends))
+		mask(c.missed)
+		if c.overtaken {
+			b = append(b, 'o')
+		}
 		if c.phase == acquiring || c.phase == committing {
 			for j := 0; j < n; j++ {
 				i := inv[j]
