@@ -123,7 +123,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 			switch {
 			case r.Err != nil:
 				e.errs = append(e.errs, c.nodeErr(r.Node, r.Err))
-			case r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident):
+			case renewedBy(r, k, proven):
 				e.yes++
 				e.renewed |= nodeBit(r.Node)
 			case r.Val.Renewed(k):
@@ -148,6 +148,12 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	return res
 }
 
+// renewedBy reports whether reply r renews lease k: the node renewed it,
+// and the reply came from the server the node was verified on.
+func renewedBy(r quorum.Reply[script.ExtendReply], k int, proven []string) bool {
+	return r.Err == nil && r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident)
+}
+
 // noteMissed records, once every call of an extend round is over, where
 // each lease of ls was not renewed: the nodes its next round may
 // re-create the key on (extendCalls). early holds the renewals counted
@@ -156,7 +162,7 @@ func (c *Client) noteMissed(ls []*Lease, early []extended, late []quorum.Reply[s
 	for k, l := range ls {
 		renewed := early[k].renewed
 		for _, r := range late {
-			if r.Err == nil && r.Val.Renewed(k) && script.SameServer(proven[r.Node], r.Val.Ident) {
+			if renewedBy(r, k, proven) {
 				renewed |= nodeBit(r.Node)
 			}
 		}
