@@ -1162,3 +1162,55 @@ func (lateTimers) Now() time.Time { return time.Now() }
 func (lateTimers) AfterFunc(d time.Duration, f func()) drift.Timer {
 	return time.AfterFunc(d+time.Hour, f)
 }
+
+// A node frozen past a lease's ttl keeps its data but not the lease's key,
+// which expired there while its renewals could not reach it. Once it
+// answers again, the lease's next renewal puts the key back: it did not
+// renew there last round, the node is admitted with our settings and has
+// no tombstone of the value (docs/fencing.md, "Extends re-create what a
+// restart lost"). Without re-creation the node never held the key again,
+// and the lease stood on four nodes.
+func TestDo_ANodeFrozenPastTheTTLGetsTheKeyBack(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	const ttl = time.Second
+	held := make(chan string, 1)
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Do(ctx, key, ttl, func(ctx context.Context, l *Lease) error {
+			held <- valueOf(l)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("fn's ctx ended: %w", context.Cause(ctx))
+			case <-stop:
+				return nil
+			}
+		})
+	}()
+	var v string
+	select {
+	case v = <-held:
+	case err := <-errc:
+		t.Fatalf("Do: %v", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+		}
+	}()
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v }, ttl, 5*time.Millisecond)
+	cl.freeze(t, 0)
+	// The fault itself: longer than the key's ttl, so that it expires on
+	// node 0 while renewals cannot reach it.
+	time.Sleep(ttl + ttl/2)
+	cl.thaw(t, 0)
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v },
+		2*ttl, 10*time.Millisecond, "node 0 never got the lease's key back after it answered again")
+	close(stop)
+	stopped = true
+	require.NoError(t, <-errc, "the lease was lost")
+}
