@@ -360,7 +360,7 @@ func runNemesis(t *testing.T, p chaos.Profile, seed uint64) chaos.Result {
 	chaos.WriteSoak(&table, rep)
 	t.Log(table.String())
 	if !r.Pass {
-		t.Errorf("%s (seed %d): %s", r.Fault, r.Seed, strings.Join(r.Failure, "; "))
+		t.Errorf("%s (seed %d): %s\n  what the nemesis did: %s", r.Fault, r.Seed, strings.Join(r.Failure, "; "), strings.Join(r.Schedule, "; "))
 	}
 	return r
 }
