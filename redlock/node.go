@@ -26,6 +26,10 @@ type node struct {
 	// deadline answers in time gives up without waiting.
 	missed atomic.Bool
 
+	// warming is set while a background PING brings the node a
+	// connection back (see warm).
+	warming atomic.Bool
+
 	// net keeps the node's last transport error (see transport.go): a call
 	// that runs out of time names it as its cause.
 	net *transport
@@ -42,15 +46,44 @@ func (c *Client) observe(i int, err error) {
 		nd.net.clear()
 	case errors.Is(err, context.DeadlineExceeded):
 		nd.missed.Store(true)
+		c.warm(i)
 	case errors.Is(err, context.Canceled):
 	case isRedisReply(err):
 		nd.missed.Store(false) // it answered, if only to refuse
 	default: // a transport error: the connection failed or timed out
 		if isTimeout(err) {
 			nd.missed.Store(true)
+			c.warm(i)
 		}
 		nd.net.saw(err)
 	}
+}
+
+// warm gets node i a connection through its handshake in the background,
+// after a call to it ran out of time. go-redis closes a connection whose
+// call timed out, and sets up the next one (TCP, TLS, HELLO, AUTH) inside
+// the next call's budget: the node timeout, 50 ms for a 1 s ttl. On a
+// busy host or a long link that may never be enough, and the node would
+// miss every round from then on although it answers each call in a few
+// milliseconds once connected: a client whose every node timed out once
+// got no lock at all until the load went away. A PING under the cleanup
+// timeout makes the connection and leaves it in go-redis's pool, so the
+// next call only has to run its script in time. One at a time per node;
+// it decides nothing (missed is cleared by the next call answered in
+// time) and ends with Close.
+func (c *Client) warm(i int) {
+	nd := c.nodes[i]
+	if c.isClosed() || !nd.warming.CompareAndSwap(false, true) {
+		return
+	}
+	c.spawn(func() {
+		defer nd.warming.Store(false)
+		ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.cleanup)
+		defer cancel()
+		if nd.uc.Ping(ctx).Err() == nil {
+			nd.net.clear()
+		}
+	})
 }
 
 // missedLast reports whether node i missed the deadline of its last call.

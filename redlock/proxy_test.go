@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -19,6 +20,7 @@ type switchProxy struct {
 
 	mu      sync.Mutex
 	target  string
+	setup   time.Duration // how long a new connection waits before it is forwarded
 	conns   []net.Conn
 	stopped bool
 }
@@ -45,22 +47,50 @@ func (p *switchProxy) accept() {
 		if err != nil {
 			return // listener closed by stop
 		}
-		p.mu.Lock()
-		server, err := net.Dial("tcp", p.target)
-		if err != nil || p.stopped {
-			p.mu.Unlock()
-			client.Close()
-			if server != nil {
-				server.Close()
-			}
-			continue
-		}
-		p.conns = append(p.conns, client, server)
-		p.pumps.Add(2)
-		p.mu.Unlock()
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		p.pumps.Add(1)
+		go p.connect(client)
 	}
+}
+
+// connect forwards client to the target, once its setup delay passed.
+func (p *switchProxy) connect(client net.Conn) {
+	defer p.pumps.Done()
+	p.mu.Lock()
+	setup := p.setup
+	p.mu.Unlock()
+	time.Sleep(setup)
+	p.mu.Lock()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil || p.stopped {
+		p.mu.Unlock()
+		client.Close()
+		if server != nil {
+			server.Close()
+		}
+		return
+	}
+	p.conns = append(p.conns, client, server)
+	p.pumps.Add(2)
+	p.mu.Unlock()
+	go p.pipe(server, client)
+	go p.pipe(client, server)
+}
+
+// slowSetup closes every connection open through the proxy and makes each
+// new one wait d before its bytes are forwarded, as a connection's setup
+// (TCP and TLS handshakes, HELLO, AUTH) takes on a busy host or a long
+// link; a connection once set up is as fast as before.
+func (p *switchProxy) slowSetup(d time.Duration) {
+	p.mu.Lock()
+	p.setup = d
+	p.mu.Unlock()
+	p.repoint(p.targetNow())
+}
+
+func (p *switchProxy) targetNow() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
 }
 
 func (p *switchProxy) pipe(dst, src net.Conn) {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
 // The record of a node's transport errors is one per go-redis client,
@@ -43,4 +46,44 @@ func TestTransport_OneRecordPerRedisClientDroppedWithIt(t *testing.T) {
 		_, ok := transports.Load(k)
 		return !ok
 	}, 5*time.Second, 10*time.Millisecond, "the record outlived its go-redis client")
+}
+
+// A call that runs out of time costs go-redis its connection, and the
+// next connection is set up (TCP, HELLO) inside the next call's budget,
+// 50 ms for a 1 s ttl. Here every new connection to every node takes
+// 300 ms before its first reply, as on a busy host or a long TLS link,
+// while calls on a connection already set up are fast. Once the
+// connections New made are gone, a Lock must still get the key. Without
+// the background PING (warm), every attempt ran out of time setting up
+// connections, every node missed every round, and Lock gave up after its
+// 5 s with "3 of 3 nodes unreachable (not waited for ...)", as the chaos
+// nemesis's clients did on a loaded machine. (With a setup under 200 ms
+// the identity proof, whose budget is four node timeouts, happened to
+// leave connections behind.)
+func TestTransport_LockWorksWhenNewConnectionsTakeLongerThanTheNodeTimeout(t *testing.T) {
+	const ttl = time.Second
+	ctx := context.Background()
+	cl := newCluster(t, 3)
+	var list []redis.UniversalClient
+	var pxs []*switchProxy
+	for i := range cl.nodes {
+		px := newSwitchProxy(t, cl.nodes[i].Addr())
+		uc := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = uc.Close() })
+		pxs, list = append(pxs, px), append(list, uc)
+	}
+	c, err := New(list, WithMaxTTL(ttl))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.Bootstrap(ctx))
+	require.Equal(t, 50*time.Millisecond, c.nodeTimeout(ttl))
+
+	for _, px := range pxs {
+		px.slowSetup(300 * time.Millisecond)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, testenv.Key(t), ttl)
+	require.NoError(t, err, "no attempt got a connection set up in time")
+	require.NoError(t, l.Release(ctx))
 }
