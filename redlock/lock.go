@@ -169,7 +169,12 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // Nodes that serve their restart quarantine (a new deployment, or nodes
 // that lost their data) make Lock wait until it ends; the first refused
 // attempt of the episode logs one Warn line with the time left and calls
-// the WithQuarantineNotice function, so the wait is not silent.
+// the WithQuarantineNotice function, so the wait is not silent. While
+// attempts fail because the lock service cannot grant the key
+// (IsUnavailable), Lock backs off, whatever its retry policy: from the
+// second such attempt in a row it waits at least 100 ms, doubled per
+// attempt up to 1 s (with jitter), so that waiting clients do not keep
+// nodes that are too busy to answer busier.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
 // began; a call keeps its place for as long as it goes on trying, however
@@ -281,6 +286,7 @@ func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, 
 		case w.last.wait > 0 && w.last.wait < delay:
 			delay = w.last.wait
 		}
+		delay = max(delay, w.backoff())
 		if w.pass == nil {
 			// In line behind another Lock of this Client: wait for the
 			// gate, at most as long as the retry policy would sleep.

@@ -104,7 +104,8 @@ func WithDriftFactor(f float64) Option {
 // release wakes it or when the nodes reported that the holder's key
 // expires sooner, so a policy of a constant 50ms can give up after three
 // attempts in far less than 150ms. maxAttempts > 0 bounds the number of
-// attempts (0: until ctx ends; 1: one attempt).
+// attempts (0: until ctx ends; 1: one attempt). While the lock service
+// cannot grant (IsUnavailable), Lock waits longer than delay: see Lock.
 // delay must not be nil and should be random. Default: DefaultRetry,
 // unlimited attempts.
 func WithRetry(delay func(attempt int) time.Duration, maxAttempts int) Option {

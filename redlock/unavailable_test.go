@@ -121,3 +121,25 @@ func TestUnavailable_EachReasonIsHeldUnavailableOrNeither(t *testing.T) {
 }
 
 func fmtWrap(err error) error { return errors.Join(errors.New("do"), err) }
+
+// While the lock service cannot grant (here two of three nodes frozen),
+// a waiting Lock backs off: every attempt is a call to each node that
+// cannot succeed, and a host or network too busy to answer in time must
+// not get them every 20-100 ms from every waiting client (waiter.backoff).
+// Over 3 s the default policy alone makes at least 30 attempts (one per
+// 100 ms at most); backing off from 100 ms to 1 s makes about 8.
+func TestUnavailable_LockBacksOffWhileNoMajorityAnswers(t *testing.T) {
+	cl := newCluster(t, 3)
+	c, f := cl.ready(t)
+	cl.freeze(t, 1, 2)
+	t.Cleanup(func() { cl.thaw(t, 1, 2) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, testenv.Key(t), time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "no quorum")
+	attempts := f.count("acquire", 0)
+	require.GreaterOrEqual(t, attempts, int64(3))
+	require.LessOrEqual(t, attempts, int64(15), "Lock kept trying at its retry policy's pace while no majority answered")
+}
