@@ -156,9 +156,13 @@ func requireTransactionLockVerdicts(t *testing.T, get func(topo, fault, mode str
 	if r.BlockedMs <= 0 || r.BlockedMs > 1000 || r.LostUpdates != 0 {
 		t.Errorf("%s worker-crash: blocked %d ms, lost %d; want (0, 1000] ms and 0", topo, r.BlockedMs, r.LostUpdates)
 	}
+	// A commit the restart cut off after the database made it durable
+	// counts in the history, while its worker saw an error and goes on
+	// to another section: more than 160 is such a commit, not a loss (the
+	// counter agrees with the history, LostUpdates).
 	r = get(topo, "db-restart", "none")
-	if r.DuringFault != 0 || r.Accepted != 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
-		t.Errorf("%s db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, 160, 0, > 0",
+	if r.DuringFault != 0 || r.Accepted < 4*40 || r.LostUpdates != 0 || r.LockFailures == 0 {
+		t.Errorf("%s db-restart: %d granted while down, %d accepted, %d lost, %d failed lock calls; want 0, at least 160, 0, > 0",
 			topo, r.DuringFault, r.Accepted, r.LostUpdates, r.LockFailures)
 	}
 }
