@@ -140,6 +140,7 @@ func TestUnavailable_LockBacksOffWhileNoMajorityAnswers(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "no quorum")
 	attempts := f.count("acquire", 0)
+	t.Logf("%d attempts in 3 s", attempts)
 	require.GreaterOrEqual(t, attempts, int64(3))
 	require.LessOrEqual(t, attempts, int64(15), "Lock kept trying at its retry policy's pace while no majority answered")
 }
