@@ -202,6 +202,41 @@ func TestNew_WarnsOfANodeThatEvicts(t *testing.T) {
 	require.Equal(t, int64(1), recordAttrs(warned[0])["node"].Int64())
 }
 
+// TestNew_WarnsOfPersistenceThatForgetsLocks: RDB snapshots and an AOF
+// not synced on every write bring a node back admitted without the locks
+// granted last; New reads the settings in the round trip of its INFO,
+// where CONFIG GET is allowed, and a service's log names them at its
+// start (before, only Check did).
+func TestNew_WarnsOfPersistenceThatForgetsLocks(t *testing.T) {
+	var log logs
+	cl := newCluster(t, 5)
+	ctx := context.Background()
+	require.NoError(t, cl.raw[2].ConfigSet(ctx, "save", "3600 1").Err())
+	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendfsync", "everysec").Err())
+	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendonly", "yes").Err())
+	cl.client(t, WithLogger(log.logger()))
+	rdb := log.at(slog.LevelWarn, `takes RDB snapshots (save "3600 1")`)
+	require.Len(t, rdb, 1, "one warning, for node 2")
+	require.Equal(t, int64(2), recordAttrs(rdb[0])["node"].Int64())
+	aof := log.at(slog.LevelWarn, "appendfsync everysec")
+	require.Len(t, aof, 1, "one warning, for node 3")
+	require.Equal(t, int64(3), recordAttrs(aof[0])["node"].Int64())
+}
+
+// A user that may not run CONFIG GET (the least-privilege ACL user) gets
+// no persistence warning from New, and no error: Check says the settings
+// were not read.
+func TestNew_ReadsNoPersistenceWhereConfigGetIsRefused(t *testing.T) {
+	var log logs
+	cl := newCluster(t, 3)
+	require.NoError(t, cl.raw[1].ConfigSet(context.Background(), "save", "3600 1").Err())
+	cl.aclUser(t, "noconfig", "~*", "&*", "+@all", "-config")
+	c, err := New(cl.asUser(t, "noconfig"), WithLogger(log.logger()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.Empty(t, log.at(slog.LevelWarn, "RDB snapshots"))
+}
+
 // TestCheck_AFrozenNodeIsNamedWithinTheCallersBound: Check waits for a
 // node no longer than its ctx, and reports the node it did not hear from.
 func TestCheck_AFrozenNodeIsNamedWithinTheCallersBound(t *testing.T) {

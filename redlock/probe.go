@@ -97,12 +97,29 @@ func (c *Client) probe() (err error) {
 	type probed struct {
 		info, ident string
 		bad         error // from checkInfo: the node cannot be a Redlock node
+		// The persistence settings, where CONFIG GET is allowed (read is
+		// false where it is not: managed services and least-privilege
+		// users often refuse it, and check says so).
+		save, fsync string
+		read        bool
 	}
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
-		info, err := uc.Info(ctx).Result()
+		// INFO and the persistence settings in one round trip.
+		pipe := uc.Pipeline()
+		infoCmd := pipe.Info(ctx)
+		saveCmd := pipe.ConfigGet(ctx, "save")
+		fsyncCmd := pipe.ConfigGet(ctx, "appendfsync")
+		_, _ = pipe.Exec(ctx)
+		info, err := infoCmd.Result()
 		c.observe(i, err)
+		var p probed
+		sv, serr := saveCmd.Result()
+		fv, ferr := fsyncCmd.Result()
+		if serr == nil && ferr == nil {
+			p.save, p.fsync, p.read = sv["save"], fv["appendfsync"], true
+		}
 		switch re := refusal(err); {
 		case err == nil:
 		case re != nil && strings.HasPrefix(re.Err.Error(), "NOPERM"):
@@ -112,8 +129,10 @@ func (c *Client) probe() (err error) {
 		default:
 			return probed{}, err
 		}
+		p.info = info
 		if err := checkInfo(info); err != nil {
-			return probed{info: info, bad: err}, nil
+			p.bad = err
+			return p, nil
 		}
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
@@ -121,7 +140,8 @@ func (c *Client) probe() (err error) {
 		if re := refusal(err); re != nil {
 			return probed{}, re
 		}
-		return probed{info: info, ident: ident}, nil
+		p.ident = ident
+		return p, nil
 	})
 	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
 	replies := r.Await(ctx, c.quorum, answered)
@@ -175,6 +195,11 @@ func (c *Client) probe() (err error) {
 		if p := infoField(rep.Val.info, "maxmemory_policy"); p != "" && p != "noeviction" {
 			c.cfg.logger.Warn("redlock: node evicts keys when full (maxmemory-policy "+p+"); an evicted key is a forgotten lock: set noeviction",
 				"node", rep.Node, "addr", nd.name, "maxmemory_policy", p)
+		}
+		if rep.Val.read {
+			for _, r := range persistenceRisks(rep.Val.save, infoField(rep.Val.info, "aof_enabled") == "1", rep.Val.fsync) {
+				c.cfg.logger.Warn("redlock: node "+r.what+": "+r.fix, "node", rep.Node, "addr", nd.name)
+			}
 		}
 	}
 	for _, i := range missingOf(n, replies) {
