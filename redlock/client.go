@@ -46,6 +46,9 @@ type Client struct {
 	gates gates
 	// notices keeps the quarantine notice to one per episode.
 	notices notices
+	// unavailableSaid: the unavailability notice of the current episode
+	// went out (see noticeUnavailable).
+	unavailableSaid atomic.Bool
 
 	tracer trace.Tracer
 	held   atomic.Int64 // live leases, for the quorumlock.leases.held gauge

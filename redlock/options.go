@@ -43,6 +43,7 @@ type config struct {
 	tracers       trace.TracerProvider
 	keyAttr       bool
 	onQuarantine  func(QuarantineNotice)
+	onUnavailable func(error)
 }
 
 // Defaults, in one place.
@@ -232,6 +233,28 @@ func WithQuarantineNotice(f func(QuarantineNotice)) Option {
 			return errors.New("WithQuarantineNotice: nil function")
 		}
 		c.onQuarantine = f
+		return nil
+	})
+}
+
+// WithUnavailableNotice sets a function the Client calls once per episode
+// in which the lock service cannot grant, as soon as a waiting Lock (or
+// Do) is about to wait after an attempt that failed for that reason
+// (IsUnavailable: fewer than a majority of nodes answered in time, a round
+// too slow for the ttl, a fencing commit that reached too few nodes),
+// with that attempt's error (a *NotObtainedError). A program can then say
+// that it waits for the lock service, not for another holder. A quarantine
+// has WithQuarantineNotice instead. The episode ends when an attempt of
+// this Client obtains a lease or finds the key held. f runs on the
+// waiting call's goroutine and must return quickly; it must not call the
+// Client. The same event is logged at Warn level (WithLogger). Default:
+// none.
+func WithUnavailableNotice(f func(err error)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("WithUnavailableNotice: nil function")
+		}
+		c.onUnavailable = f
 		return nil
 	})
 }

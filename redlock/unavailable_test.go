@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +145,47 @@ func TestUnavailable_LockBacksOffWhileNoMajorityAnswers(t *testing.T) {
 	t.Logf("%d attempts in 3 s", attempts)
 	require.GreaterOrEqual(t, attempts, int64(3))
 	require.LessOrEqual(t, attempts, int64(15), "Lock kept trying at its retry policy's pace while no majority answered")
+}
+
+// A waiting Lock says once that it waits for the lock service, not for a
+// holder: WithUnavailableNotice is called once per episode, however many
+// attempts fail, and again after the service granted in between.
+func TestUnavailable_AWaitingLockSaysOncePerEpisodeThatItWaitsForTheService(t *testing.T) {
+	cl := newCluster(t, 3)
+	var mu sync.Mutex
+	var notices []error
+	c, _ := cl.ready(t, WithUnavailableNotice(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		notices = append(notices, err)
+	}))
+	said := func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(notices)
+	}
+	wait := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		_, err := c.Lock(ctx, testenv.Key(t), time.Second)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+
+	cl.freeze(t, 1, 2)
+	wait()
+	got := said()
+	require.Len(t, got, 1, "one notice for the whole wait")
+	require.True(t, IsUnavailable(got[0]), "%v", got[0])
+	require.ErrorContains(t, got[0], "no quorum")
+	wait()
+	require.Len(t, said(), 1, "a second wait in the same episode said it again")
+
+	cl.thaw(t, 1, 2)
+	l, err := c.Lock(context.Background(), testenv.Key(t), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(context.Background()))
+	cl.freeze(t, 1, 2)
+	t.Cleanup(func() { cl.thaw(t, 1, 2) })
+	wait()
+	require.Len(t, said(), 2, "a new episode after a grant went unsaid")
 }

@@ -148,6 +148,7 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 // ends and, with hand-offs, leaves the line after the call's cleanups.
 func (w *waiter) won(l *Lease) (*Lease, error) {
 	w.last = outcome{lease: l}
+	w.c.serviceAnswered()
 	if w.handoffs {
 		l.leaveAfter(w.id, w.pending)
 	}
@@ -341,9 +342,15 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 func (w *waiter) backoff() time.Duration {
 	if !IsUnavailable(w.last.err) {
 		w.down = 0
+		if IsHeld(w.last.err) {
+			w.c.serviceAnswered()
+		}
 		return 0
 	}
 	w.down++
+	if w.down == 1 {
+		w.c.noticeUnavailable(w.last.err)
+	}
 	if w.down < 2 {
 		return 0
 	}
@@ -356,3 +363,29 @@ const (
 	backoffBase = 100 * time.Millisecond
 	backoffMax  = time.Second
 )
+
+// noticeUnavailable reports a waiting call's attempt that failed because
+// the lock service could not grant (err, IsUnavailable) to the log and to
+// WithUnavailableNotice's function, once per episode of this Client: the
+// episode ends when one of its attempts obtains a lease or finds the key
+// held (serviceAnswered). A quarantine has a notice of its own
+// (noticeQuarantine).
+func (c *Client) noticeUnavailable(err error) {
+	var e *NotObtainedError
+	if !errors.As(err, &e) || e.Reason == ReasonQuarantine || !c.unavailableSaid.CompareAndSwap(false, true) {
+		return
+	}
+	c.cfg.logger.Warn("redlock: the lock service cannot grant the lock now; waiting, with attempts backing off up to 1 s apart",
+		"key", keyText(e.Key), "reason", string(e.Reason), "detail", e.Detail)
+	if c.cfg.onUnavailable != nil {
+		c.cfg.onUnavailable(err)
+	}
+}
+
+// serviceAnswered ends the current unavailability episode (see
+// noticeUnavailable).
+func (c *Client) serviceAnswered() {
+	if c.unavailableSaid.Load() {
+		c.unavailableSaid.Store(false)
+	}
+}

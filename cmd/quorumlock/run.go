@@ -294,6 +294,8 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		// final error says it.
 		ropts = append(ropts, redlock.WithQuarantineNotice(func(n redlock.QuarantineNotice) {
 			fmt.Fprintln(stderr, rc.quarantineNotice(n))
+		}), redlock.WithUnavailableNotice(func(err error) {
+			fmt.Fprintln(stderr, redact(rc.unavailableNotice(err)))
 		}))
 	}
 	client, err := redlock.New(ucs, ropts...)
@@ -340,6 +342,22 @@ func (rc *runConfig) quarantineNotice(n redlock.QuarantineNotice) string {
 	}
 	msg := fmt.Sprintf("quorumlock run: the nodes are new or lost their data: locks are refused for %s while they serve their restart quarantine; waiting", left)
 	return msg + rc.waitNote(n) + " (the nodes admit themselves when it ends; quorumlock bootstrap admits only a deployment nobody has used yet)"
+}
+
+// unavailableNotice is the line run prints, once, when it starts to wait
+// because the lock service cannot grant the lock (fewer than a majority of
+// nodes answer): not a holder, so cron may want to alert rather than skip.
+func (rc *runConfig) unavailableNotice(err error) string {
+	what := err.Error()
+	var e *redlock.NotObtainedError
+	if errors.As(err, &e) {
+		what = e.Detail
+	}
+	until := "until a majority of nodes answers"
+	if rc.wait.set {
+		until += fmt.Sprintf(" or --wait %v ends (then exit %d)", rc.wait.d, exitUnavail)
+	}
+	return "quorumlock run: the lock service cannot grant the lock now (" + what + "); waiting " + until
 }
 
 // waitNote says when --wait will end the wait before the nodes do.

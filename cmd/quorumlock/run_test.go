@@ -557,3 +557,30 @@ func TestRunWarnsOfANodeThatTakesSnapshots(t *testing.T) {
 		t.Errorf("node 1 with save 3600 1: exit %d, want 0 and one warning naming it; stderr: %s", r.code, r.stderr)
 	}
 }
+
+// A run that waits while fewer than a majority of nodes answer says so
+// once, at the start of the wait: cron's log then shows an outage, not a
+// holder, long before --wait ends (exit 69).
+func TestRunSaysOnceThatItWaitsForTheLockService(t *testing.T) {
+	nodes := redisNodes(t, 3)
+	for _, n := range nodes[1:] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	r := runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", testenv.Key(t), "--ttl", "2s", "--wait", "2s", "--", "touch", "ran")
+	if r.code != exitUnavail {
+		t.Errorf("two of three nodes down: exit %d, want %d\nstderr: %s", r.code, exitUnavail, r.stderr)
+	}
+	const said = "quorumlock run: the lock service cannot grant the lock now (no quorum: 2 of 3 nodes unreachable"
+	if n := strings.Count(r.stderr, said); n != 1 {
+		t.Errorf("the notice %q appears %d times, want once; stderr: %s", said, n, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "waiting until a majority of nodes answers or --wait 2s ends (then exit 69)") {
+		t.Errorf("the notice does not say how long it waits: %s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the command ran without the lock")
+	}
+}
