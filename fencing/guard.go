@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +176,50 @@ func (g *Guard) Setup(ctx context.Context, db DB) (err error) {
 // Safe for concurrent use.
 func (g *Guard) Write(ctx context.Context, db DB, key any, h Holder, vals Values) error {
 	return g.write(ctx, db, key, h, vals, false)
+}
+
+// Upsert is Write for a row that may not exist yet: where no row has key
+// it inserts one with key, h's token as its fence and vals; otherwise it
+// updates the row as Write does, only if every earlier write or claim
+// carried a smaller token:
+//
+//	INSERT INTO <table> AS cur (<key>, <fence>, <col>, ...) VALUES ($2, $1, $3, ...)
+//	ON CONFLICT (<key>) DO UPDATE SET <fence> = EXCLUDED.<fence>, <col> = EXCLUDED.<col>, ...
+//	WHERE cur.<fence> < EXCLUDED.<fence>
+//
+// The key column must carry a unique index (a primary key, say); without
+// one PostgreSQL refuses the statement (SQLSTATE 42P10) and nothing is
+// written. PostgreSQL decides between insert and update atomically: two
+// holders that find no row at once both meet the unique index, the later
+// takes the update branch, and its WHERE clause sees the row the earlier
+// one inserted, so the row ends with the larger token's values whichever
+// commits first. Columns not in vals take their defaults on insert and
+// keep their values on update.
+//
+// What Write cannot catch, Upsert cannot either (a holder that read the
+// row before a newer holder wrote it); the errors and the retry rules are
+// Write's, except that a missing row is no error.
+// Safe for concurrent use.
+func (g *Guard) Upsert(ctx context.Context, db DB, key any, h Holder, vals Values) error {
+	token, err := g.check(key, h)
+	if err != nil {
+		return err
+	}
+	if _, _, err := g.assignments(vals, 3); err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(vals))
+	cols, params, sets := make([]string, len(names)), make([]string, len(names)), make([]string, len(names))
+	args := []any{token, key}
+	for i, name := range names {
+		q := quote(name)
+		cols[i], params[i], sets[i] = q, "$"+strconv.Itoa(3+i), q+" = EXCLUDED."+q
+		args = append(args, vals[name])
+	}
+	sql := fmt.Sprintf(`INSERT INTO %s AS cur (%s, %s, %s) VALUES ($2, $1, %s) ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s WHERE cur.%s < EXCLUDED.%s`,
+		g.table, g.key, g.fence, strings.Join(cols, ", "), strings.Join(params, ", "),
+		g.key, g.fence, g.fence, strings.Join(sets, ", "), g.fence, g.fence)
+	return g.exec(ctx, db, "Upsert", key, token, false, sql, args...)
 }
 
 // write is Write (claimed false: the statement also raises the fence past

@@ -45,8 +45,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	// The table, its fence column (Setup adds it if missing) and the
-	// report's row: the guard updates rows, it does not insert them.
+	// The table and its fence column (Setup adds it if missing).
 	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS reports (name text PRIMARY KEY, body text)`); err != nil {
 		return err
 	}
@@ -57,17 +56,14 @@ func run(ctx context.Context) error {
 	if err := guard.Setup(ctx, db); err != nil {
 		return err
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO reports (name) VALUES ('nightly') ON CONFLICT DO NOTHING`); err != nil {
-		return err
-	}
 
 	// Do waits for the lock, keeps it extended while fn runs, and releases
-	// it. fn's ctx ends if the lease is lost; the guard refuses the write
-	// if a newer holder's token reached the row first (fencing.ErrStaleToken).
+	// it. fn's ctx ends if the lease is lost. Upsert inserts the report's
+	// row or updates it, and refuses the write if a newer holder's token
+	// reached the row first (fencing.ErrStaleToken). A write computed from
+	// what it read takes guard.Update instead (claim first, then write).
 	return c.Do(ctx, "reports:nightly", 10*time.Second, func(ctx context.Context, l *redlock.Lease) error {
-		err := guard.Update(ctx, db, "nightly", l, func(ctx context.Context) (fencing.Values, error) {
-			return fencing.Values{"body": "all systems nominal"}, nil
-		})
+		err := guard.Upsert(ctx, db, "nightly", l, fencing.Values{"body": "all systems nominal"})
 		if err == nil {
 			fmt.Println("report written with fencing token", l.FencingToken())
 		}
