@@ -172,9 +172,9 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // the WithQuarantineNotice function, so the wait is not silent. While
 // attempts fail because the lock service cannot grant the key
 // (IsUnavailable), Lock backs off, whatever its retry policy: from the
-// second such attempt in a row it waits at least 100 ms, doubled per
-// attempt up to 1 s (with jitter), so that waiting clients do not keep
-// nodes that are too busy to answer busier.
+// second such attempt in a row it waits at least 50 to 100 ms (random),
+// doubled per attempt up to 0.5 to 1 s, so that waiting clients do not
+// keep nodes that are too busy to answer busier.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
 // began; a call keeps its place for as long as it goes on trying, however

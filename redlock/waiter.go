@@ -330,8 +330,8 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 // its retry policy: 0, unless the attempt was the second or later in a
 // row that the lock service could not grant (IsUnavailable: too few nodes
 // answered in time, too few admitted, a round too slow for the ttl). Then
-// it is backoffBase doubled per such attempt, up to backoffMax, with
-// jitter. Contention is not slowed: a waiter is woken by the holder's
+// it is backoffBase doubled per such attempt, up to backoffMax, and drawn
+// from its upper half. Contention is not slowed: a waiter is woken by the holder's
 // release. But when the nodes cannot answer, every attempt of every
 // waiting client is five calls that fail, and a host or network already
 // too busy to answer in time got them every 20-100 ms: in the chaos
