@@ -197,9 +197,15 @@ func TestNew_WarnsOfANodeThatEvicts(t *testing.T) {
 	cl := newCluster(t, 5)
 	require.NoError(t, cl.raw[1].ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru").Err())
 	cl.client(t, WithLogger(log.logger()))
-	warned := log.at(slog.LevelWarn, "maxmemory-policy allkeys-lru")
-	require.Len(t, warned, 1, "one warning, for node 1")
-	require.Equal(t, int64(1), recordAttrs(warned[0])["node"].Int64())
+	requireWarnedOnce(t, &log, "maxmemory-policy allkeys-lru", 1)
+}
+
+// requireWarnedOnce requires one Warn record that says text, for node.
+func requireWarnedOnce(t *testing.T, log *logs, text string, node int64) {
+	t.Helper()
+	warned := log.at(slog.LevelWarn, text)
+	require.Len(t, warned, 1, "one warning, for node %d", node)
+	require.Equal(t, node, recordAttrs(warned[0])["node"].Int64())
 }
 
 // TestNew_WarnsOfPersistenceThatForgetsLocks: RDB snapshots and an AOF
@@ -215,12 +221,8 @@ func TestNew_WarnsOfPersistenceThatForgetsLocks(t *testing.T) {
 	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendfsync", "everysec").Err())
 	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendonly", "yes").Err())
 	cl.client(t, WithLogger(log.logger()))
-	rdb := log.at(slog.LevelWarn, `takes RDB snapshots (save "3600 1")`)
-	require.Len(t, rdb, 1, "one warning, for node 2")
-	require.Equal(t, int64(2), recordAttrs(rdb[0])["node"].Int64())
-	aof := log.at(slog.LevelWarn, "appendfsync everysec")
-	require.Len(t, aof, 1, "one warning, for node 3")
-	require.Equal(t, int64(3), recordAttrs(aof[0])["node"].Int64())
+	requireWarnedOnce(t, &log, `takes RDB snapshots (save "3600 1")`, 2)
+	requireWarnedOnce(t, &log, "appendfsync everysec", 3)
 }
 
 // A user that may not run CONFIG GET (the least-privilege ACL user) gets
