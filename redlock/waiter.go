@@ -378,7 +378,10 @@ func (c *Client) noticeUnavailable(err error) {
 	c.cfg.logger.Warn("redlock: the lock service cannot grant the lock now; waiting, with attempts backing off up to 1 s apart",
 		"key", keyText(e.Key), "reason", string(e.Reason), "detail", e.Detail)
 	if c.cfg.onUnavailable != nil {
-		c.cfg.onUnavailable(err)
+		// A copy: the call goes on with e, and its final error is built
+		// from the last attempt's (see Client.stopped), which f may keep.
+		cp := *e
+		c.cfg.onUnavailable(&cp)
 	}
 }
 
