@@ -520,6 +520,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 		if len(a.unverified) > 0 {
 			c.proveSoon(ttl) // nor its vote, but the next lock may
 		}
+		c.serviceAnswered()
 		return outcome{lease: l}
 	}
 	a.abandon()
@@ -529,6 +530,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 		return outcome{err: a.mismatch}
 	}
 	e := a.failure(ctx)
+	if e.Reason == ReasonHeld {
+		c.serviceAnswered()
+	}
 	c.inst.attempt(string(e.Reason), key, a.elapsed)
 	c.tried(ctx, a, string(e.Reason))
 	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}

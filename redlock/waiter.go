@@ -148,7 +148,7 @@ func (w *waiter) attempt(ctx context.Context, n int) (*Lease, error) {
 // ends and, with hand-offs, leaves the line after the call's cleanups.
 func (w *waiter) won(l *Lease) (*Lease, error) {
 	w.last = outcome{lease: l}
-	w.c.serviceAnswered()
+	w.c.serviceAnswered() // a hand-off makes no attempt of its own
 	if w.handoffs {
 		l.leaveAfter(w.id, w.pending)
 	}
@@ -331,26 +331,23 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 // row that the lock service could not grant (IsUnavailable: too few nodes
 // answered in time, too few admitted, a round too slow for the ttl). Then
 // it is backoffBase doubled per such attempt, up to backoffMax, and drawn
-// from its upper half. Contention is not slowed: a waiter is woken by the holder's
-// release. But when the nodes cannot answer, every attempt of every
-// waiting client is five calls that fail, and a host or network already
-// too busy to answer in time got them every 20-100 ms: in the chaos
-// nemesis on a loaded machine, ten clients whose rounds all ran out of
-// time kept each other's calls late for the whole minute and got 0 to 4
-// leases instead of 160. Backing off lets the calls answer again, at the
-// cost of noticing a recovered service up to backoffMax late.
+// from its upper half. Contention is not slowed: a waiter is woken by the
+// holder's release. But when the nodes cannot answer, every attempt of
+// every waiting client is five calls that fail, and a host or network
+// already too busy to answer in time got them every 20-100 ms: in the
+// chaos nemesis on a loaded machine, ten clients whose rounds all ran out
+// of time kept each other's calls late for the whole minute and got 1 to
+// 4 leases instead of about 160. Backing off lets the calls answer again,
+// at the cost of noticing a recovered service up to backoffMax late. It
+// also reports the attempt to noticeUnavailable, which says it once per
+// episode.
 func (w *waiter) backoff() time.Duration {
 	if !IsUnavailable(w.last.err) {
 		w.down = 0
-		if IsHeld(w.last.err) {
-			w.c.serviceAnswered()
-		}
 		return 0
 	}
 	w.down++
-	if w.down == 1 {
-		w.c.noticeUnavailable(w.last.err)
-	}
+	w.c.noticeUnavailable(w.last.err)
 	if w.down < 2 {
 		return 0
 	}
@@ -367,8 +364,8 @@ const (
 // noticeUnavailable reports a waiting call's attempt that failed because
 // the lock service could not grant (err, IsUnavailable) to the log and to
 // WithUnavailableNotice's function, once per episode of this Client: the
-// episode ends when one of its attempts obtains a lease or finds the key
-// held (serviceAnswered). A quarantine has a notice of its own
+// episode ends when one of its attempts (TryLock's too) obtains a lease or
+// finds the key held, or a release hands it one (serviceAnswered). A quarantine has a notice of its own
 // (noticeQuarantine).
 func (c *Client) noticeUnavailable(err error) {
 	var e *NotObtainedError
