@@ -200,9 +200,12 @@ func TestNew_WarnsOfANodeThatEvicts(t *testing.T) {
 	requireWarnedOnce(t, &log, "maxmemory-policy allkeys-lru", 1)
 }
 
-// requireWarnedOnce requires one Warn record that says text, for node.
+// requireWarnedOnce requires one Warn record that says text, for node,
+// waiting for it a while (New reads persistence in the background).
 func requireWarnedOnce(t *testing.T, log *logs, text string, node int64) {
 	t.Helper()
+	require.Eventually(t, func() bool { return len(log.at(slog.LevelWarn, text)) > 0 }, 5*time.Second, 5*time.Millisecond,
+		"no warning that says %q", text)
 	warned := log.at(slog.LevelWarn, text)
 	require.Len(t, warned, 1, "one warning, for node %d", node)
 	require.Equal(t, node, recordAttrs(warned[0])["node"].Int64())
@@ -210,9 +213,9 @@ func requireWarnedOnce(t *testing.T, log *logs, text string, node int64) {
 
 // TestNew_WarnsOfPersistenceThatForgetsLocks: RDB snapshots and an AOF
 // not synced on every write bring a node back admitted without the locks
-// granted last; New reads the settings in the round trip of its INFO,
-// where CONFIG GET is allowed, and a service's log names them at its
-// start (before, only Check did).
+// granted last; once New succeeded it reads the settings in the
+// background, where CONFIG GET is allowed, and a service's log names them
+// at its start (before, only Check did).
 func TestNew_WarnsOfPersistenceThatForgetsLocks(t *testing.T) {
 	var log logs
 	cl := newCluster(t, 5)
@@ -226,8 +229,8 @@ func TestNew_WarnsOfPersistenceThatForgetsLocks(t *testing.T) {
 }
 
 // A user that may not run CONFIG GET (the least-privilege ACL user) gets
-// no persistence warning from New, and no error: Check says the settings
-// were not read.
+// no persistence warning from New, and no error: a Debug record says the
+// settings were not read, as Check does.
 func TestNew_ReadsNoPersistenceWhereConfigGetIsRefused(t *testing.T) {
 	var log logs
 	cl := newCluster(t, 3)
@@ -236,6 +239,8 @@ func TestNew_ReadsNoPersistenceWhereConfigGetIsRefused(t *testing.T) {
 	c, err := New(cl.asUser(t, "noconfig"), WithLogger(log.logger()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	require.Eventually(t, func() bool { return len(log.at(slog.LevelDebug, "persistence settings not read")) == 3 }, 5*time.Second, 5*time.Millisecond,
+		"the background read did not end on every node")
 	require.Empty(t, log.at(slog.LevelWarn, "RDB snapshots"))
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -97,29 +98,13 @@ func (c *Client) probe() (err error) {
 	type probed struct {
 		info, ident string
 		bad         error // from checkInfo: the node cannot be a Redlock node
-		// The persistence settings, where CONFIG GET is allowed (read is
-		// false where it is not: managed services and least-privilege
-		// users often refuse it, and check says so).
-		save, fsync string
-		read        bool
 	}
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
 		uc := c.nodes[i].uc
-		// INFO and the persistence settings in one round trip.
-		pipe := uc.Pipeline()
-		infoCmd := pipe.Info(ctx)
-		saveCmd := pipe.ConfigGet(ctx, "save")
-		fsyncCmd := pipe.ConfigGet(ctx, "appendfsync")
-		_, _ = pipe.Exec(ctx)
-		info, err := infoCmd.Result()
+		info, err := uc.Info(ctx).Result()
 		c.observe(i, err)
 		var p probed
-		sv, serr := saveCmd.Result()
-		fv, ferr := fsyncCmd.Result()
-		if serr == nil && ferr == nil {
-			p.save, p.fsync, p.read = sv["save"], fv["appendfsync"], true
-		}
 		switch re := refusal(err); {
 		case err == nil:
 		case re != nil && strings.HasPrefix(re.Err.Error(), "NOPERM"):
@@ -159,6 +144,14 @@ func (c *Client) probe() (err error) {
 	}
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
+	// Deferred before the proof below, so that it runs after it: only
+	// once New is sure to succeed.
+	aof := map[int]bool{} // the nodes whose INFO was read: their AOF is on
+	defer func() {
+		if err == nil && len(aof) > 0 {
+			c.spawn(func() { c.warnPersistence(aof) })
+		}
+	}()
 	idents := make([]string, n)
 	defer func() {
 		if err == nil {
@@ -196,10 +189,8 @@ func (c *Client) probe() (err error) {
 			c.cfg.logger.Warn("redlock: node evicts keys when full (maxmemory-policy "+p+"); an evicted key is a forgotten lock: set noeviction",
 				"node", rep.Node, "addr", nd.name, "maxmemory_policy", p)
 		}
-		if rep.Val.read {
-			for _, r := range persistenceRisks(rep.Val.save, infoField(rep.Val.info, "aof_enabled") == "1", rep.Val.fsync) {
-				c.cfg.logger.Warn("redlock: node "+r.what+": "+r.fix, "node", rep.Node, "addr", nd.name)
-			}
+		if rep.Val.info != "" {
+			aof[rep.Node] = infoField(rep.Val.info, "aof_enabled") == "1"
 		}
 	}
 	for _, i := range missingOf(n, replies) {
@@ -290,4 +281,41 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// warnPersistence logs a Warn for each node of aof (the nodes whose INFO
+// New read, with whether their AOF is on) whose persistence settings can
+// make it forget locks: RDB snapshots, or an AOF not synced on every write
+// (Check's wording, persistenceRisks). It reads them with CONFIG GET, and
+// says nothing where that is refused (managed services and
+// least-privilege users often refuse it; Check says they were not read).
+// It runs in the background once New succeeded: sent within New's probe,
+// beside INFO, the extra commands made a node that refuses this client's
+// TLS certificate answer after the probe's grace on a loaded host
+// (go-redis retires the connection and tries the pipeline again), and New
+// took three refusing nodes of five for three silent ones.
+func (c *Client) warnPersistence(aof map[int]bool) {
+	ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.probe)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, on := range aof {
+		wg.Go(func() {
+			nd := c.nodes[i]
+			pipe := nd.uc.Pipeline()
+			save := pipe.ConfigGet(ctx, "save")
+			fsync := pipe.ConfigGet(ctx, "appendfsync")
+			_, _ = pipe.Exec(ctx)
+			sv, serr := save.Result()
+			fv, ferr := fsync.Result()
+			if err := errors.Join(serr, ferr); err != nil {
+				c.cfg.logger.Debug("redlock: node's persistence settings not read (quorumlock check reports them where CONFIG GET is allowed)",
+					"node", i, "addr", nd.name, "err", err)
+				return
+			}
+			for _, r := range persistenceRisks(sv["save"], on, fv["appendfsync"]) {
+				c.cfg.logger.Warn("redlock: node "+r.what+": "+r.fix, "node", i, "addr", nd.name)
+			}
+		})
+	}
+	wg.Wait()
 }

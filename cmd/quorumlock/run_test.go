@@ -544,20 +544,6 @@ func TestRunWarnsOfAnEvenNodeCount(t *testing.T) {
 	}
 }
 
-// A node that takes RDB snapshots can come back from a restart admitted
-// but without the locks granted since its snapshot: run says so on stderr,
-// one line, and goes ahead (check gives the verdict and the exit code).
-func TestRunWarnsOfANodeThatTakesSnapshots(t *testing.T) {
-	nodes := redisNodes(t, 3)
-	if err := nodes[1].Client(t).ConfigSet(context.Background(), "save", "3600 1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	r := runCLI(t, "", nil, "run", "--nodes", nodesArg(nodes), "--key", testenv.Key(t), "--ttl", "2s", "--", "true")
-	if r.code != 0 || strings.Count(r.stderr, "warning: ") != 1 || !strings.Contains(r.stderr, `takes RDB snapshots (save "3600 1")`) || !strings.Contains(r.stderr, nodes[1].Addr()) {
-		t.Errorf("node 1 with save 3600 1: exit %d, want 0 and one warning naming it; stderr: %s", r.code, r.stderr)
-	}
-}
-
 // A run that waits while fewer than a majority of nodes answer says so
 // once, at the start of the wait: cron's log then shows an outage, not a
 // holder, long before --wait ends (exit 69).
