@@ -211,39 +211,6 @@ func requireWarnedOnce(t *testing.T, log *logs, text string, node int64) {
 	require.Equal(t, node, recordAttrs(warned[0])["node"].Int64())
 }
 
-// TestNew_WarnsOfPersistenceThatForgetsLocks: RDB snapshots and an AOF
-// not synced on every write bring a node back admitted without the locks
-// granted last; once New succeeded it reads the settings in the
-// background, where CONFIG GET is allowed, and a service's log names them
-// at its start (before, only Check did).
-func TestNew_WarnsOfPersistenceThatForgetsLocks(t *testing.T) {
-	var log logs
-	cl := newCluster(t, 5)
-	ctx := context.Background()
-	require.NoError(t, cl.raw[2].ConfigSet(ctx, "save", "3600 1").Err())
-	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendfsync", "everysec").Err())
-	require.NoError(t, cl.raw[3].ConfigSet(ctx, "appendonly", "yes").Err())
-	cl.client(t, WithLogger(log.logger()))
-	requireWarnedOnce(t, &log, `takes RDB snapshots (save "3600 1")`, 2)
-	requireWarnedOnce(t, &log, "appendfsync everysec", 3)
-}
-
-// A user that may not run CONFIG GET (the least-privilege ACL user) gets
-// no persistence warning from New, and no error: a Debug record says the
-// settings were not read, as Check does.
-func TestNew_ReadsNoPersistenceWhereConfigGetIsRefused(t *testing.T) {
-	var log logs
-	cl := newCluster(t, 3)
-	require.NoError(t, cl.raw[1].ConfigSet(context.Background(), "save", "3600 1").Err())
-	cl.aclUser(t, "noconfig", "~*", "&*", "+@all", "-config")
-	c, err := New(cl.asUser(t, "noconfig"), WithLogger(log.logger()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	require.Eventually(t, func() bool { return len(log.at(slog.LevelDebug, "persistence settings not read")) == 3 }, 5*time.Second, 5*time.Millisecond,
-		"the background read did not end on every node")
-	require.Empty(t, log.at(slog.LevelWarn, "RDB snapshots"))
-}
-
 // TestCheck_AFrozenNodeIsNamedWithinTheCallersBound: Check waits for a
 // node no longer than its ctx, and reports the node it did not hear from.
 func TestCheck_AFrozenNodeIsNamedWithinTheCallersBound(t *testing.T) {

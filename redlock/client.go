@@ -114,12 +114,9 @@ func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
 // vote").
 //
 // An even number of nodes is logged as a warning (WithLogger): 4 nodes
-// tolerate one failed node, as 3 do. So is a node whose settings can make
-// it forget locks: it evicts keys or has replicas (from the INFO), takes
-// RDB snapshots or keeps an AOF not synced on every write (these two read
-// with CONFIG GET in the background once New succeeded, so their Warn may
-// come just after New returns; where CONFIG GET is refused, a Debug
-// record says they were not read).
+// tolerate one failed node, as 3 do. So is a node that evicts keys or has
+// replicas (from the INFO); RDB snapshots and the AOF fsync policy need
+// CONFIG GET, which Client.Check sends.
 //
 // Every client of a deployment must be built with the same nodes (in any
 // order, under any names), WithMaxTTL and WithDriftFactor: the nodes keep

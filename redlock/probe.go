@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,7 +103,6 @@ func (c *Client) probe() (err error) {
 		uc := c.nodes[i].uc
 		info, err := uc.Info(ctx).Result()
 		c.observe(i, err)
-		var p probed
 		switch re := refusal(err); {
 		case err == nil:
 		case re != nil && strings.HasPrefix(re.Err.Error(), "NOPERM"):
@@ -114,10 +112,8 @@ func (c *Client) probe() (err error) {
 		default:
 			return probed{}, err
 		}
-		p.info = info
 		if err := checkInfo(info); err != nil {
-			p.bad = err
-			return p, nil
+			return probed{info: info, bad: err}, nil
 		}
 		// The server's identity in the same round (see identity.go); a node
 		// that cannot run it is verified later, when it first answers.
@@ -125,8 +121,7 @@ func (c *Client) probe() (err error) {
 		if re := refusal(err); re != nil {
 			return probed{}, re
 		}
-		p.ident = ident
-		return p, nil
+		return probed{info: info, ident: ident}, nil
 	})
 	answered := func(rep quorum.Reply[probed]) bool { return rep.Err == nil || refusal(rep.Err) != nil }
 	replies := r.Await(ctx, c.quorum, answered)
@@ -144,14 +139,6 @@ func (c *Client) probe() (err error) {
 	}
 	r.Cancel()
 	c.spawn(func() { r.Wait() }) // default go-redis clients ignore ctx: let stragglers finish on their own
-	// Deferred before the proof below, so that it runs after it: only
-	// once New is sure to succeed.
-	aof := map[int]bool{} // the nodes whose INFO was read: their AOF is on
-	defer func() {
-		if err == nil && len(aof) > 0 {
-			c.spawn(func() { c.warnPersistence(aof) })
-		}
-	}()
 	idents := make([]string, n)
 	defer func() {
 		if err == nil {
@@ -188,9 +175,6 @@ func (c *Client) probe() (err error) {
 		if p := infoField(rep.Val.info, "maxmemory_policy"); p != "" && p != "noeviction" {
 			c.cfg.logger.Warn("redlock: node evicts keys when full (maxmemory-policy "+p+"); an evicted key is a forgotten lock: set noeviction",
 				"node", rep.Node, "addr", nd.name, "maxmemory_policy", p)
-		}
-		if rep.Val.info != "" {
-			aof[rep.Node] = infoField(rep.Val.info, "aof_enabled") == "1"
 		}
 	}
 	for _, i := range missingOf(n, replies) {
@@ -281,41 +265,4 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
-}
-
-// warnPersistence logs a Warn for each node of aof (the nodes whose INFO
-// New read, with whether their AOF is on) whose persistence settings can
-// make it forget locks: RDB snapshots, or an AOF not synced on every write
-// (Check's wording, persistenceRisks). It reads them with CONFIG GET, and
-// says nothing where that is refused (managed services and
-// least-privilege users often refuse it; Check says they were not read).
-// It runs in the background once New succeeded: sent within New's probe,
-// beside INFO, the extra commands made a node that refuses this client's
-// TLS certificate answer after the probe's grace on a loaded host
-// (go-redis retires the connection and tries the pipeline again), and New
-// took three refusing nodes of five for three silent ones.
-func (c *Client) warnPersistence(aof map[int]bool) {
-	ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.probe)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, on := range aof {
-		wg.Go(func() {
-			nd := c.nodes[i]
-			pipe := nd.uc.Pipeline()
-			save := pipe.ConfigGet(ctx, "save")
-			fsync := pipe.ConfigGet(ctx, "appendfsync")
-			_, _ = pipe.Exec(ctx)
-			sv, serr := save.Result()
-			fv, ferr := fsync.Result()
-			if err := errors.Join(serr, ferr); err != nil {
-				c.cfg.logger.Debug("redlock: node's persistence settings not read (quorumlock check reports them where CONFIG GET is allowed)",
-					"node", i, "addr", nd.name, "err", err)
-				return
-			}
-			for _, r := range persistenceRisks(sv["save"], on, fv["appendfsync"]) {
-				c.cfg.logger.Warn("redlock: node "+r.what+": "+r.fix, "node", i, "addr", nd.name)
-			}
-		})
-	}
-	wg.Wait()
 }
