@@ -360,8 +360,13 @@ func (n *NodeCheck) judge(c *Client) {
 		add(SeverityUnsafe, "maxmemory-policy is "+n.Eviction+": an evicted key is a forgotten lock", "set maxmemory-policy noeviction")
 	}
 	if n.ConfigRead {
-		for _, r := range persistenceRisks(n.Save, n.AppendOnly, n.AppendFsync) {
-			add(SeverityUnsafe, r.what, r.fix)
+		if n.Save != "" {
+			add(SeverityUnsafe, fmt.Sprintf("takes RDB snapshots (save %q): a restart from a snapshot brings the node back admitted but without the locks granted after it", n.Save),
+				`set save "" (and, to keep data over restarts, appendonly yes with appendfsync always)`)
+		}
+		if n.AppendOnly && n.AppendFsync != "always" {
+			add(SeverityUnsafe, "appendonly yes with appendfsync "+n.AppendFsync+": a crash loses the last writes, yet the node comes back admitted",
+				"set appendfsync always, or turn persistence off (the node then serves a quarantine after a restart)")
 		}
 	} else {
 		add(SeverityNote, "persistence settings not read (CONFIG GET refused)", "check save and appendfsync on the node by hand, or run check as a user that may run CONFIG GET")
@@ -442,24 +447,4 @@ func (r *CheckReport) judge() {
 		r.Verdict = CheckOK
 		r.Summary = fmt.Sprintf("all %d nodes fit", n)
 	}
-}
-
-// persistenceRisk is a persistence setting that breaks mutual exclusion,
-// and its fix: Check reports it, New warns of it.
-type persistenceRisk struct{ what, fix string }
-
-// persistenceRisks returns what is unsafe in a node's persistence
-// settings: save as CONFIG GET returns it, whether the AOF is on, and
-// appendfsync.
-func persistenceRisks(save string, appendOnly bool, fsync string) []persistenceRisk {
-	var out []persistenceRisk
-	if save = strings.TrimSpace(save); save != "" {
-		out = append(out, persistenceRisk{fmt.Sprintf("takes RDB snapshots (save %q): a restart from a snapshot brings the node back admitted but without the locks granted after it", save),
-			`set save "" (and, to keep data over restarts, appendonly yes with appendfsync always)`})
-	}
-	if appendOnly && fsync != "always" {
-		out = append(out, persistenceRisk{"appendonly yes with appendfsync " + fsync + ": a crash loses the last writes, yet the node comes back admitted",
-			"set appendfsync always, or turn persistence off (the node then serves a quarantine after a restart)"})
-	}
-	return out
 }
