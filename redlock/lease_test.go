@@ -1073,34 +1073,8 @@ func TestDo_ALeaseSurvivesThreeRollingEmptyRestarts(t *testing.T) {
 	cl := newCluster(t, 5)
 	const maxTTL = time.Second
 	c, _ := cl.ready(t, WithMaxTTL(maxTTL), WithNodeTimeout(200*time.Millisecond))
-	ctx := context.Background()
 	key := testenv.Key(t)
-	held := make(chan string, 1)
-	stop := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- c.Do(ctx, key, maxTTL, func(ctx context.Context, l *Lease) error {
-			held <- valueOf(l)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("fn's ctx ended: %w", context.Cause(ctx))
-			case <-stop:
-				return nil
-			}
-		})
-	}()
-	var v string
-	select {
-	case v = <-held:
-	case err := <-errc:
-		t.Fatalf("Do: %v", err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			close(stop)
-		}
-	}()
+	v, end := holdUnderDo(t, c, key, maxTTL)
 	for _, i := range []int{0, 1, 2} {
 		cl.restartEmpty(t, i)
 		// Nothing else runs on the deployment: the renewals alone start
@@ -1111,9 +1085,7 @@ func TestDo_ALeaseSurvivesThreeRollingEmptyRestarts(t *testing.T) {
 			3*maxTTL, 10*time.Millisecond, "node %d never got the lease's key back after its restart", i)
 	}
 	require.Equal(t, []string{v, v, v, v, v}, cl.values(t, cl.all(), key))
-	close(stop)
-	stopped = true
-	require.NoError(t, <-errc, "the lease was lost across the restarts")
+	require.NoError(t, end(), "the lease was lost across the restarts")
 }
 
 // An extend round decided after the lease's deadline does not make the
@@ -1173,14 +1145,31 @@ func (lateTimers) AfterFunc(d time.Duration, f func()) drift.Timer {
 func TestDo_ANodeFrozenPastTheTTLGetsTheKeyBack(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t, WithNodeTimeout(200*time.Millisecond))
-	ctx := context.Background()
 	key := testenv.Key(t)
 	const ttl = time.Second
+	v, end := holdUnderDo(t, c, key, ttl)
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v }, ttl, 5*time.Millisecond)
+	cl.freeze(t, 0)
+	// The fault itself: longer than the key's ttl, so that it expires on
+	// node 0 while renewals cannot reach it.
+	time.Sleep(ttl + ttl/2)
+	cl.thaw(t, 0)
+	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v },
+		2*ttl, 10*time.Millisecond, "node 0 never got the lease's key back after it answered again")
+	require.NoError(t, end(), "the lease was lost")
+}
+
+// holdUnderDo holds key under c.Do until end is called, and returns the
+// lease's value once fn runs. end lets fn return and gives Do's error: an
+// error if fn's ctx ended first (the lease was lost). If the test ends
+// before end, fn is let go in cleanup.
+func holdUnderDo(t *testing.T, c *Client, key string, ttl time.Duration) (value string, end func() error) {
+	t.Helper()
 	held := make(chan string, 1)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.Do(ctx, key, ttl, func(ctx context.Context, l *Lease) error {
+		errc <- c.Do(context.Background(), key, ttl, func(ctx context.Context, l *Lease) error {
 			held <- valueOf(l)
 			select {
 			case <-ctx.Done():
@@ -1190,27 +1179,16 @@ func TestDo_ANodeFrozenPastTheTTLGetsTheKeyBack(t *testing.T) {
 			}
 		})
 	}()
-	var v string
 	select {
-	case v = <-held:
+	case value = <-held:
 	case err := <-errc:
 		t.Fatalf("Do: %v", err)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			close(stop)
-		}
-	}()
-	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v }, ttl, 5*time.Millisecond)
-	cl.freeze(t, 0)
-	// The fault itself: longer than the key's ttl, so that it expires on
-	// node 0 while renewals cannot reach it.
-	time.Sleep(ttl + ttl/2)
-	cl.thaw(t, 0)
-	require.Eventually(t, func() bool { return cl.value(t, 0, key) == v },
-		2*ttl, 10*time.Millisecond, "node 0 never got the lease's key back after it answered again")
-	close(stop)
-	stopped = true
-	require.NoError(t, <-errc, "the lease was lost")
+	var once sync.Once
+	end = func() error {
+		once.Do(func() { close(stop) })
+		return <-errc
+	}
+	t.Cleanup(func() { once.Do(func() { close(stop) }) })
+	return value, end
 }
