@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,10 +204,10 @@ func (g *Guard) Upsert(ctx context.Context, db DB, key any, h Holder, vals Value
 	if err != nil {
 		return err
 	}
-	if _, _, err := g.assignments(vals, 3); err != nil {
+	names, err := g.columns(vals)
+	if err != nil {
 		return err
 	}
-	names := slices.Sorted(maps.Keys(vals))
 	cols, params, sets := make([]string, len(names)), make([]string, len(names)), make([]string, len(names))
 	args := []any{token, key}
 	for i, name := range names {
@@ -397,20 +396,10 @@ func isEmptyKey(key any) bool {
 // assignments renders vals as `"col" = $n, ...` in a stable column order,
 // numbering parameters from first.
 func (g *Guard) assignments(vals Values, first int) (string, []any, error) {
-	if len(vals) == 0 {
-		return "", nil, errors.New("fencing: no values to write")
+	names, err := g.columns(vals)
+	if err != nil {
+		return "", nil, err
 	}
-	names := make([]string, 0, len(vals))
-	for name := range vals {
-		if err := checkIdent("column", name); err != nil {
-			return "", nil, err
-		}
-		if name == g.keyName || name == g.fenceName {
-			return "", nil, fmt.Errorf("%w: column %q is managed by the guard", ErrInvalidIdentifier, name)
-		}
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	var b strings.Builder
 	args := make([]any, 0, len(names))
 	for i, name := range names {
@@ -423,6 +412,27 @@ func (g *Guard) assignments(vals Values, first int) (string, []any, error) {
 		args = append(args, vals[name])
 	}
 	return b.String(), args, nil
+}
+
+// columns returns the column names of vals, sorted, after the checks
+// every guarded write makes: at least one, each a valid identifier, none
+// the key or the fence column.
+func (g *Guard) columns(vals Values) ([]string, error) {
+	if len(vals) == 0 {
+		return nil, errors.New("fencing: no values to write")
+	}
+	names := make([]string, 0, len(vals))
+	for name := range vals {
+		if err := checkIdent("column", name); err != nil {
+			return nil, err
+		}
+		if name == g.keyName || name == g.fenceName {
+			return nil, fmt.Errorf("%w: column %q is managed by the guard", ErrInvalidIdentifier, name)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // refused explains a guarded statement that matched no row: either the row

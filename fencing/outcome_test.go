@@ -90,6 +90,23 @@ func TestOutcomeUnknownAfterCommit(t *testing.T) {
 			require.Equal(t, int64(1), n)
 			require.Equal(t, []int64{5}, hist)
 		}},
+		{"Upsert of a missing row", func(t *testing.T, e *outcomeEnv) {
+			e.proxy.arm(cutAfterReply)
+			err := e.g.Upsert(ctx, e.conn, "fresh", holder(6), fencing.Values{"n": 1})
+			e.proxy.requireFired(t)
+			requireUnknown(t, err, "Upsert", 6)
+
+			got, err := e.g.Fence(ctx, e.pool, "fresh")
+			require.NoError(t, err, "the row was not inserted")
+			require.Equal(t, uint64(6), got, "the insert landed")
+			// A retry with the same token finds its own insert.
+			err = e.g.Upsert(ctx, e.pool, "fresh", holder(6), fencing.Values{"n": 2})
+			requireStale(t, err, 6, 6)
+			require.ErrorIs(t, err, fencing.ErrAlreadyWritten)
+			var n int64
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT n FROM counters WHERE name = 'fresh'`).Scan(&n))
+			require.Equal(t, int64(1), n)
+		}},
 		{"Claim", func(t *testing.T, e *outcomeEnv) {
 			e.proxy.arm(cutAfterReply)
 			err := e.g.Claim(ctx, e.conn, counterKey, holder(7))

@@ -43,6 +43,7 @@ func TestGuard_UpsertInsertsAMissingRowAndFencesLaterWrites(t *testing.T) {
 	require.ErrorIs(t, g.Upsert(ctx, db, "", holder(1), fencing.Values{"n": 1}), fencing.ErrEmptyResource)
 	require.ErrorIs(t, g.Upsert(ctx, db, "x", holder(1), fencing.Values{"fence": 1}), fencing.ErrInvalidIdentifier)
 	require.ErrorIs(t, g.Upsert(ctx, db, "x", holder(0), fencing.Values{"n": 1}), fencing.ErrNoToken)
+	require.ErrorContains(t, g.Upsert(ctx, db, "x", holder(1), fencing.Values{}), "no values to write")
 	_, err = g.Fence(ctx, db, "x")
 	require.ErrorIs(t, err, fencing.ErrNoRow, "a refused input inserted the row")
 }
