@@ -274,19 +274,7 @@ func (c *Client) lock(ctx, wctx context.Context, key string, ttl time.Duration, 
 		if c.isClosed() {
 			return nil, w.stopped(wctx, ErrClosed)
 		}
-		delay := cc.retry(n)
-		switch {
-		case w.last.wait > 0 && onlyQuarantine(w.last.err):
-			// The quarantine (or hold-off) was all that stood in the
-			// way: nothing a node can grant changes before the first one
-			// ends, and the attempt after it admits the node. (A node
-			// that was down or unverified may come back sooner: then the
-			// call keeps trying.)
-			delay = w.last.wait
-		case w.last.wait > 0 && w.last.wait < delay:
-			delay = w.last.wait
-		}
-		delay = max(delay, w.backoff())
+		delay := w.nextDelay(cc.retry(n))
 		if w.pass == nil {
 			// In line behind another Lock of this Client: wait for the
 			// gate, at most as long as the retry policy would sleep.

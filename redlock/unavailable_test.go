@@ -189,3 +189,42 @@ func TestUnavailable_AWaitingLockSaysOncePerEpisodeThatItWaitsForTheService(t *t
 	wait()
 	require.Len(t, said(), 2, "a new episode after a grant went unsaid")
 }
+
+// Backing off never carries a waiting Lock past the moment the nodes said
+// their refusal ends: after five attempts refused for want of answers, an
+// attempt refused only by a quarantine that ends in 80 ms waits those
+// 80 ms, not the back-off's 0.5 to 1 s (it did, before the bound). With
+// no such moment, or one further off than the back-off, the back-off
+// stands.
+func TestUnavailable_BackingOffStopsAtTheEndOfTheQuarantine(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := cl.client(t)
+	cc := callConfig{retry: DefaultRetry}
+	refused := func(reason Reason, wait time.Duration, errs ...error) outcome {
+		return outcome{err: &NotObtainedError{Key: "k", Reason: reason, Needed: 2, Nodes: 3, Errs: errs}, wait: wait}
+	}
+	quarantined := &NodeError{Node: 0, Err: ErrNodeQuarantined}
+	down := &NodeError{Node: 1, Err: context.DeadlineExceeded}
+
+	w := c.newWaiter("k", time.Second, &cc)
+	w.down = 5
+	w.last = refused(ReasonQuarantine, 80*time.Millisecond, quarantined, &NodeError{Node: 1, Err: ErrNodeQuarantined})
+	require.Equal(t, 80*time.Millisecond, w.nextDelay(50*time.Millisecond))
+
+	w = c.newWaiter("k", time.Second, &cc)
+	w.down = 5
+	w.last = refused(ReasonNoQuorum, 0, down)
+	require.GreaterOrEqual(t, w.nextDelay(50*time.Millisecond), 500*time.Millisecond, "no back-off without a moment to wait for")
+
+	w = c.newWaiter("k", time.Second, &cc)
+	w.down = 5
+	w.last = refused(ReasonQuarantine, 5*time.Second, quarantined, down)
+	got := w.nextDelay(50 * time.Millisecond)
+	require.GreaterOrEqual(t, got, 500*time.Millisecond, "a far quarantine end shortened the back-off")
+	require.Less(t, got, 5*time.Second)
+
+	// Contention is not backed off, and resets the count.
+	w.last = refused(ReasonHeld, 0)
+	require.Equal(t, 50*time.Millisecond, w.nextDelay(50*time.Millisecond))
+	require.Zero(t, w.down)
+}

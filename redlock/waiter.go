@@ -326,6 +326,32 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 	return nil
 }
 
+// nextDelay is how long Lock waits after its last attempt failed, given
+// the retry policy's delay for it.
+func (w *waiter) nextDelay(retry time.Duration) time.Duration {
+	delay := retry
+	switch {
+	case w.last.wait > 0 && onlyQuarantine(w.last.err):
+		// The quarantine (or hold-off) was all that stood in the way:
+		// nothing a node can grant changes before the first one ends, and
+		// the attempt after it admits the node. (A node that was down or
+		// unverified may come back sooner: then the call keeps trying.)
+		delay = w.last.wait
+	case w.last.wait > 0 && w.last.wait < delay:
+		delay = w.last.wait
+	}
+	if b := w.backoff(); b > delay {
+		delay = b
+		if w.last.wait > 0 {
+			// The nodes said when what refused the attempt changes (the
+			// first quarantine's end): backing off does not carry the
+			// next attempt past that moment.
+			delay = min(delay, w.last.wait)
+		}
+	}
+	return delay
+}
+
 // backoff is the least Lock waits after its last attempt, however short
 // its retry policy: 0, unless the attempt was the second or later in a
 // row that the lock service could not grant (IsUnavailable: too few nodes
