@@ -57,6 +57,8 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 		{"nil logger", []redis.UniversalClient{a}, []Option{WithLogger(nil)}, "nil logger"},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}, "nil option"},
 		{"zero max hold", []redis.UniversalClient{a}, []Option{WithMaxHold(0)}, "WithMaxHold"},
+		{"nil quarantine notice", []redis.UniversalClient{a}, []Option{WithQuarantineNotice(nil)}, "WithQuarantineNotice: nil function"},
+		{"nil unavailable notice", []redis.UniversalClient{a}, []Option{WithUnavailableNotice(nil)}, "WithUnavailableNotice: nil function"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -154,7 +155,8 @@ func TestUnavailable_AWaitingLockSaysOncePerEpisodeThatItWaitsForTheService(t *t
 	cl := newCluster(t, 3)
 	var mu sync.Mutex
 	var notices []error
-	c, _ := cl.ready(t, WithUnavailableNotice(func(err error) {
+	var log logs
+	c, _ := cl.ready(t, WithLogger(log.logger()), WithUnavailableNotice(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		notices = append(notices, err)
@@ -179,6 +181,7 @@ func TestUnavailable_AWaitingLockSaysOncePerEpisodeThatItWaitsForTheService(t *t
 	require.ErrorContains(t, got[0], "no quorum")
 	wait()
 	require.Len(t, said(), 1, "a second wait in the same episode said it again")
+	require.Len(t, log.at(slog.LevelWarn, "the lock service cannot grant the lock now"), 1, "the episode's Warn, once")
 
 	cl.thaw(t, 1, 2)
 	l, err := c.Lock(context.Background(), testenv.Key(t), time.Second)
