@@ -173,8 +173,9 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // attempts fail because the lock service cannot grant the key
 // (IsUnavailable), Lock backs off, whatever its retry policy: from the
 // second such attempt in a row it waits at least 50 to 100 ms (random),
-// doubled per attempt up to 0.5 to 1 s, so that waiting clients do not
-// keep nodes that are too busy to answer busier.
+// doubled per attempt up to 0.5 to 1 s, but never past the moment the
+// nodes said a quarantine ends, so that waiting clients do not keep nodes
+// that are too busy to answer busier.
 //
 // Waiting Lock calls form a line per key on each node, in the order they
 // began; a call keeps its place for as long as it goes on trying, however
