@@ -69,8 +69,9 @@ func (c *Client) observe(i int, err error) {
 // got no lock at all until the load went away. A PING under the cleanup
 // timeout makes the connection and leaves it in go-redis's pool, so the
 // next call only has to run its script in time. One at a time per node;
-// it decides nothing (missed is cleared by the next call answered in
-// time) and ends with Close.
+// it leaves missed alone (the next call answered in time clears it), only
+// clearing the node's last transport error when the PING answers, and it
+// ends with Close.
 func (c *Client) warm(i int) {
 	nd := c.nodes[i]
 	if c.isClosed() || !nd.warming.CompareAndSwap(false, true) {

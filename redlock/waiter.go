@@ -391,8 +391,8 @@ const (
 // the lock service could not grant (err, IsUnavailable) to the log and to
 // WithUnavailableNotice's function, once per episode of this Client: the
 // episode ends when one of its attempts (TryLock's too) obtains a lease or
-// finds the key held, or a release hands it one (serviceAnswered). A quarantine has a notice of its own
-// (noticeQuarantine).
+// finds the key held, or a release hands it one (serviceAnswered). A
+// quarantine has a notice of its own (noticeQuarantine).
 func (c *Client) noticeUnavailable(err error) {
 	var e *NotObtainedError
 	if !errors.As(err, &e) || e.Reason == ReasonQuarantine || !c.unavailableSaid.CompareAndSwap(false, true) {
