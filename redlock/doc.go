@@ -55,13 +55,14 @@
 // per-node timeout), but the call to it runs on in the background until
 // the client's ReadTimeout; Client.Close waits for such calls. With
 // ContextTimeoutEnabled, Close after one node went down waits at most
-// about the longer of the probe timeout (counted from New) and the node
-// timeout of the last call to that node. A call that runs out of time
-// costs go-redis its connection, and go-redis would set up the next one
-// inside the next call's budget: after such a call the Client sets it up
-// in the background instead, with a PING bounded by the cleanup timeout,
-// so that a slow connection setup (TLS on a long link, a busy host) does
-// not keep a node out of every round.
+// about the longer of the probe timeout (counted from New, or from the
+// last call to that node that ran out of time) and the node timeout of
+// the last call to that node. A call that runs out of time costs go-redis
+// its connection, and go-redis would set up the next one inside the next
+// call's budget: after such a call the Client sets it up in the
+// background instead, with a PING bounded by the probe timeout, so that a
+// slow connection setup (TLS on a long link, a busy host) does not keep a
+// node out of every round.
 //
 // Per-node errors (*NodeError) name the node host:port as configured, and a
 // call that ran out of time names the node's last transport error (say

@@ -66,12 +66,15 @@ func (c *Client) observe(i int, err error) {
 // busy host or a long link that may never be enough, and the node would
 // miss every round from then on although it answers each call in a few
 // milliseconds once connected: a client whose every node timed out once
-// got no lock at all until the load went away. A PING under the cleanup
-// timeout makes the connection and leaves it in go-redis's pool, so the
-// next call only has to run its script in time. One at a time per node;
-// it leaves missed alone (the next call answered in time clears it), only
-// clearing the node's last transport error when the PING answers, and it
-// ends with Close.
+// got no lock at all until the load went away. A PING under the probe
+// timeout, New's bound for the same first contact, makes the connection
+// and leaves it in go-redis's pool, so the next call only has to run its
+// script in time. Close cannot cut it short (go-redis's handshake honours
+// a deadline, not a cancelled ctx), so a longer bound was a longer Close
+// after a node froze: 5 s (go-redis's DialTimeout) with the cleanup
+// timeout's 10 s. One at a time per node. It leaves missed alone (the
+// next call answered in time clears it), clearing only the node's last
+// transport error when the PING answers; Close waits for it.
 func (c *Client) warm(i int) {
 	nd := c.nodes[i]
 	if c.isClosed() || !nd.warming.CompareAndSwap(false, true) {
@@ -79,7 +82,7 @@ func (c *Client) warm(i int) {
 	}
 	c.spawn(func() {
 		defer nd.warming.Store(false)
-		ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.cleanup)
+		ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.probe)
 		defer cancel()
 		if nd.uc.Ping(ctx).Err() == nil {
 			nd.net.clear()

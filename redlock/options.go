@@ -287,8 +287,10 @@ func WithoutReleaseNotify() Option {
 // reach the same Redis server, that each is a primary that accepts this
 // client): New waits up to d for a majority to answer, and 50 ms more for
 // the rest; nodes that do not answer by then are checked when they first
-// answer. With ContextTimeoutEnabled node clients, it also bounds how long
-// Close can wait for a probe call to a frozen node. d must be > 0.
+// answer. It also bounds the background PING that sets a connection up
+// again after a call to a node ran out of time (see the package doc). With
+// ContextTimeoutEnabled node clients, it bounds how long Close can wait for
+// a probe call or such a PING to a frozen node. d must be > 0.
 // Default 1s.
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {

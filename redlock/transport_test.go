@@ -87,3 +87,28 @@ func TestTransport_LockWorksWhenNewConnectionsTakeLongerThanTheNodeTimeout(t *te
 	require.NoError(t, err, "no attempt got a connection set up in time")
 	require.NoError(t, l.Release(ctx))
 }
+
+// The background PING to a node that ran out of time goes to a frozen
+// node here. go-redis's handshake honours a deadline, not a cancelled
+// ctx, so Close waits for it: bounded by the probe timeout (1 s), Close
+// returns within it. Bounded by the cleanup timeout (10 s here), Close
+// took 5 s, go-redis's DialTimeout.
+func TestTransport_CloseWaitsForAPingToAFrozenNodeAtMostTheProbeTimeout(t *testing.T) {
+	cl := newCluster(t, 3)
+	c, _ := cl.build(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true }, WithCleanupTimeout(10*time.Second))
+	require.NoError(t, c.Bootstrap(context.Background()))
+	cl.freeze(t, 2)
+	t.Cleanup(func() { cl.thaw(t, 2) })
+	// Not released: a release's call to the frozen node is waited for
+	// by Close on its own terms.
+	_, err := c.TryLock(context.Background(), testenv.Key(t), time.Second)
+	require.NoError(t, err, "nodes 0 and 1 grant")
+	require.Eventually(t, c.nodes[2].warming.Load, 5*time.Second, 5*time.Millisecond, "no PING went to the frozen node")
+
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	t.Logf("Close took %v", took)
+	require.Less(t, took, 3*time.Second, "Close waited for the PING to the frozen node past the probe timeout")
+	require.False(t, c.nodes[2].warming.Load())
+}
