@@ -196,6 +196,7 @@ type session struct {
 	stdout, stderr io.Writer
 	group          bool // the command runs in a process group of its own
 	logger         *slog.Logger
+	persist        *persistWatch // the persistence settings' warnings
 
 	lockCtx    context.Context // ends the wait; never cancelled once the command started
 	cancelLock context.CancelCauseFunc
@@ -223,7 +224,8 @@ type signalError struct{ sig syscall.Signal }
 func (e signalError) Error() string { return "got " + signalName(e.sig) }
 
 func (rc *runConfig) execute(stdout, stderr io.Writer) int {
-	logger := newLogger(stderr, rc.verbose)
+	base := newLogger(stderr, rc.verbose)
+	logger := base
 	redis.SetLogger(redisLogger{l: logger})
 	startupDone := func() {}
 	if !rc.verbose {
@@ -305,6 +307,11 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		return exitRunFailed
 	}
 	defer client.Close()
+	plog := base
+	if !rc.verbose {
+		plog, _ = startupWarnings(stderr, "run")
+	}
+	s.persist = watchPersistence(cs, plog)
 
 	// --wait bounds the wait for the lock only, never the command.
 	var copts []redlock.CallOption
@@ -315,6 +322,12 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		copts = append(copts, redlock.WithMetadata(md))
 	}
 	derr := client.Do(s.lockCtx, rc.key, rc.ttl.d, s.holding, copts...)
+	if !s.started {
+		// Not held (held elsewhere, the service down): the warnings
+		// matter as much to a job that never runs.
+		s.persist.settle()
+	}
+	s.persist.end()
 	if derr != nil {
 		logger.Debug("Do returned", "err", redact(derr.Error()))
 	}
@@ -420,6 +433,8 @@ func (s *session) signalChild(sig syscall.Signal) {
 // holding runs the command while Do keeps the lease; ctx ends when the
 // lease is lost or ends.
 func (s *session) holding(ctx context.Context, l *redlock.Lease) error {
+	// Print the settings' warnings before the command's own output.
+	s.persist.settle()
 	s.mu.Lock()
 	if err := context.Cause(s.lockCtx); err != nil {
 		// The wait ended just as the lock came: do not start.

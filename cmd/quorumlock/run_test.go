@@ -530,6 +530,65 @@ func TestRunRefusedCredentials(t *testing.T) {
 	}
 }
 
+// A node that takes RDB snapshots, or keeps an AOF it does not sync on
+// every write, can come back from a restart admitted but without its
+// last locks: run says so on stderr, one line per node and setting, and
+// goes ahead; so does a run that finds the key held (exit 75). A node
+// that refuses CONFIG GET draws no line (check says why).
+func TestRunWarnsOfUnsafePersistence(t *testing.T) {
+	nodes := redisNodes(t, 5)
+	ctx := context.Background()
+	if err := nodes[1].Client(t).ConfigSet(ctx, "save", "3600 1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"appendonly": "yes", "appendfsync": "everysec"} {
+		if err := nodes[3].Client(t).ConfigSet(ctx, k, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node 4 refuses CONFIG to everyone.
+	if err := nodes[4].Client(t).Do(ctx, "ACL", "SETUSER", "default", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[4].Client(t).ConfigSet(ctx, "save", "60 1").Err(); err == nil {
+		t.Fatal("node 4 still runs CONFIG SET")
+	}
+	dir := t.TempDir()
+	key := testenv.Key(t)
+	check := func(what string, r result, code int) {
+		t.Helper()
+		if r.code != code {
+			t.Fatalf("%s: exit %d, want %d\nstderr: %s", what, r.code, code, r.stderr)
+		}
+		if n := strings.Count(r.stderr, "warning: "); n != 2 {
+			t.Errorf("%s: %d warnings, want 2:\n%s", what, n, r.stderr)
+		}
+		for _, want := range []string{
+			`warning: node takes RDB snapshots (save "3600 1")`,
+			"node=1 addr=" + nodes[1].Addr(),
+			"warning: node keeps an AOF with appendfsync everysec",
+			"node=3 addr=" + nodes[3].Addr(),
+		} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: stderr does not say %q:\n%s", what, want, r.stderr)
+			}
+		}
+	}
+	r := runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--", "touch", "ran")
+	check("free key", r, 0)
+	t.Logf("stderr: %s", r.stderr)
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Errorf("the command did not run: %v", err)
+	}
+	for _, n := range nodes {
+		if err := n.Client(t).Set(ctx, key, "another-owner", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--wait", "0", "--", "true")
+	check("held key", r, exitTempFail)
+}
+
 // An even number of nodes is worth a warning: 4 tolerate one failed node,
 // as 3 do. The run itself goes ahead.
 func TestRunWarnsOfAnEvenNodeCount(t *testing.T) {
