@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // The settings a deployment's safety rests on are kept on its nodes, not in
@@ -24,7 +25,7 @@ const settingsVersion = "v1"
 // that lost its data is out of every quorum for one max ttl, so a larger
 // value would keep it out for more than a day; hold long work with Do,
 // which renews a shorter lease.
-const MaxMaxTTL = 24 * time.Hour
+const MaxMaxTTL = script.MaxMaxTTL
 
 // settings are a deployment's safety parameters as kept on its nodes.
 type settings struct {
@@ -62,14 +63,9 @@ func parseSettings(s string) (settings, bool) {
 }
 
 // quarantine is how long a node that lost its data stays out of every
-// quorum: one max ttl plus its drift. Every lease any client of the
-// deployment holds was granted with a ttl of at most maxTTL, and its
-// holder trusts it for less than that on its own clock; the quarantine
-// starts after the data was lost, hence after the lease was granted, so it
-// outlasts every lease the node forgot while clock rates differ by less
-// than the drift factor.
+// quorum (script.QuarantineOf, which the model checker shares).
 func (s settings) quarantine() time.Duration {
-	return s.maxTTL + drift.Drift(s.maxTTL, s.factor)
+	return script.QuarantineOf(s.maxTTL, s.factor)
 }
 
 // fenceKeep is how long a node keeps a key's fence after a commit for a
@@ -107,22 +103,9 @@ func markTTL(q time.Duration) time.Duration {
 	return 2*q + time.Second
 }
 
-// checkMaxTTL validates a max ttl together with the drift factor, so that
-// the quarantine and every duration derived from it stay far from
-// overflowing and leave some validity.
-func checkMaxTTL(d time.Duration, factor float64) error {
-	switch {
-	case d <= 0:
-		return fmt.Errorf("max ttl %v must be positive", d)
-	case d > MaxMaxTTL:
-		return fmt.Errorf("max ttl %v exceeds %v: a node that lost its data would stay out of every quorum that long (use Do to renew a shorter lease)", d, MaxMaxTTL)
-	case d%time.Millisecond != 0:
-		return fmt.Errorf("max ttl %v is not a whole number of milliseconds", d)
-	case d <= drift.Drift(d, factor):
-		return fmt.Errorf("max ttl %v leaves no validity with drift factor %v", d, factor)
-	}
-	return nil
-}
+// checkMaxTTL validates a max ttl together with the drift factor
+// (script.CheckMaxTTL).
+func checkMaxTTL(d time.Duration, factor float64) error { return script.CheckMaxTTL(d, factor) }
 
 // Quarantine returns how long a node that lost its data is kept out of
 // every quorum for a deployment whose clients use maxTTL and drift factor
@@ -130,11 +113,9 @@ func checkMaxTTL(d time.Duration, factor float64) error {
 // (the chaos suite, operators' scripts) ask for it here rather than
 // recomputing the rule. It returns an error for settings New would refuse.
 func Quarantine(maxTTL time.Duration, factor float64) (time.Duration, error) {
-	if err := drift.CheckFactor(factor); err != nil {
+	q, err := script.CheckedQuarantine(maxTTL, factor)
+	if err != nil {
 		return 0, fmt.Errorf("redlock: Quarantine: %w", err)
 	}
-	if err := checkMaxTTL(maxTTL, factor); err != nil {
-		return 0, fmt.Errorf("redlock: Quarantine: %w", err)
-	}
-	return settings{maxTTL: maxTTL, factor: factor}.quarantine(), nil
+	return q, nil
 }

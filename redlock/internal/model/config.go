@@ -7,7 +7,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
-	"github.com/quorumlock/quorumlock/redlock"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Unit is the length of one model tick. A tick is the smallest step of
@@ -264,7 +264,7 @@ func (cfg *Config) check() error {
 		if cc.TTL <= 0 || cc.TTL > cc.MaxTTL || cc.TTL%Unit != 0 || cc.MaxTTL%Unit != 0 {
 			return fmt.Errorf("model: client %d: ttl %v and max ttl %v must be whole ticks, 0 < ttl <= max ttl", i, cc.TTL, cc.MaxTTL)
 		}
-		if _, err := redlock.Quarantine(cc.MaxTTL, cc.Factor); err != nil {
+		if _, err := script.CheckedQuarantine(cc.MaxTTL, cc.Factor); err != nil {
 			return fmt.Errorf("model: client %d: %w", i, err)
 		}
 		// Clients with the deployment's settings must meet assumption 1;

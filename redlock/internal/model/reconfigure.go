@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/quorum"
-	"github.com/quorumlock/quorumlock/redlock"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -147,7 +146,7 @@ func (m *machine) fromTo(k int, read string) (from, to string, holdOff time.Dura
 		return read, m.sigma[rc.To], max(m.known[read].quar, m.quar[rc.To])
 	}
 	old := ClientConfig{MaxTTL: rc.MaxTTL, Factor: rc.Factor}
-	q, err := redlock.Quarantine(rc.MaxTTL, rc.Factor)
+	q, err := script.CheckedQuarantine(rc.MaxTTL, rc.Factor)
 	if err != nil {
 		panic(err)
 	}
@@ -165,7 +164,7 @@ type known struct {
 func knownSettings(cfg Config) (map[string]known, error) {
 	out := map[string]known{}
 	add := func(cc ClientConfig, nodes int) error {
-		q, err := redlock.Quarantine(cc.MaxTTL, cc.Factor)
+		q, err := script.CheckedQuarantine(cc.MaxTTL, cc.Factor)
 		if err != nil {
 			return err
 		}
@@ -608,7 +607,7 @@ func (cfg *Config) checkReconfigs() error {
 			}
 			seen[n] = true
 		}
-		if _, err := redlock.Quarantine(rc.MaxTTL, rc.Factor); err != nil && !rc.ReadFrom {
+		if _, err := script.CheckedQuarantine(rc.MaxTTL, rc.Factor); err != nil && !rc.ReadFrom {
 			return fmt.Errorf("model: reconfiguration %d: %w", k, err)
 		}
 	}

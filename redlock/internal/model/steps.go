@@ -7,7 +7,6 @@ import (
 
 	"github.com/quorumlock/quorumlock/drift"
 	"github.com/quorumlock/quorumlock/quorum"
-	"github.com/quorumlock/quorumlock/redlock"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -51,7 +50,7 @@ func newMachine(cfg Config) (*machine, error) {
 		m.perms = append(m.perms, perms(k))
 	}
 	for _, cc := range cfg.Clients {
-		q, err := redlock.Quarantine(cc.MaxTTL, cc.Factor)
+		q, err := script.CheckedQuarantine(cc.MaxTTL, cc.Factor)
 		if err != nil {
 			return nil, err
 		}
