@@ -12,8 +12,11 @@ MODEL_TEST_TIMEOUT ?= 30m
 
 # The library and the CLI (cmd/quorumlock) are the root module; the tools
 # with heavy dependencies have modules of their own, so that importers of the
-# library and users of the CLI do not get them.
-MODULES := . chaos bench
+# library and users of the CLI do not get them: the chaos suite, the
+# benchmark and the protocol's model checker (with its Lua interpreter).
+MODEL_MODULE := redlock/internal/model
+TOOL_MODULES := chaos bench
+MODULES := . $(TOOL_MODULES) $(MODEL_MODULE)
 
 # What the tests and the chaos suite start or build with: the servers, a C
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
@@ -24,18 +27,18 @@ DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql etcd-se
 CHAOS_PACKAGES := zookeeperd libslf4j-java
 
 # $(call each-module,COMMAND) runs COMMAND in every module, stopping at the
-# first failure; each-module-but-root in the tool modules only.
+# first failure; each-tool-module in the chaos and bench modules only.
 define each-module
 	@set -e; for m in $(MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
-define each-module-but-root
-	@set -e; for m in $(filter-out .,$(MODULES)); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
+define each-tool-module
+	@set -e; for m in $(TOOL_MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
 # Modules that must stay out of the root module's graph (docs/design.md, "A
 # lean library"): the importable library and the CLI stay lean.
-HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc
+HEAVY_MODULES := ory/dockertest|docker/docker|docker/cli|Shopify/toxiproxy|anishathalye/porcupine|prometheus/|rs/zerolog|go.etcd.io/|google.golang.org/grpc|yuin/gopher-lua
 # Packages of the chaos lab that bin/quorumlock must not link.
 HEAVY_PACKAGES := etcd|grpc|toxiproxy|porcupine|prometheus
 
@@ -55,18 +58,16 @@ build: bin/quorumlock bin/quorumlock-chaos bin/quorumlock-bench ## Compile every
 	$(call each-module,$(GO) build -o /dev/null ./...)
 
 # The model checker's tests are CPU-bound for minutes: they run after the
-# root module's other packages, not beside the timing-sensitive ones
-# (redlock's 10 ms node timeouts missed under that load), and without the
-# race detector, which has nothing to find in a one-goroutine explorer and
-# would make it four times slower.
-MODEL_PKG := ./redlock/internal/model/...
-
-test: deps-chaos ## Run every module's tests with the race detector against real redis-server and PostgreSQL
-	@echo "--- .: go test (all but the model checker)"
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/redlock/internal/model')
-	@echo "--- .: go test $(MODEL_PKG)"
-	$(GO) test -count=1 -timeout $(MODEL_TEST_TIMEOUT) $(MODEL_PKG)
-	$(call each-module-but-root,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...)
+# root module's packages, not beside the timing-sensitive ones (redlock's
+# 10 ms node timeouts missed under that load), and without the race
+# detector, which has nothing to find in a one-goroutine explorer and would
+# make it four times slower.
+test: deps-chaos ## Run every module's tests with the race detector (the model checker without) against real redis-server and PostgreSQL
+	@echo "--- .: go test"
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "--- $(MODEL_MODULE): go test"
+	$(GO) -C $(MODEL_MODULE) test -count=1 -timeout $(MODEL_TEST_TIMEOUT) ./...
+	$(call each-tool-module,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...)
 
 # Extra settings for make stress, e.g. `make stress STRESS_RUNS=3 STRESS_PKGS=./redlock/`.
 STRESS_RUNS ?= 5
@@ -122,10 +123,10 @@ MODEL_ARGS ?= -scenario restart,admit,residual,five,three,clocks,deadline,extend
 MODEL_MEMLIMIT ?= 12GiB
 
 model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored
-	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model $(MODEL_ARGS)
+	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) -C $(MODEL_MODULE) run ./cmd/model $(MODEL_ARGS)
 
 model-known: ## Run the model checker's scenarios with a guard of the protocol taken out: each must find its counterexample
-	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) run ./redlock/internal/model/cmd/model -known
+	GOMEMLIMIT=$(MODEL_MEMLIMIT) nice -n 10 $(GO) -C $(MODEL_MODULE) run ./cmd/model -known
 
 bench: deps ## Compare quorumlock with redsync on 5 local redis-server nodes (bench/; BENCH_ARGS=--quick for ~1 min)
 	@mkdir -p bench/results
