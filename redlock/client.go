@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/quorumlock/quorumlock/drift"
-	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/internal/drift"
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 

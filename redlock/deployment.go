@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 

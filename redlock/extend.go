@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
-	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/internal/drift"
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
-	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/internal/drift"
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -41,7 +41,7 @@ type Lease struct {
 	// start plus that round's call bound, and node clocks run slow by at
 	// most the drift. Release reports it.
 	expiresBy time.Time
-	timer     drift.Timer
+	timer     Timer
 	state     leaseState
 	done      chan struct{}
 	pass      func() // passes this Client's gate for the key on; nil for TryLock

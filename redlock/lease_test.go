@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
@@ -335,14 +335,14 @@ func TestDo_RenewsManyLeasesInBatches(t *testing.T) {
 	require.LessOrEqual(t, perNodePerPeriod, 6.0, "renewals are not batched")
 }
 
-// frozenClock is a drift.Clock whose Now never moves: every duration the
+// frozenClock is a Clock whose Now never moves: every duration the
 // client measures on it is zero, so the deadlines it computes are exact
 // sums that a test can compare to the nanosecond. Its timers are real.
 type frozenClock struct{ now time.Time }
 
 func (c frozenClock) Now() time.Time { return c.now }
 
-func (c frozenClock) AfterFunc(d time.Duration, f func()) drift.Timer { return time.AfterFunc(d, f) }
+func (c frozenClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 func TestLease_ExtendExpiryAndReleaseOnTheNodes(t *testing.T) {
 	cl := newCluster(t, 5)
@@ -1131,7 +1131,7 @@ type lateTimers struct{}
 
 func (lateTimers) Now() time.Time { return time.Now() }
 
-func (lateTimers) AfterFunc(d time.Duration, f func()) drift.Timer {
+func (lateTimers) AfterFunc(d time.Duration, f func()) Timer {
 	return time.AfterFunc(d+time.Hour, f)
 }
 

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/drift"
 )
 
 // Option configures a Client. Options are validated by New; an invalid one
@@ -26,7 +26,7 @@ type config struct {
 	fencing       bool
 	retry         func(attempt int) time.Duration
 	maxAttempts   int
-	clock         drift.Clock
+	clock         Clock
 	timeoutFactor float64
 	nodeTimeout   time.Duration
 	minTimeout    time.Duration
@@ -60,7 +60,7 @@ func defaults() config {
 	return config{
 		factor:        drift.DefaultFactor,
 		retry:         DefaultRetry,
-		clock:         drift.System,
+		clock:         systemClock{},
 		timeoutFactor: DefaultTimeoutFactor,
 		minTimeout:    DefaultMinNodeTimeout,
 		cleanup:       DefaultCleanupTimeout,
@@ -132,8 +132,8 @@ func checkRetry(delay func(attempt int) time.Duration, maxAttempts int) error {
 }
 
 // WithClock sets the clock validity is measured on. Its Now must be
-// monotonic. Default: drift.System.
-func WithClock(clk drift.Clock) Option {
+// monotonic. Default: the process clock (time.Now, time.AfterFunc).
+func WithClock(clk Clock) Option {
 	return optionFunc(func(c *config) error {
 		if clk == nil {
 			return errors.New("WithClock: nil clock")

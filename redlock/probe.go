@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/internal/quorum"
 )
 
 // What New checks of the node clients it is given, before and after it

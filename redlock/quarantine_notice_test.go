@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/quorumlock/quorumlock/drift"
 )
 
-// stepClock is a drift.Clock that moves only when the test moves it.
+// stepClock is a Clock that moves only when the test moves it.
 type stepClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -28,7 +26,7 @@ func (c *stepClock) add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func (c *stepClock) AfterFunc(d time.Duration, f func()) drift.Timer { return time.AfterFunc(d, f) }
+func (c *stepClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // TestQuarantine_TheEndOfAReportedEpisodeIsNotANewOne: an attempt that
 // finds the quarantine over but the nodes not yet admitted (Wait 0), just

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
-	"github.com/quorumlock/quorumlock/quorum"
+	"github.com/quorumlock/quorumlock/internal/drift"
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 

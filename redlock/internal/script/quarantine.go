@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quorumlock/quorumlock/drift"
+	"github.com/quorumlock/quorumlock/internal/drift"
 )
 
 // MaxMaxTTL is the largest max ttl a deployment may have: a node that lost

@@ -1,8 +1,8 @@
-package drift
+package redlock
 
 import "time"
 
-// Clock is the time source of a lock client. Now must carry a monotonic
+// Clock is the time source of a Client (WithClock). Now must carry a monotonic
 // reading (as time.Now does) or otherwise never step backwards; durations
 // are measured as differences of Now values, so a step of the wall clock
 // changes nothing.
@@ -21,9 +21,8 @@ type Timer interface {
 	Stop() bool
 }
 
-// System is the process clock: time.Now and time.AfterFunc.
-var System Clock = systemClock{}
-
+// systemClock is the process clock, the default: time.Now and
+// time.AfterFunc.
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }

@@ -1,5 +1,5 @@
-// Package drift implements the validity arithmetic of the Redlock algorithm and
-// the Clock that the lock client reads time from.
+// Package drift implements the validity arithmetic of the Redlock algorithm
+// (the clock a Client reads is redlock.Clock).
 //
 // A lease obtained at t0 with a time-to-live ttl is trusted until
 //
