@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,17 +24,13 @@ var binPath string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		dir, err := os.MkdirTemp("", "quorumlock-cli-test-")
+		path, cleanup, err := testenv.BuildCommand("quorumlock", ".")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		binPath = filepath.Join(dir, "quorumlock")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-			return 1
-		}
+		defer cleanup()
+		binPath = path
 		return m.Run()
 	}()
 	os.Exit(testenv.Finish(code))
@@ -55,71 +48,27 @@ type result struct {
 }
 
 // proc is a quorumlock process started by a test.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *testenv.Buffer
-	start          time.Time
-	done           chan struct{}
-	res            result
-}
+type proc struct{ *testenv.Process }
 
 // startCLI starts quorumlock with args, in dir when it is not empty, with
 // this process's environment minus every QUORUMLOCK_* variable, plus env.
 // The process is killed when the test ends if it still runs.
 func startCLI(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), env...)
-	p := &proc{cmd: cmd, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	// A leaked grandchild holding the output pipes must not hang the test.
-	cmd.WaitDelay = 5 * time.Second
-	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start quorumlock: %v", err)
-	}
-	go func() {
-		defer close(p.done)
-		err := cmd.Wait()
-		p.res = result{code: cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String(), elapsed: time.Since(p.start)}
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			p.res.code = -1
-			p.res.stderr += "\n(wait: " + err.Error() + ")"
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return &proc{testenv.StartProcess(t, binPath, dir, env, args...)}
 }
 
 // wait returns the result, failing the test if the process runs past
 // cliTimeout.
 func (p *proc) wait(t *testing.T) result {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.res
-	case <-time.After(cliTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("quorumlock %q ran longer than %v\nstderr: %s", p.cmd.Args[1:], cliTimeout, p.stderr.String())
-		return result{}
-	}
+	r := p.Wait(t, cliTimeout)
+	return result{code: r.Code, stdout: r.Stdout, stderr: r.Stderr, elapsed: r.Elapsed}
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
+	p.Signal(t, sig)
 }
 
 // runCLI runs quorumlock to completion.
@@ -128,20 +77,6 @@ func runCLI(t *testing.T, dir string, env []string, args ...string) result {
 	return startCLI(t, dir, env, args...).wait(t)
 }
 
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QUORUMLOCK_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// redisNodes starts n nodes and checks that each address reaches the
-// process started for it. testenv's readiness PING can be answered by
-// another server that holds the same port (a parallel start that drew the
-// same free port, or another test binary); such a set is discarded.
 // redisNodes starts n nodes of a new deployment and bootstraps it with the
 // default settings, as an operator would before the first client.
 func redisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.RedisNode {
@@ -154,7 +89,11 @@ func redisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.Red
 	return nodes
 }
 
-// emptyRedisNodes starts n nodes nobody has used.
+// emptyRedisNodes starts n nodes nobody has used, and checks that each
+// address reaches the process started for it. testenv's readiness PING can
+// be answered by another server that holds the same port (a parallel start
+// that drew the same free port, or another test binary); such a set is
+// discarded.
 func emptyRedisNodes(t *testing.T, n int, opts ...testenv.RedisOption) []*testenv.RedisNode {
 	t.Helper()
 	for attempt := 1; ; attempt++ {

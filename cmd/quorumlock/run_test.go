@@ -438,13 +438,13 @@ func TestRunSaysAtOnceThatTheNodesAreInQuarantine(t *testing.T) {
 	p := startCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--max-ttl", "4s", "--key", key, "--ttl", "1s", "--", "touch", "ran-1")
 	var seen time.Duration
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(p.stderr.String(), notice) {
-			seen = time.Since(p.start)
+		if strings.Contains(p.Stderr.String(), notice) {
+			seen = time.Since(p.Started)
 			break
 		}
 	}
 	if seen == 0 {
-		t.Fatalf("no notice on stderr while waiting out the quarantine: %s", p.stderr.String())
+		t.Fatalf("no notice on stderr while waiting out the quarantine: %s", p.Stderr.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran-1")); err == nil {
 		t.Fatalf("the notice came only after the command ran")

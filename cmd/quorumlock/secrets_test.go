@@ -113,10 +113,11 @@ func TestSecrets_NoOutputShowsThePasswordAndMessagesStayReadable(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if r := p.wait(t); r.code != 0 {
+			r := p.wait(t)
+			if r.code != 0 {
 				t.Errorf("holding run: exit %d: %s", r.code, r.stderr)
 			}
-			requireNoSecret(t, "holding run", pw, p.res.stdout+p.res.stderr)
+			requireNoSecret(t, "holding run", pw, r.stdout+r.stderr)
 		})
 	}
 }

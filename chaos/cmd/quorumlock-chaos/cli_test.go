@@ -189,19 +189,20 @@ func TestChaosCLIInterrupt(t *testing.T) {
 			}
 			ended := false
 			select {
-			case <-q.done:
+			case <-q.Done():
 				ended = true
 			default:
 			}
 			if ended {
+				r := q.wait(t)
 				if try == 3 {
-					t.Fatalf("the suite ended before it was interrupted, 3 times: exit %d\nstdout: %s\nstderr: %s", q.res.code, q.res.stdout, q.res.stderr)
+					t.Fatalf("the suite ended before it was interrupted, 3 times: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 				}
-				t.Logf("the suite ended before it was interrupted (exit %d): again on other ports\nstdout: %s\nstderr: %s", q.res.code, q.res.stdout, q.res.stderr)
+				t.Logf("the suite ended before it was interrupted (exit %d): again on other ports\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the fifth node never listened\nstderr: %s", q.stderr.String())
+				t.Fatalf("the fifth node never listened\nstderr: %s", q.Stderr.String())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,17 +19,13 @@ var binPath string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		dir, err := os.MkdirTemp("", "quorumlock-chaos-test-")
+		path, cleanup, err := testenv.BuildCommand("quorumlock-chaos", ".")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		binPath = filepath.Join(dir, "quorumlock-chaos")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-			return 1
-		}
+		defer cleanup()
+		binPath = path
 		return m.Run()
 	}()
 	if code == 0 {
@@ -56,83 +48,31 @@ type result struct {
 }
 
 // proc is a quorumlock-chaos process started by a test.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *testenv.Buffer
-	done           chan struct{}
-	res            result
-}
+type proc struct{ *testenv.Process }
 
 // startCLI starts the binary with args in dir, with this process's
 // environment minus every QUORUMLOCK_* variable, plus env. The process is
 // killed when the test ends if it still runs.
 func startCLI(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), env...)
-	p := &proc{cmd: cmd, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	// A leaked grandchild holding the output pipes must not hang the test.
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start quorumlock-chaos: %v", err)
-	}
-	go func() {
-		defer close(p.done)
-		err := cmd.Wait()
-		p.res = result{code: cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			p.res.code = -1
-			p.res.stderr += "\n(wait: " + err.Error() + ")"
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return &proc{testenv.StartProcess(t, binPath, dir, env, args...)}
 }
 
 // wait returns the result, failing the test if the process runs past
 // cliTimeout.
 func (p *proc) wait(t *testing.T) result {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.res
-	case <-time.After(cliTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("quorumlock-chaos %q ran longer than %v\nstderr: %s", p.cmd.Args[1:], cliTimeout, p.stderr.String())
-		return result{}
-	}
+	r := p.Wait(t, cliTimeout)
+	return result{code: r.Code, stdout: r.Stdout, stderr: r.Stderr}
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
+	p.Signal(t, sig)
 }
 
 // runCLI runs the binary to completion.
 func runCLI(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
 	return startCLI(t, dir, env, args...).wait(t)
-}
-
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QUORUMLOCK_") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
