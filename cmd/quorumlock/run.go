@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 
 	"github.com/quorumlock/quorumlock/internal/nodeconf"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -246,7 +247,7 @@ func (rc *runConfig) execute(stdout, stderr io.Writer) int {
 		return code
 	}
 
-	s := &session{rc: rc, path: path, stdout: stdout, stderr: stderr, group: !isTerminal(os.Stdin), logger: logger}
+	s := &session{rc: rc, path: path, stdout: stdout, stderr: stderr, group: !term.IsTerminal(int(os.Stdin.Fd())), logger: logger}
 	s.lockCtx, s.cancelLock = context.WithCancelCause(context.Background())
 	defer s.cancelLock(nil)
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 
 	"github.com/quorumlock/quorumlock/chaos"
 	"github.com/quorumlock/quorumlock/internal/flagdoc"
@@ -233,7 +234,7 @@ func suiteMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Log:           stdout,
 		History:       cc.history,
 	}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = stderr
 	}
 	rep, runErr := chaos.Run(ctx, prof, cc.seed, opts)
