@@ -354,7 +354,13 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		e.Reason, e.Detail = ReasonHeld, fmt.Sprintf("held elsewhere: by another owner on %s%d of %d nodes (%d granted, %d needed)",
 			atLeast, len(a.busy), n, a.granted, c.quorum)
 		e.Wait = freeIn(a.busy, c.quorum, n)
-	case len(a.unadmitted) > 0 && a.granted+len(a.unadmitted) >= c.quorum:
+	case len(a.unadmitted) > 0 && (a.granted+len(a.unadmitted) >= c.quorum || n-len(a.down) >= c.quorum):
+		// Quarantines stand in the way: the unadmitted nodes would make a
+		// majority, or the nodes that did not answer are too few to
+		// explain the failure on their own (the round was decided before
+		// the rest were heard, a new deployment with one node down). It
+		// decides nothing on the nodes: only what the error says, and
+		// when a waiting Lock tries again (waiter.nextDelay).
 		e.Reason = ReasonQuarantine
 		switch a.heldOff {
 		case len(a.unadmitted):
@@ -366,6 +372,9 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 		default:
 			e.Detail = fmt.Sprintf("%s%d of %d nodes are in a reconfiguration's hold-off (a change to this client's settings is under way) and %d in restart quarantine (new, or lost their data)",
 				atLeast, a.heldOff, n, len(a.unadmitted)-a.heldOff)
+		}
+		if len(a.down) > 0 {
+			e.Detail += "; " + unreachable(a.down, n)
 		}
 	case len(a.down) > 0:
 		e.Reason, e.Detail = ReasonNoQuorum, fmt.Sprintf("no quorum: %s; %d granted, %d needed", unreachable(a.down, n), a.granted, c.quorum)

@@ -99,6 +99,33 @@ func restartedNodeDoesNotVote(t *testing.T, quarantine bool, ttl time.Duration) 
 	return true
 }
 
+// A new deployment with one node of five down: the round is decided once
+// the down node and two of the quarantined ones are heard, before the
+// other two answer. The four answering nodes are in quarantine, which is
+// what stands in the way (the down node alone could not stop a majority),
+// so the reason is the quarantine, with the down node named as well. It
+// was no_quorum ("1 of 5 nodes unreachable"), as if the lock service were
+// down.
+func TestQuarantine_ANewDeploymentWithANodeDownSaysQuarantine(t *testing.T) {
+	cl := newCluster(t, 5)
+	require.NoError(t, cl.nodes[4].Kill())
+	c := cl.client(t, WithMaxTTL(time.Minute))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	for range 3 {
+		_, err := c.TryLock(ctx, key, time.Second)
+		var e *NotObtainedError
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, ReasonQuarantine, e.Reason, "%v", err)
+		require.ErrorIs(t, err, ErrNodeQuarantined)
+		require.True(t, IsUnavailable(err))
+		require.False(t, IsHeld(err))
+		require.Contains(t, e.Detail, "restart quarantine")
+		require.Contains(t, e.Detail, "unreachable")
+		require.Positive(t, e.Wait, "no hint of when the quarantine ends")
+	}
+}
+
 // A deployment nobody has used cannot be told from one whose every node
 // lost its data, so its nodes serve one quarantine from first use, after
 // which Lock gets the lock without any extra call.
