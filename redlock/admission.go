@@ -232,6 +232,39 @@ func (a *admission) kick(i int) {
 	})
 }
 
+// step runs one admission check of node i (see check) in a span
+// "quorumlock.admit", a child of the call that started it if any, and
+// records what it found for the quarantine gauge.
+func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
+	c := a.c
+	span := noSpan
+	if c.tracer != nil {
+		ctx, span = c.tracer.Start(ctx, "quorumlock.admit")
+	}
+	ok, left, err := a.check(ctx, i)
+	switch {
+	case ok:
+		a.quarantine[i].Store(false)
+	case err == nil:
+		a.quarantine[i].Store(true)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrNode.Int(i), attrAddr.String(c.nodes[i].name))
+		switch {
+		case ok:
+			span.SetAttributes(attrOutcome.String("admitted"))
+		case err == nil:
+			span.SetAttributes(attrOutcome.String("quarantined"), attrLeft.Float64(ms(left)))
+		case configErrorKind(err) != "":
+			span.SetAttributes(attrOutcome.String("config"), attrConfigErr.String(configErrorKind(err)))
+		default:
+			span.SetAttributes(attrOutcome.String("error"))
+		}
+	}
+	endSpan(span, err)
+	return ok, left, err
+}
+
 // check runs one admission check of node i (step: with its span). It
 // returns admitted, or how much of the quarantine is left, or an error when
 // the node or its peers did not answer well enough to decide, or the
@@ -353,3 +386,31 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 }
 
 var errSelf = errors.New("self")
+
+// errNoHoldOff is a node a reconfiguration to this client's settings
+// marked in its first step only: the command stopped before it stamped
+// the hold-off, and must be run again.
+var errNoHoldOff = errors.New("the node is being reconfigured to this client's settings, but its hold-off was not stamped yet (if quorumlock reconfigure stopped, run it again)")
+
+// finish admits node i, which a reconfiguration to this client's settings
+// holds off, once its hold-off is over (see step).
+func (a *admission) finish(ctx context.Context, i int) (bool, time.Duration, error) {
+	c := a.c
+	rep, err := c.nodes[i].sn.Reconfigure(ctx, script.ReconfigureArgs{Step: script.StepFinish, To: c.settings})
+	switch {
+	case err != nil:
+		return false, 0, c.nodeErr(i, err)
+	case rep.Status == script.ReconfigureDone:
+		a.saw(i)
+		c.cfg.logger.Info("redlock: node admitted after its reconfiguration hold-off", "node", i, "addr", c.nodes[i].name)
+		return true, 0, nil
+	case rep.Status == script.ReconfigureWaiting && rep.Left > 0:
+		return false, rep.Left, nil
+	case rep.Status == script.ReconfigureWaiting:
+		return false, 0, c.nodeErr(i, errNoHoldOff)
+	case rep.Marker == "":
+		return false, 0, nil // lost its data meanwhile: an ordinary quarantine from the next step
+	default:
+		return false, 0, c.mismatch(i, rep.Marker, false)
+	}
+}

@@ -267,39 +267,6 @@ func (c *Client) countConfigError(err error) {
 	}
 }
 
-// step runs one admission check of node i (see check) in a span
-// "quorumlock.admit", a child of the call that started it if any, and
-// records what it found for the quarantine gauge.
-func (a *admission) step(ctx context.Context, i int) (bool, time.Duration, error) {
-	c := a.c
-	span := noSpan
-	if c.tracer != nil {
-		ctx, span = c.tracer.Start(ctx, "quorumlock.admit")
-	}
-	ok, left, err := a.check(ctx, i)
-	switch {
-	case ok:
-		a.quarantine[i].Store(false)
-	case err == nil:
-		a.quarantine[i].Store(true)
-	}
-	if span.IsRecording() {
-		span.SetAttributes(attrNode.Int(i), attrAddr.String(c.nodes[i].name))
-		switch {
-		case ok:
-			span.SetAttributes(attrOutcome.String("admitted"))
-		case err == nil:
-			span.SetAttributes(attrOutcome.String("quarantined"), attrLeft.Float64(ms(left)))
-		case configErrorKind(err) != "":
-			span.SetAttributes(attrOutcome.String("config"), attrConfigErr.String(configErrorKind(err)))
-		default:
-			span.SetAttributes(attrOutcome.String("error"))
-		}
-	}
-	endSpan(span, err)
-	return ok, left, err
-}
-
 // ended records the end of a live lease (under l.mu): the leases-held
 // gauge, the held duration, and a lost lease.
 func (l *Lease) ended(s leaseState) {

@@ -531,31 +531,3 @@ func (c *Client) movingHere(marker string) bool {
 	to, ok := script.MovingTo(marker)
 	return ok && to == c.settings
 }
-
-// errNoHoldOff is a node a reconfiguration to this client's settings
-// marked in its first step only: the command stopped before it stamped
-// the hold-off, and must be run again.
-var errNoHoldOff = errors.New("the node is being reconfigured to this client's settings, but its hold-off was not stamped yet (if quorumlock reconfigure stopped, run it again)")
-
-// finish admits node i, which a reconfiguration to this client's settings
-// holds off, once its hold-off is over (see step).
-func (a *admission) finish(ctx context.Context, i int) (bool, time.Duration, error) {
-	c := a.c
-	rep, err := c.nodes[i].sn.Reconfigure(ctx, script.ReconfigureArgs{Step: script.StepFinish, To: c.settings})
-	switch {
-	case err != nil:
-		return false, 0, c.nodeErr(i, err)
-	case rep.Status == script.ReconfigureDone:
-		a.saw(i)
-		c.cfg.logger.Info("redlock: node admitted after its reconfiguration hold-off", "node", i, "addr", c.nodes[i].name)
-		return true, 0, nil
-	case rep.Status == script.ReconfigureWaiting && rep.Left > 0:
-		return false, rep.Left, nil
-	case rep.Status == script.ReconfigureWaiting:
-		return false, 0, c.nodeErr(i, errNoHoldOff)
-	case rep.Marker == "":
-		return false, 0, nil // lost its data meanwhile: an ordinary quarantine from the next step
-	default:
-		return false, 0, c.mismatch(i, rep.Marker, false)
-	}
-}
