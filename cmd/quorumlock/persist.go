@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,18 +23,25 @@ import (
 // in time is one New has warned of already.
 const persistReadTimeout = time.Second
 
-// persistSettle is how long run waits, once it holds the lock, for the
-// reads still out before it starts the command: the reads start before
+// persistSettle is how long run waits, once it holds the lock (or knows
+// it will not get it), for the reads still out: the reads start before
 // the lock attempt and take one round trip, so on a healthy deployment
-// they are in by then; a read that lands later is still printed, while
-// the command runs.
-const persistSettle = 100 * time.Millisecond
+// they are in by then. Once a majority of them has ended, it waits
+// persistGrace more at most, as New's probe does: a node that is down
+// keeps its read going while go-redis retries the dial, and must not
+// delay every run by the whole bound. A read that lands later is still
+// printed while the command runs.
+const (
+	persistSettle = 100 * time.Millisecond
+	persistGrace  = 20 * time.Millisecond
+)
 
 // persistWatch is the reads of one run.
 type persistWatch struct {
-	done chan struct{} // closed when every node's read ended
-	mu   sync.Mutex
-	stop bool // run is ending: print nothing more
+	done     chan struct{} // closed when every node's read ended
+	majority chan struct{} // closed when a majority of them ended
+	mu       sync.Mutex
+	stop     bool // run is ending: print nothing more
 }
 
 // watchPersistence reads save, appendfsync and appendonly on every node in
@@ -41,8 +49,9 @@ type persistWatch struct {
 // per node and setting. A node that refuses CONFIG GET (a managed
 // service, an ACL user without +config) is passed over: check says so.
 func watchPersistence(cs []*redis.Client, logger *slog.Logger) *persistWatch {
-	w := &persistWatch{done: make(chan struct{})}
+	w := &persistWatch{done: make(chan struct{}), majority: make(chan struct{})}
 	var wg sync.WaitGroup
+	var ended atomic.Int32
 	for i, c := range cs {
 		wg.Go(func() {
 			for _, f := range readPersistence(c) {
@@ -51,6 +60,9 @@ func watchPersistence(cs []*redis.Client, logger *slog.Logger) *persistWatch {
 					logger.Warn(f, "node", i, "addr", nodeAddr(c))
 				}
 				w.mu.Unlock()
+			}
+			if int(ended.Add(1)) == len(cs)/2+1 {
+				close(w.majority)
 			}
 		})
 	}
@@ -61,12 +73,23 @@ func watchPersistence(cs []*redis.Client, logger *slog.Logger) *persistWatch {
 	return w
 }
 
-// settle waits until every read ended, or persistSettle at most.
+// settle waits until every read ended, persistGrace after a majority
+// of them did, or persistSettle at most.
 func (w *persistWatch) settle() {
 	t := time.NewTimer(persistSettle)
 	defer t.Stop()
 	select {
 	case <-w.done:
+		return
+	case <-w.majority:
+	case <-t.C:
+		return
+	}
+	g := time.NewTimer(persistGrace)
+	defer g.Stop()
+	select {
+	case <-w.done:
+	case <-g.C:
 	case <-t.C:
 	}
 }
