@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/nodesettings"
 	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
@@ -360,13 +361,8 @@ func (n *NodeCheck) judge(c *Client) {
 		add(SeverityUnsafe, "maxmemory-policy is "+n.Eviction+": an evicted key is a forgotten lock", "set maxmemory-policy noeviction")
 	}
 	if n.ConfigRead {
-		if n.Save != "" {
-			add(SeverityUnsafe, fmt.Sprintf("takes RDB snapshots (save %q): a restart from a snapshot brings the node back admitted but without the locks granted after it", n.Save),
-				`set save "" (and, to keep data over restarts, appendonly yes with appendfsync always)`)
-		}
-		if n.AppendOnly && n.AppendFsync != "always" {
-			add(SeverityUnsafe, "appendonly yes with appendfsync "+n.AppendFsync+": a crash loses the last writes, yet the node comes back admitted",
-				"set appendfsync always, or turn persistence off (the node then serves a quarantine after a restart)")
+		for _, r := range nodesettings.Persistence(n.Save, n.AppendOnly, n.AppendFsync) {
+			add(SeverityUnsafe, r.What, r.Fix)
 		}
 	} else {
 		add(SeverityNote, "persistence settings not read (CONFIG GET refused)", "check save and appendfsync on the node by hand, or run check as a user that may run CONFIG GET")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/nodesettings"
 )
 
 // run's look at the persistence settings, which New does not read (it
@@ -115,16 +117,12 @@ func readPersistence(c *redis.Client) []string {
 	sv, serr := save.Result()
 	fv, ferr := fsync.Result()
 	is, ierr := info.Result()
-	var out []string
-	if serr == nil {
-		if s := strings.TrimSpace(sv["save"]); s != "" {
-			out = append(out, `node takes RDB snapshots (save "`+s+`"); a restart from a snapshot brings it back admitted but without the locks granted after it: set save ""`)
-		}
+	if serr != nil || ferr != nil || ierr != nil {
+		return nil
 	}
-	if ferr == nil && ierr == nil && infoValue(is, "aof_enabled") == "1" {
-		if f := fv["appendfsync"]; f != "always" {
-			out = append(out, "node keeps an AOF with appendfsync "+f+"; a crash loses its last writes, yet it comes back admitted: set appendfsync always")
-		}
+	var out []string
+	for _, r := range nodesettings.Persistence(strings.TrimSpace(sv["save"]), infoValue(is, "aof_enabled") == "1", fv["appendfsync"]) {
+		out = append(out, "node "+r.What+"; "+r.Fix)
 	}
 	return out
 }
