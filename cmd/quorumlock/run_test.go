@@ -587,6 +587,27 @@ func TestRunWarnsOfUnsafePersistence(t *testing.T) {
 	}
 	r = runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--wait", "0", "--", "true")
 	check("held key", r, exitTempFail)
+
+	// A node that is down: its read goes on while go-redis retries the
+	// dial, and run goes ahead once the others answered, with both lines
+	// and the startup probe's own warning for the down node.
+	for _, n := range nodes {
+		if err := n.Client(t).Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nodes[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, dir, nil, "run", "--nodes", nodesArg(nodes), "--key", key, "--ttl", "2s", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("node 0 down: exit %d, want 0\nstderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{`warning: node takes RDB snapshots (save "3600 1")`, "warning: node keeps an AOF with appendfsync everysec", "node=0 addr=" + nodes[0].Addr()} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("node 0 down: stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
 }
 
 // An even number of nodes is worth a warning: 4 tolerate one failed node,
