@@ -67,6 +67,39 @@ func TestBatcher_RepliesUnderLoad(t *testing.T) {
 	nos.Wait()
 }
 
+// A call that left in a pipeline is no longer reachable from the
+// batcher: its arguments, reply and ctx go with its caller. (The queue's
+// slots behind its end kept them, for as long as no later burst
+// overwrote them.)
+func TestBatcher_KeepsNoCallItSent(t *testing.T) {
+	rc := testenv.Redis(t).Client(t)
+	b := newBatcher(rc, time.Second)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range 20 {
+				if err := b.do(ctx, []any{"ping"}).Err(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Positive(t, b.batched.Load(), "64 callers and no call went in a pipeline")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Empty(t, b.queue)
+	kept := 0
+	for _, q := range b.queue[:cap(b.queue)] {
+		if q != nil {
+			kept++
+		}
+	}
+	require.Zero(t, kept, "the queue's spare slots still hold %d calls already sent", kept)
+}
+
 // A frozen node: callers are bounded by their own ctx whether their call
 // went out directly or waits in the queue, and the node works again once
 // it thaws.
