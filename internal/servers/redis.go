@@ -1,17 +1,13 @@
 package servers
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,58 +68,6 @@ type RedisConfig struct {
 	// TLS, when set, makes the node speak TLS only: Port is its TLS port
 	// and the plain port is closed (--port 0). Default: plain TCP.
 	TLS *RedisTLS
-}
-
-// RedisTLS is how a node serves TLS. The files are PEM; redis-server
-// reads them at start and on Restart.
-type RedisTLS struct {
-	CertFile string // the server's certificate (--tls-cert-file)
-	KeyFile  string // its private key (--tls-key-file)
-	// CAFile holds the CAs that sign client certificates
-	// (--tls-ca-cert-file). redis-server wants one even when it does not
-	// ask clients for a certificate.
-	CAFile string
-	// AuthClients makes the server require a client certificate signed by
-	// CAFile (--tls-auth-clients yes); otherwise it asks for none (no).
-	AuthClients bool
-	// Probe is how StartRedisProcess and Restart connect to check that
-	// the server is up. Default: TLS without verifying the server (the
-	// check also compares the server's pid), and no client certificate,
-	// so a server with AuthClients needs a Probe that carries one.
-	Probe *tls.Config
-}
-
-func (t *RedisTLS) args(port int) ([]string, error) {
-	if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
-		return nil, errors.New("servers: redis TLS needs CertFile, KeyFile and CAFile")
-	}
-	if t.AuthClients && (t.Probe == nil || len(t.Probe.Certificates) == 0 && t.Probe.GetClientCertificate == nil) {
-		return nil, errors.New("servers: redis TLS with AuthClients needs a Probe with a client certificate")
-	}
-	auth := "no"
-	if t.AuthClients {
-		auth = "yes"
-	}
-	return []string{
-		"--port", "0",
-		"--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", t.CertFile,
-		"--tls-key-file", t.KeyFile,
-		"--tls-ca-cert-file", t.CAFile,
-		"--tls-auth-clients", auth,
-	}, nil
-}
-
-// probe is the client side of the readiness check: nil for plain TCP.
-func (t *RedisTLS) probe() *tls.Config {
-	switch {
-	case t == nil:
-		return nil
-	case t.Probe != nil:
-		return t.Probe
-	default:
-		return &tls.Config{InsecureSkipVerify: true} // readiness only; the pid check names the server
-	}
 }
 
 // RedisProcess is a redis-server running as a child of this process. Its
@@ -236,86 +180,6 @@ func (r *RedisProcess) start(ctx context.Context) (c *child, clash bool, err err
 		return nil, portClash(c.logTail(4096)), c.startupError("redis-server on "+r.Addr(), err)
 	}
 	return c, false, nil
-}
-
-// waitRedisReady polls PING until PONG. A node still loading its AOF answers
-// -LOADING, which counts as not ready: callers expect their data to be there.
-func waitRedisReady(ctx context.Context, c *child, addr string, tlsCfg *tls.Config) error {
-	var last error
-	for {
-		if c.exited() {
-			return errors.New("process exited")
-		}
-		if last = pingRedis(ctx, addr, c.pid(), tlsCfg); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last PING: %v)", ctx.Err(), last)
-		case <-c.done:
-			return errors.New("process exited")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// pingRedis speaks RESP directly so that readiness does not depend on the
-// client library under test or on its pool and retry settings.
-// pingRedis asks the server at addr for INFO server and checks that it is
-// the process with pid wantPID (0: any): with ports chosen by closing a
-// listener, another server may already own the port our child failed to
-// bind, and must not be mistaken for it. With tlsCfg it speaks TLS.
-func pingRedis(ctx context.Context, addr string, wantPID int, tlsCfg *tls.Config) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	if tlsCfg != nil {
-		tc := tls.Client(conn, tlsCfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return err
-		}
-		conn = tc
-	}
-	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
-		return err
-	}
-	r := bufio.NewReader(conn)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	head = strings.TrimSpace(head)
-	if !strings.HasPrefix(head, "$") {
-		return fmt.Errorf("INFO answered %q", head)
-	}
-	n, err := strconv.Atoi(head[1:])
-	if err != nil || n < 0 {
-		return fmt.Errorf("INFO answered %q", head)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return err
-	}
-	if wantPID == 0 {
-		return nil
-	}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			if v != strconv.Itoa(wantPID) {
-				return fmt.Errorf("%s is answered by another server (pid %s, ours is %d)", addr, v, wantPID)
-			}
-			return nil
-		}
-	}
-	return errors.New("INFO server has no process_id")
 }
 
 // Addr returns "127.0.0.1:PORT"; it stays the same across restarts.
