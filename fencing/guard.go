@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // GuardConfig names the protected table and its columns. Every name is used
@@ -240,122 +239,6 @@ func (g *Guard) write(ctx context.Context, db DB, key any, h Holder, vals Values
 	return g.exec(ctx, db, op, key, token, claimed, sql, append([]any{token, key}, args...)...)
 }
 
-// exec runs one guarded UPDATE (op names it in errors; claimed says whether
-// it requires the fence to equal the token) and explains a failure: a
-// refusal, a driver error that proves nothing was committed, or an
-// *OutcomeUnknownError.
-func (g *Guard) exec(ctx context.Context, db DB, op string, key any, token int64, claimed bool, sql string, args ...any) error {
-	db, release, err := pin(ctx, db)
-	if err != nil {
-		return fmt.Errorf("fencing: %s %s key %v: get a connection: %w", op, g.name, key, err)
-	}
-	defer release()
-	tag, err := db.Exec(ctx, sql, args...)
-	switch {
-	case err != nil && !isTx(db) && !notApplied(err):
-		return &OutcomeUnknownError{Op: op, Resource: g.resource(key), Token: uint64(token), Err: err}
-	case err != nil:
-		return fmt.Errorf("fencing: %s %s key %v: %w", op, g.name, key, err)
-	case tag.RowsAffected() == 0:
-		return g.refused(ctx, db, key, token, claimed)
-	}
-	return nil
-}
-
-// pin takes one connection from a pool for a statement and its diagnosis.
-// Pool.Exec would acquire it too, but then a failure to acquire (a closed
-// pool, a connection that cannot be made, ctx ending while every
-// connection is busy) comes back as a bare ctx.Err() or a dial error, the
-// same as a context that ended or a socket that broke mid-request; with the
-// acquisition apart, only errors of the statement itself can be unknown.
-func pin(ctx context.Context, db DB) (DB, func(), error) {
-	pool, ok := db.(*pgxpool.Pool)
-	if !ok {
-		return db, func() {}, nil
-	}
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, c.Release, nil
-}
-
-func (g *Guard) resource(key any) string { return fmt.Sprintf("%s key %v", g.name, key) }
-
-// Claim is step one of the claim-first mode: it stamps h's token on the row
-// before the caller reads it, raising the fence only if the token is
-// strictly greater than the fence:
-//
-//	UPDATE <table> SET <fence> = $token WHERE <key> = $key AND <fence> < $token
-//
-// Read the row only after Claim returned nil, compute, then store the result
-// with WriteClaimed. Because the stamp is committed before the read (pass a
-// pool or a connection, not a transaction, to get that), any newer holder
-// that claims afterwards replaces the stamp and makes this holder's
-// WriteClaimed fail: no update is lost, whatever the interleaving.
-//
-// When db is a transaction the stamp holds the row lock until that
-// transaction ends, which serializes holders the way FenceTable does.
-//
-// Errors are those of Write. After ErrOutcomeUnknown (Op "Claim") the
-// stamp may be on the row: read Fence before reading the data, as
-// OutcomeUnknownError explains. On every other error the fence is
-// unchanged. Safe for concurrent use.
-func (g *Guard) Claim(ctx context.Context, db DB, key any, h Holder) error {
-	token, err := g.check(key, h)
-	if err != nil {
-		return err
-	}
-	return g.exec(ctx, db, "Claim", key, token, false, g.claimSQL, token, key)
-}
-
-// WriteClaimed is step two of the claim-first mode: it stores vals only
-// while the row still carries h's stamp from Claim:
-//
-//	UPDATE <table> SET <col> = $v, ... WHERE <key> = $key AND <fence> = $token
-//
-// If a newer holder claimed in between, the fence is larger and the write is
-// refused. A blocked UPDATE re-checks the fence on the newer row version
-// (READ COMMITTED), so a claim that commits while this write waits still
-// wins. The same token may write the row again as long as nobody newer
-// claimed it.
-//
-// Errors: those of Write, plus ErrNotClaimed when the fence is below the
-// token (Claim was not called). After ErrOutcomeUnknown (Op "WriteClaimed")
-// the values may be stored: retry with the same values, never recomputed
-// ones (see OutcomeUnknownError). On every other error nothing was written.
-// Safe for concurrent use.
-func (g *Guard) WriteClaimed(ctx context.Context, db DB, key any, h Holder, vals Values) error {
-	return g.write(ctx, db, key, h, vals, true)
-}
-
-// Update runs the whole claim-first mode: Claim, then fn (which reads the
-// row through any connection and returns the values to store), then
-// WriteClaimed. An error from fn is returned as is, and nothing is written;
-// the claim stays, which is harmless (only newer tokens can pass it).
-// Errors and concurrency are those of Claim and WriteClaimed; an
-// *OutcomeUnknownError names the step that failed in Op.
-//
-// Do not call Update again with the same holder after ErrOutcomeUnknown: if
-// the claim landed, the new claim is refused as stale, so nothing is lost
-// but nothing is done either. Settle the step with Fence, Claim and
-// WriteClaimed as OutcomeUnknownError explains, or find out from the data
-// whether the write landed before running Update with a fresh lease, which
-// would otherwise read the landed write and apply the change again.
-func (g *Guard) Update(ctx context.Context, db DB, key any, h Holder, fn func(ctx context.Context) (Values, error)) error {
-	if fn == nil {
-		return errors.New("fencing: Update needs a function")
-	}
-	if err := g.Claim(ctx, db, key, h); err != nil {
-		return err
-	}
-	vals, err := fn(ctx)
-	if err != nil {
-		return err
-	}
-	return g.WriteClaimed(ctx, db, key, h, vals)
-}
-
 // Fence returns the row's current fence: 0 if no token touched it yet.
 // It fails with ErrEmptyResource, ErrNoRow, or the driver's error, wrapped.
 // Safe for concurrent use.
@@ -433,27 +316,4 @@ func (g *Guard) columns(vals Values) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-// refused explains a guarded statement that matched no row: either the row
-// is missing or its fence shows a newer (or equal) token. The read comes
-// after the refusal, outside any atomicity; it is only a diagnosis, and
-// fences never decrease, so it cannot report a fence smaller than the one
-// that refused the write.
-func (g *Guard) refused(ctx context.Context, db DB, key any, token int64, claimed bool) error {
-	var cur int64
-	err := db.QueryRow(ctx, g.fenceSQL, key).Scan(&cur)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%w: %s key %v", ErrNoRow, g.name, key)
-	case err != nil:
-		return fmt.Errorf("fencing: %s key %v: write refused, then reading the fence failed: %w", g.name, key, err)
-	case cur >= token:
-		return &StaleTokenError{Resource: g.resource(key), Token: uint64(token), Current: uint64(cur)}
-	case claimed:
-		return fmt.Errorf("%w: %s key %v has fence %d, token is %d", ErrNotClaimed, g.name, key, cur, token)
-	default:
-		// Only a fence lowered outside this package gets here.
-		return fmt.Errorf("fencing: %s key %v: write refused but fence %d is below token %d (was it lowered?)", g.name, key, cur, token)
-	}
 }
