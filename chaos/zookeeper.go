@@ -59,7 +59,7 @@ type zkEnsemble struct {
 
 // zkStartTries is how many times startZooKeeper starts an ensemble on
 // fresh ports when a server could not bind one of its ports: a port
-// freeLoopbackPort found free may be taken by another process (or one of
+// freeLoopbackPorts found free may be taken by another process (or one of
 // the ensemble's own proxies) before the server binds it, as a CI run
 // under load saw once ("Use zookeeper.electionPortBindRetry property").
 const zkStartTries = 3

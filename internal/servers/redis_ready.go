@@ -34,12 +34,12 @@ func waitRedisReady(ctx context.Context, c *child, addr string, tlsCfg *tls.Conf
 	}
 }
 
-// pingRedis speaks RESP directly so that readiness does not depend on the
-// client library under test or on its pool and retry settings.
 // pingRedis asks the server at addr for INFO server and checks that it is
 // the process with pid wantPID (0: any): with ports chosen by closing a
 // listener, another server may already own the port our child failed to
-// bind, and must not be mistaken for it. With tlsCfg it speaks TLS.
+// bind, and must not be mistaken for it. It speaks RESP directly, so that
+// readiness does not depend on the client library under test or on its
+// pool and retry settings. With tlsCfg it speaks TLS.
 func pingRedis(ctx context.Context, addr string, wantPID int, tlsCfg *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
