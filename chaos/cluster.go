@@ -109,7 +109,7 @@ func warmRedlock(wctx context.Context, c *cluster, ttl time.Duration, quarantine
 	defer closeAll(cs)
 	opts := []redlock.Option{redlock.WithMaxTTL(ttl), redlock.WithNodeTimeout(time.Second)}
 	if !quarantine {
-		opts = append(opts, redlock.WithoutRestartQuarantine())
+		opts = append(opts, withoutQuarantine())
 	}
 	lc, err := redlock.New(cs, opts...)
 	if err != nil {

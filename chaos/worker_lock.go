@@ -102,7 +102,7 @@ func newLockClient(cfg workerConfig) (lc *redlock.Client, release func(), err er
 		opts = append(opts, redlock.WithNodeTimeout(time.Duration(cfg.NodeMs)*time.Millisecond))
 	}
 	if cfg.NoQuar {
-		opts = append(opts, redlock.WithoutRestartQuarantine())
+		opts = append(opts, withoutQuarantine())
 	}
 	if cfg.HoldMs > 0 {
 		opts = append(opts, redlock.WithMaxHold(time.Duration(cfg.HoldMs)*time.Millisecond))

@@ -204,7 +204,7 @@ func TestFencing_ACommitOnAMinorityFailsTheAttempt(t *testing.T) {
 // again, and only the floor stands between B and a token below A's.
 func TestFencing_TheTimeFloorSurvivesALostFence(t *testing.T) {
 	cl := newCluster(t, 5)
-	c, f := cl.faulty(t, WithFencing(), WithoutRestartQuarantine())
+	c, f := cl.faulty(t, WithFencing(), withoutRestartQuarantine())
 	ctx := context.Background()
 	key := testenv.Key(t)
 	boom := errors.New("unreachable")

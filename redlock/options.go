@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
+	"github.com/quorumlock/quorumlock/internal/labopt"
 )
 
 // Option configures a Client. Options are validated by New; an invalid one
@@ -185,11 +186,16 @@ func WithMaxTTL(d time.Duration) Option {
 	})
 }
 
-// WithoutRestartQuarantine lets a node that restarted empty vote at once.
+// withoutRestartQuarantine lets a node that restarted empty vote at once.
 // This is unsafe (a restarted node can grant a lock that is still held)
-// and exists to measure what the quarantine buys. Default: quarantine on.
-func WithoutRestartQuarantine() Option {
+// and exists to measure what the quarantine buys, so it is not exported:
+// the chaos suite and the tests reach it through internal/labopt.
+func withoutRestartQuarantine() Option {
 	return optionFunc(func(c *config) error { c.quarantine = false; return nil })
+}
+
+func init() {
+	labopt.WithoutRestartQuarantine = withoutRestartQuarantine
 }
 
 // WithMaxHold makes Do stop extending a lease once it has been held for d,

@@ -52,7 +52,7 @@ func restartedNodeDoesNotVote(t *testing.T, quarantine bool, ttl time.Duration) 
 	cl := newCluster(t, 5)
 	opts := []Option{WithMaxTTL(ttl)}
 	if !quarantine {
-		opts = append(opts, WithoutRestartQuarantine())
+		opts = append(opts, withoutRestartQuarantine())
 	}
 	c, _ := cl.ready(t, opts...)
 	ctx := context.Background()

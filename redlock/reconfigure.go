@@ -85,7 +85,7 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 		return ErrClosed
 	}
 	if !c.cfg.quarantine {
-		return errors.New("redlock: Reconfigure: a client built WithoutRestartQuarantine keeps no settings on the nodes")
+		return errors.New("redlock: Reconfigure: a client built without the restart quarantine (a lab switch) keeps no settings on the nodes")
 	}
 	old, err := oldSettings(from, opts)
 	if err != nil {

@@ -27,7 +27,7 @@ type ClientConfig struct {
 	Factor float64       // WithDriftFactor
 	// Fencing mints a token with every lease (WithFencing).
 	Fencing bool
-	// NoQuarantine is WithoutRestartQuarantine: the acquire script is
+	// NoQuarantine is the lab switch labopt.WithoutRestartQuarantine: the acquire script is
 	// sent without settings and skips the admission check.
 	NoQuarantine bool
 	// Attempts is how many TryLock calls the client makes in a run.

@@ -18,7 +18,7 @@ type AcquireArgs struct {
 	Value string        // the attempt's random value
 	TTL   time.Duration // whole milliseconds
 	// Settings are the deployment settings the client runs with; "" skips
-	// the admission check (WithoutRestartQuarantine).
+	// the admission check (the lab switch labopt.WithoutRestartQuarantine).
 	Settings string
 	Fencing  bool   // read the key's fence and the node's clock too
 	Waiter   string // the Lock call's waiter id ("" for TryLock: no line)
