@@ -28,8 +28,9 @@ import (
 // for concurrent use.
 //
 // A Client renews all its Do leases together: the leases due at once go
-// to each node at most 256 to a call, and a lease that is over (lost, or
-// past its validity) is not renewed again, even while fn still runs.
+// to each node at most 256 to a call, up to 8 such calls out at once, and
+// a lease that is over (lost, or past its validity) is not renewed again,
+// even while fn still runs.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lease) error, opts ...CallOption) error {
 	if fn == nil {
 		return errors.New("redlock: Do: nil fn")
