@@ -235,10 +235,10 @@ func (r *renewer) run() {
 // host, where every round waits for three node processes and the client
 // to be scheduled, the leases late in a pass of 10,000 were renewed after
 // their validity. Out together, a node's batcher sends them in one
-// pipeline, which the node runs one call after another: 8 chunks of 256
-// leases hold its thread for about 8 ms (a single chunk took up to about
-// 7 ms under load, results/2026-12-06-renew-chunk-size.md), well inside
-// the 150 ms node timeout of a 3 s ttl.
+// pipeline, which the node runs one call after another: the last of 8
+// full chunks waits for the 7 before it, about 1 ms each on an idle node
+// and up to about 7 ms under load (results/2026-12-06-renew-chunk-size.md),
+// inside the 150 ms node timeout of a 3 s ttl.
 const renewInFlight = 8
 
 // renew runs one renewal round for ls (ttls[i] is ls[i]'s) and schedules
