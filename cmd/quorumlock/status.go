@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -114,60 +109,6 @@ type statusReport struct {
 type statusConfig struct {
 	readFlags
 	key string
-}
-
-// readFlags are the flags of the read-only commands, status and check:
-// the nodes, --json, --timeout (a bound on the whole read) and --max-ttl
-// (the settings the nodes are compared with).
-type readFlags struct {
-	nodes   nodeConfig
-	json    bool
-	timeout durationFlag
-	maxTTL  durationFlag
-}
-
-func (rf *readFlags) register(fs *flag.FlagSet, env flagEnv, timeout time.Duration, timeoutUsage string) {
-	rf.nodes.register(fs, env)
-	fs.BoolVar(&rf.json, "json", false, "print the report as JSON")
-	rf.timeout = durationFlag{d: timeout, set: true}
-	fs.Var(&rf.timeout, "timeout", timeoutUsage)
-	rf.maxTTL = durationFlag{d: redlock.DefaultMaxTTL, set: true}
-	fs.Var(&rf.maxTTL, "max-ttl", "the deployment's max ttl (`duration`), as its clients use it, to tell which nodes vote for them")
-	env["max-ttl"] = envMaxTTL
-}
-
-// write prints rep as JSON (--json) or with print, and returns code, or
-// exitFailure when the report cannot be written.
-func (rf *readFlags) write(cmd string, rep any, print func(io.Writer) error, code int, stdout, stderr io.Writer) int {
-	var err error
-	if rf.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = print(stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock %s: %v\n", cmd, err)
-		return exitFailure
-	}
-	return code
-}
-
-// options checks the parsed flags and returns the node options; a
-// usage error is written to stderr and returned as an exit status.
-func (rf *readFlags) options(cmd string, stderr io.Writer) ([]*redis.Options, int, bool) {
-	if rf.timeout.d <= 0 {
-		return nil, usageError(stderr, cmd, errors.New("--timeout must be positive")), false
-	}
-	opts, err := rf.nodes.nodeOptions()
-	if err != nil {
-		return nil, usageError(stderr, cmd, err), false
-	}
-	if err := redlock.CheckTTL(rf.maxTTL.d, redlock.WithMaxTTL(rf.maxTTL.d)); err != nil {
-		return nil, usageError(stderr, cmd, fmt.Errorf("--max-ttl: %w", err)), false
-	}
-	return opts, 0, true
 }
 
 func statusUsage(w io.Writer, fs *flag.FlagSet, env flagEnv) {
@@ -289,35 +230,6 @@ func collectStatus(ctx context.Context, sc *statusConfig, opts []*redis.Options)
 	return rep, nil
 }
 
-// readOnlyClient is the Client status and check read the nodes through:
-// node clients that give up within timeout and do not retry, New's own
-// check of the nodes (same server twice, replicas) within a third of it,
-// so that a frozen node cannot use it all up, and nodes that refuse the
-// credentials reported rather than fatal. done closes the Client and its
-// node clients.
-func readOnlyClient(opts []*redis.Options, timeout, maxTTL time.Duration, more ...redlock.Option) (lc *redlock.Client, done func(), err error) {
-	cs := clients(opts, func(o *redis.Options) {
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.DialTimeout = timeout
-		o.ReadTimeout = timeout
-		o.WriteTimeout = timeout
-		o.PoolSize = 1
-	})
-	ucs := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		ucs[i] = c
-	}
-	probe := max(timeout/3, time.Millisecond)
-	o := append([]redlock.Option{redlock.WithMaxTTL(maxTTL), redlock.WithProbeTimeout(probe), redlock.WithoutRefusalCheck()}, more...)
-	lc, err = redlock.New(ucs, o...)
-	if err != nil {
-		closeAll(cs)
-		return nil, nil, err
-	}
-	return lc, func() { _ = lc.Close(); closeAll(cs) }, nil
-}
-
 // isReply reports whether err is an error reply from Redis (or a nil
 // reply), which proves the node answered.
 func isReply(err error) bool {
@@ -344,84 +256,6 @@ func (r *statusReport) warn() {
 	}
 }
 
-func printStatus(w io.Writer, r *statusReport) error {
-	fmt.Fprintf(w, "key %q on %d nodes (quorum %d), settings %q\n\n", r.Key, len(r.Nodes), r.Quorum, r.Settings)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tSTATE\tROLE\tUPTIME\tKEY\tTTL\tFENCE\tVOTING")
-	for _, ns := range r.Nodes {
-		if !ns.Reachable {
-			state := "down"
-			if ns.Answered {
-				state = "refused"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t-\t-\t-\t-\t-\t%s\n", ns.Node, ns.Addr, state, ns.Admission)
-			continue
-		}
-		key, ttl := "-", "-"
-		if ns.HoldsKey {
-			key = ns.Value
-			switch {
-			case ns.TTLMS == -1:
-				ttl = "none"
-			default:
-				ttl = (time.Duration(ns.TTLMS) * time.Millisecond).String()
-			}
-		}
-		fence := "-"
-		if ns.Fence > 0 {
-			fence = strconv.FormatUint(ns.Fence, 10)
-		}
-		voting := ns.Admission
-		switch {
-		case ns.Pending:
-			voting += fmt.Sprintf(" (%v left)", time.Duration(ns.QuarantineLeft)*time.Millisecond)
-		case ns.HoldOffLeft != nil && *ns.HoldOffLeft >= 0:
-			voting += fmt.Sprintf(" (hold-off, %v left)", time.Duration(*ns.HoldOffLeft)*time.Millisecond)
-		case ns.HoldOffLeft != nil:
-			voting += " (no hold-off yet)"
-		}
-		fmt.Fprintf(tw, "%d\t%s\tup %.1fms\t%s\t%s\t%s\t%s\t%s\t%s\n", ns.Node, ns.Addr, ns.LatencyMS,
-			orDash(ns.Role), time.Duration(ns.UptimeS)*time.Second, key, ttl, fence, voting)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	for _, ns := range r.Nodes {
-		if ns.Error != "" {
-			fmt.Fprintf(w, "node %d (%s): %s\n", ns.Node, ns.Addr, ns.Error)
-		}
-	}
-	for _, ns := range r.Nodes {
-		switch redlock.Admission(ns.Admission) {
-		case redlock.AdmissionQuarantined:
-			fmt.Fprintf(w, "node %d (%s) lost its data (restart without persistence, failover or flush), or the deployment is new: it does not vote until one max ttl has passed since a client noticed\n", ns.Node, ns.Addr)
-		case redlock.AdmissionReconfiguring:
-			if left := *ns.HoldOffLeft; left >= 0 {
-				fmt.Fprintf(w, "node %d (%s): reconfiguration hold-off, %v left: a change to these settings is under way; the node admits itself when the hold-off ends\n", ns.Node, ns.Addr, time.Duration(left)*time.Millisecond)
-			} else {
-				fmt.Fprintf(w, "node %d (%s): being reconfigured to these settings, but no hold-off is stamped yet: the reconfiguration has not reached its second step (if quorumlock reconfigure stopped, run it again with the same flags)\n", ns.Node, ns.Addr)
-			}
-		case redlock.AdmissionUnadmitted:
-			fmt.Fprintf(w, "node %d (%s) has no admission marker: the next client attempt starts its quarantine (a new deployment can be admitted at once with \"quorumlock bootstrap\")\n", ns.Node, ns.Addr)
-		}
-	}
-	if r.Holder != "" {
-		fmt.Fprintf(w, "holder value: %s\n", r.Holder)
-	}
-	if r.HolderMetadata != "" {
-		fmt.Fprintf(w, "holder: %s\n", printable(r.HolderMetadata))
-	}
-	if r.MaxFence > 0 {
-		fmt.Fprintf(w, "highest fence seen: %d\n", r.MaxFence)
-	}
-	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
-	}
-	_, err := fmt.Fprintf(w, "verdict: %s\n", r.Summary)
-	return err
-}
-
 // mismatchWarning says why a node with other settings grants nothing to
 // clients with these settings, and what to do.
 func mismatchWarning(ns nodeStatus, settings string) string {
@@ -432,20 +266,4 @@ func mismatchWarning(ns nodeStatus, settings string) string {
 		return fmt.Sprintf("node %d (%s) is being reconfigured to the settings %q: clients with %q get no lock from it; run them with the new settings", ns.Node, ns.Addr, ns.ReconfiguringTo, settings)
 	}
 	return fmt.Sprintf("node %d (%s) keeps the settings %q, not %q: clients with these settings get no lock from it", ns.Node, ns.Addr, ns.Settings, settings)
-}
-
-// printable is s as written, or quoted when it holds what a terminal
-// would act on (metadata is whatever a holder stored).
-func printable(s string) string {
-	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
