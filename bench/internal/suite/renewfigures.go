@@ -1,0 +1,103 @@
+package suite
+
+import "time"
+
+// RenewStats are the renew scenarios' figures for one run (JSON "renew").
+type RenewStats struct {
+	Leases   int     `json:"leases"`
+	Held     int     `json:"held"` // leases held when the window began
+	Lost     int     `json:"lost"` // leases whose holder learned they were lost before the end
+	WindowS  float64 `json:"window_s"`
+	PeriodMs float64 `json:"renew_period_ms"` // RenewPeriod(ttl)
+	// Sent by the client, in the window: commands (a pipeline counts each),
+	// per second, all nodes and per node.
+	SentCmdsPerSec     float64   `json:"sent_cmds_per_sec"`
+	SentCmdsPerSecNode []float64 `json:"sent_cmds_per_sec_node"`
+	// Executed by the nodes, in the window, commands run inside scripts
+	// included (INFO commandstats), per second; and per command name,
+	// summed over the nodes.
+	NodeCmdsPerSec     float64          `json:"node_cmds_per_sec"`
+	NodeCmdsPerSecNode []float64        `json:"node_cmds_per_sec_node"`
+	NodeCmds           map[string]int64 `json:"node_cmds"`
+	// Round trips (a lone command or a pipeline) per node per renewal
+	// period, and the largest of them.
+	TripsPerPeriodNode []float64 `json:"round_trips_per_period_node"`
+	TripsPerPeriodMax  float64   `json:"round_trips_per_period_max"`
+	// Commands sent per lease per period, averaged over the nodes: 1 when
+	// every lease is renewed with one command per node per period.
+	CmdsPerLeasePeriod float64 `json:"cmds_per_lease_period"`
+	// Commands the nodes executed (inside scripts included) per held lease
+	// per renewal period, all five nodes together.
+	NodeCmdsPerLeasePeriod float64 `json:"node_cmds_per_lease_period"`
+	// CPU seconds per second of the window: this process (nil when it
+	// cannot be measured here), and the five nodes together.
+	ClientCPU *float64 `json:"client_cpu_s_per_s,omitempty"`
+	NodesCPU  float64  `json:"nodes_cpu_s_per_s"`
+	// Outside the window: commands sent, and executed by the nodes, while
+	// the leases were being taken (and that phase's length) and while they
+	// were given up.
+	LockPhaseCmds        int64   `json:"lock_phase_sent_cmds"`
+	LockPhaseNodeCmds    int64   `json:"lock_phase_node_cmds"`
+	LockPhaseS           float64 `json:"lock_phase_s"`
+	ReleasePhaseCmds     int64   `json:"release_phase_sent_cmds"`
+	ReleasePhaseNodeCmds int64   `json:"release_phase_node_cmds"`
+	// What one held lease costs, from before the first was taken to when
+	// all were held, divided by the leases held: the client's live heap
+	// and goroutine stacks (after a GC; the goroutine that runs fn and
+	// holds the lease is counted, as a caller of Do has it anyway), its
+	// goroutines beyond that one, and the nodes' used_memory (all five).
+	ClientBytesPerLease float64 `json:"client_bytes_per_lease"`
+	GoroutinesPerLease  float64 `json:"goroutines_per_lease_beyond_fn"`
+	NodeBytesPerLease   float64 `json:"node_bytes_per_lease"`
+}
+
+// RenewFigures turns one run's raw counts into rates.
+func RenewFigures(c renewCounts) RenewStats {
+	r := RenewStats{Leases: c.leases, Held: c.held, Lost: c.lost, WindowS: c.window.Seconds(),
+		PeriodMs: float64(c.period) / float64(time.Millisecond), NodeCmds: map[string]int64{},
+		LockPhaseCmds: c.lockPhase.Cmds, LockPhaseNodeCmds: c.lockPhaseNode, LockPhaseS: c.lockPhaseTime.Seconds(),
+		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode}
+	if c.held > 0 {
+		h := float64(c.held)
+		r.ClientBytesPerLease = float64(c.clientBytes) / h
+		r.GoroutinesPerLease = float64(c.goroutines)/h - 1
+		r.NodeBytesPerLease = float64(c.nodeBytes) / h
+	}
+	secs := c.window.Seconds()
+	if secs <= 0 || c.period <= 0 {
+		return r
+	}
+	periods := float64(c.window) / float64(c.period)
+	var cmds int64
+	for _, s := range c.sent {
+		cmds += s.Cmds
+		r.SentCmdsPerSecNode = append(r.SentCmdsPerSecNode, float64(s.Cmds)/secs)
+		tp := float64(s.Trips) / periods
+		r.TripsPerPeriodNode = append(r.TripsPerPeriodNode, tp)
+		r.TripsPerPeriodMax = max(r.TripsPerPeriodMax, tp)
+	}
+	r.SentCmdsPerSec = float64(cmds) / secs
+	if len(c.sent) > 0 && c.held > 0 {
+		r.CmdsPerLeasePeriod = float64(cmds) / float64(len(c.sent)) / float64(c.held) / periods
+	}
+	var ncmds int64
+	var cpu float64
+	for _, s := range c.node {
+		t := s.Total()
+		ncmds += t
+		r.NodeCmdsPerSecNode = append(r.NodeCmdsPerSecNode, float64(t)/secs)
+		cpu += s.CPU
+		for k, v := range s.Commands() {
+			r.NodeCmds[k] += v
+		}
+	}
+	r.NodeCmdsPerSec = float64(ncmds) / secs
+	if c.held > 0 {
+		r.NodeCmdsPerLeasePeriod = float64(ncmds) / float64(c.held) / periods
+	}
+	r.NodesCPU = cpu / secs
+	if c.cpuOK {
+		r.ClientCPU = ptr(c.clientCPU.Seconds() / secs)
+	}
+	return r
+}

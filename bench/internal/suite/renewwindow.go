@@ -1,0 +1,173 @@
+package suite
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/bench/internal/impl"
+	"github.com/quorumlock/quorumlock/bench/internal/nodestats"
+)
+
+// renewCounts is what one renew run saw, as raw differences; RenewFigures
+// turns them into the reported figures.
+type renewCounts struct {
+	leases, held, lost int
+	window, period     time.Duration
+	sent               []impl.TripCount  // per node, in the window
+	node               []nodestats.Stats // per node, in the window
+	clientCPU          time.Duration     // this process, in the window
+	cpuOK              bool              // clientCPU could be measured
+	lockPhase          impl.TripCount    // all nodes, while the leases were being taken
+	lockPhaseNode      int64             // executed by the nodes then
+	lockPhaseTime      time.Duration     // how long that took
+	releasePhase       impl.TripCount    // all nodes, while they were given up
+	releasePhaseNode   int64             // executed by the nodes then
+	lat                []time.Duration   // round trips in the window
+	// What holding the leases added, from before the first was taken to
+	// when all were held: this process's live heap and goroutine stacks
+	// (after a GC), its goroutines, and the nodes' used_memory.
+	clientBytes, goroutines, nodeBytes int64
+	errs                               int
+	first                              error
+}
+
+// renewWindow takes n leases with hold, one goroutine each, started one
+// period/n apart so that their renewals fall due at different times, as
+// for leases taken over time; once all are held it measures a window of
+// the given length, then gives them all up.
+//
+// With end (nil: none), hold returns once its lease is held, with no
+// goroutine left per lease: end, called once the window is over, gives
+// the leases up and returns how many had been lost.
+func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, end func() int, allHeld func()) (renewCounts, error) {
+	c := renewCounts{leases: n, period: period}
+	var ready sync.WaitGroup
+	ready.Add(n)
+	var held, lost atomic.Int32
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	s0, err := nodestats.ReadAll(ctx, probes)
+	if err != nil {
+		return c, err
+	}
+	mem0 := liveBytes()
+	t0, start := trips.Snapshot(), time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var once sync.Once
+			signal := func() { once.Do(ready.Done) }
+			defer signal() // also when taking it failed
+			tm := time.NewTimer(time.Duration(i) * period / time.Duration(n))
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+				tm.Stop()
+				return
+			}
+			err := hold(ctx, i, func() { held.Add(1); signal() }, func() { lost.Add(1) }, stop)
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				c.errs++
+				if c.first == nil {
+					c.first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	allReady := make(chan struct{})
+	go func() { ready.Wait(); close(allReady) }()
+	select {
+	case <-allReady:
+	case <-ctx.Done():
+	}
+
+	var endLost int
+	finish := func() {
+		close(stop)
+		wg.Wait()
+		<-allReady
+		if end != nil {
+			endLost = end()
+		}
+	}
+	if ctx.Err() != nil {
+		finish()
+		return c, ctx.Err()
+	}
+	s1, err := nodestats.ReadAll(ctx, probes)
+	if err != nil {
+		finish()
+		return c, err
+	}
+	c.clientBytes = liveBytes() - mem0
+	g1 := runtime.NumGoroutine()
+	if allHeld != nil {
+		allHeld()
+	}
+	for i := range s1 {
+		c.nodeBytes += s1[i].Memory - s0[i].Memory
+	}
+	t1, w0 := trips.Snapshot(), time.Now()
+	cpu0, ok0 := processCPU()
+	c.lockPhaseTime = w0.Sub(start)
+	c.held = int(held.Load())
+	trips.Record(true)
+	tm := time.NewTimer(window)
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+		tm.Stop()
+	}
+	trips.Record(false)
+	cpu1, ok1 := processCPU()
+	t2, w1 := trips.Snapshot(), time.Now()
+	s2, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
+	finish()
+	if err != nil {
+		return c, err
+	}
+	// The goroutines the held leases had: those that ended with them.
+	// (Counting from before the first was taken would also count those of
+	// an earlier run still winding down, and a Client's own few.)
+	c.goroutines = int64(g1 - runtime.NumGoroutine())
+	c.lost = int(lost.Load()) + endLost
+	t3 := trips.Snapshot()
+	s3, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
+	if err != nil {
+		return c, err
+	}
+	c.lockPhaseNode = total(nodestats.SubAll(s1, s0))
+	c.releasePhaseNode = total(nodestats.SubAll(s3, s2))
+	c.window = w1.Sub(w0)
+	c.sent = impl.Sub(t2, t1)
+	c.node = nodestats.SubAll(s2, s1)
+	c.clientCPU, c.cpuOK = cpu1-cpu0, ok0 && ok1
+	c.lockPhase = impl.Total(impl.Sub(t1, t0))
+	c.releasePhase = impl.Total(impl.Sub(t3, t2))
+	c.lat = trips.Latencies()
+	return c, ctx.Err()
+}
+
+// liveBytes is this process's live heap and goroutine stacks, after a
+// full collection.
+func liveBytes() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
+}
+
+func total(ss []nodestats.Stats) int64 {
+	var n int64
+	for _, s := range ss {
+		n += s.Total()
+	}
+	return n
+}
