@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,11 +117,20 @@ type contractCase struct {
 	// ReleaseChannel(ctKey).
 	published []string
 
-	setup  func(t *testing.T, n contractNode)
-	script *redis.Script
-	keys   []string
-	args   func(t *testing.T, n contractNode) []any
-	check  func(t *testing.T, n contractNode, res any, err error)
+	setup func(t *testing.T, n contractNode)
+	// args is the call, as the client builds it: AcquireArgs,
+	// ReleaseArgs, CommitArgs, []ExtendArgs (with ctSettings for the
+	// leases to re-create), MetaArgs, PendingArgs, AdmitArgs, ClaimArgs,
+	// ClaimedArgs, ReconfigureArgs, or the Request of a call that takes
+	// no arguments struct (IdentRequest, StateRequest). The scripts' KEYS
+	// and ARGV come from the package's call builders, so that a case
+	// sends what a Client sends, in the order it sends it.
+	args any
+	// fromNow: the Place of args (AcquireArgs, ReleaseArgs) counts µs
+	// from the node's clock when the call is made, as the place of a
+	// Lock call that began then.
+	fromNow bool
+	check   func(t *testing.T, n contractNode, res any, err error)
 }
 
 // Fixtures shared by the cases.
@@ -132,33 +140,19 @@ var (
 	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
 	ctKey      = "k"
 	ctValue    = "ours"
-	ctAcqKeys  = []string{ctKey, FenceKey(ctKey), MarkerKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), IdentKey, LinedKey(ctKey)}
-	ctRelKeys  = []string{ctKey, TombKey(ctValue), QueueKey(ctKey), NamedKey(ctKey), SeenKey(ctKey), MarkerKey, IdentKey, LinedKey(ctKey)}
-	ctExtKeys  = []string{ctKey, MarkerKey, IdentKey}
-	ctRenKeys  = []string{ctKey, MarkerKey, IdentKey, TombKey(ctValue)} // extend with the lease named for re-creation
-	ctComKeys  = []string{ctKey, FenceKey(ctKey), IdentKey}
 	// ctServer is the server identity runContract gives the node (see
 	// identReplies).
-	ctServer  = "server-1"
-	ctLineMs  = int64(10_000)
-	ctAdmKeys = []string{MarkerKey, PendingKey}
-	ctRecKeys = []string{MarkerKey, PendingKey, TraceKey}
-	ctQuarUs  = int64(500_000)
+	ctServer = "server-1"
+	ctLine   = 10 * time.Second
+	ctLineMs = ctLine.Milliseconds()
+	ctQuar   = 500 * time.Millisecond
+	ctQuarUs = ctQuar.Microseconds()
 )
 
 // noIdent takes the server's identity away, as a loss of its data does.
 func noIdent(t *testing.T, n contractNode) {
 	t.Helper()
 	require.NoError(t, redis.NewScript("return redis.call('DEL', KEYS[1])").Run(context.Background(), n.sc(), []string{IdentKey}).Err())
-}
-
-func fixed(args ...any) func(*testing.T, contractNode) []any {
-	return func(*testing.T, contractNode) []any { return args }
-}
-
-// placed is fixed, plus a waiter's place in line: now on the node's clock.
-func placed(args ...any) func(*testing.T, contractNode) []any {
-	return func(t *testing.T, n contractNode) []any { return append(slices.Clone(args), n.nowUs(t)) }
 }
 
 func admitted(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctSettings, 0) }
@@ -257,51 +251,51 @@ func requireTTLNear(t *testing.T, n contractNode, key string, want time.Duration
 
 var contractCases = []contractCase{
 	// acquire.lua
-	{name: "acquire/free key on an admitted node is ours", setup: admitted, script: acquireScript, keys: ctAcqKeys,
-		args: placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/free key on an admitted node is ours", setup: admitted,
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, 5*time.Second)
 		}},
-	{name: "acquire/held key reports the other's ttl", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/held key reports the other's ttl",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(0), s[0])
 			require.InDelta(t, 3000, s[1], 200)
 			requireKey(t, n, ctKey, "theirs")
 		}},
-	{name: "acquire/unadmitted node refuses", script: acquireScript, keys: ctAcqKeys,
-		args: placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/unadmitted node refuses",
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-1), int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "acquire/node admitted under other settings refuses and names them", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/node admitted under other settings refuses and names them",
+		setup:   func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-2), int64(0), ctOther}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "acquire/tombstone of our value refuses", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/tombstone of our value refuses",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-3), int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "acquire/without the admission check an unadmitted node grants", script: acquireScript, keys: ctAcqKeys,
-		args: placed(ctValue, 5000, "", "0", "", ctLineMs),
+	{name: "acquire/without the admission check an unadmitted node grants",
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 		}},
-	{name: "acquire/fencing reads the fence and the server clock", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, FenceKey(ctKey), "12345678901234567", 0) },
-		args:  placed(ctValue, 5000, ctSettings, "1", "", ctLineMs),
+	{name: "acquire/fencing reads the fence and the server clock",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, FenceKey(ctKey), "12345678901234567", 0) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
@@ -309,9 +303,9 @@ var contractCases = []contractCase{
 			us := s[3].(int64)*1_000_000 + s[4].(int64)
 			require.InDelta(t, n.nowUs(t), us, 1e6)
 		}},
-	{name: "acquire/fencing on a held key still reads the fence", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "1", "", ctLineMs),
+	{name: "acquire/fencing on a held key still reads the fence",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
@@ -319,9 +313,9 @@ var contractCases = []contractCase{
 			require.Equal(t, "0", s[2])
 		}},
 
-	{name: "acquire/a Lock that fails on a held key joins the line", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+	{name: "acquire/a Lock that fails on a held key joins the line",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			_, in := n.zscore(t, QueueKey(ctKey), "w1")
@@ -330,32 +324,32 @@ var contractCases = []contractCase{
 			requireKey(t, n, LinedKey(ctKey), "1")
 			requireTTLNear(t, n, LinedKey(ctKey), 10*time.Second)
 		}},
-	{name: "acquire/a grant where the key has no line marker touches no line", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a grant where the key has no line marker touches no line",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			now := n.nowUs(t)
 			waiting(t, n, "w1", now-10, now)
 			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireInLine(t, n, true, "w1")
 		}},
-	{name: "acquire/a free key with others in line but no reservation is taken (only a release holds it back)", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+	{name: "acquire/a free key with others in line but no reservation is taken (only a release holds it back)",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 		}},
-	{name: "acquire/a waiter already in line takes a free key and leaves the line", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a waiter already in line takes a free key and leaves the line",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
 			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
@@ -364,30 +358,30 @@ var contractCases = []contractCase{
 			_, in = n.zscore(t, QueueKey(ctKey), "w0")
 			require.True(t, in)
 		}},
-	{name: "acquire/a TryLock takes a free key past the line", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/a TryLock takes a free key past the line",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 		}},
-	{name: "acquire/a stale waiter keeps no newcomer out", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a stale waiter keeps no newcomer out",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err), "a stale waiter kept a newcomer out")
 			requireKey(t, n, ctKey, ctValue)
 		}},
-	{name: "acquire/joining the line drops the waiters that stopped trying", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/joining the line drops the waiters that stopped trying",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
 			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			requireInLine(t, n, false, "stale")
@@ -398,14 +392,14 @@ var contractCases = []contractCase{
 	// when its call began that long ago: a call that keeps trying keeps
 	// its place however long it waits. The entries above without a last
 	// sight are an older client's, which still go by their place.
-	{name: "acquire/joining keeps a waiter whose call began long ago but was seen lately, in its place", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/joining keeps a waiter whose call began long ago but was seen lately, in its place",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
 			now := n.nowUs(t)
 			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			requireInLine(t, n, true, "old", "w1")
@@ -414,7 +408,7 @@ var contractCases = []contractCase{
 			requireSeen(t, n, true, "w1")
 			requireTTLNear(t, n, SeenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
-	{name: "acquire/joining drops a waiter not seen for the line's lifetime, whenever its call began", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/joining drops a waiter not seen for the line's lifetime, whenever its call began",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
@@ -423,21 +417,21 @@ var contractCases = []contractCase{
 			waiting(t, n, "gone", now-10, now-ctLineMs*1000-1000)
 			waiting(t, n, "w0", now-20, now-1000)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			requireInLine(t, n, false, "gone")
 			requireSeen(t, n, false, "gone")
 			requireInLine(t, n, true, "w0", "w1")
 		}},
-	{name: "acquire/a failed attempt keeps its call's place and notes that it was seen", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a failed attempt keeps its call's place and notes that it was seen",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
 			now := n.nowUs(t)
 			waiting(t, n, "w1", 777, now-ctLineMs*1000/2)
 		},
-		args: fixed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs, int64(777)),
+		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Place: 777, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			place, in := n.zscore(t, QueueKey(ctKey), "w1")
@@ -445,14 +439,14 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(777), place)
 			requireSeen(t, n, true, "w1")
 		}},
-	{name: "acquire/a grant takes the call's last sight out of the line with it", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a grant takes the call's last sight out of the line with it",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			now := n.nowUs(t)
 			waiting(t, n, "w0", now-20, now)
 			waiting(t, n, "w1", now-10, now)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireInLine(t, n, false, "w1")
@@ -462,7 +456,7 @@ var contractCases = []contractCase{
 		}},
 
 	// release.lua
-	{name: "release/names the first in line alone, and the releaser leaves it", script: releaseScript, keys: ctRelKeys,
+	{name: "release/names the first in line alone, and the releaser leaves it",
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
@@ -472,7 +466,7 @@ var contractCases = []contractCase{
 			n.zadd(t, QueueKey(ctKey), "w1", now-20)
 			n.zadd(t, QueueKey(ctKey), "w3", now)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -483,7 +477,7 @@ var contractCases = []contractCase{
 			requireInLine(t, n, false, "me", "w1")
 			requireInLine(t, n, true, "w2", "w3")
 		}},
-	{name: "release/names no waiter that stopped trying", script: releaseScript, keys: ctRelKeys,
+	{name: "release/names no waiter that stopped trying",
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
@@ -492,26 +486,26 @@ var contractCases = []contractCase{
 			n.zadd(t, QueueKey(ctKey), "stale2", now-2*ctLineMs*1000+1)
 			n.zadd(t, QueueKey(ctKey), "w1", now)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, NamedKey(ctKey), "w1")
 			requireInLine(t, n, false, "stale1", "stale2")
 		}},
-	{name: "release/a line of stale waiters names nobody", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a line of stale waiters names nobody",
 		published: []string{""},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, NamedKey(ctKey))
 		}},
-	{name: "release/names the call that has waited longest when it was seen lately", script: releaseScript, keys: ctRelKeys,
+	{name: "release/names the call that has waited longest when it was seen lately",
 		published: []string{"old"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
@@ -519,7 +513,7 @@ var contractCases = []contractCase{
 			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
 			waiting(t, n, "w1", now-10, now-1000)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -528,7 +522,7 @@ var contractCases = []contractCase{
 			requireSeen(t, n, false, "old")
 			requireInLine(t, n, true, "w1")
 		}},
-	{name: "release/names no waiter that was not seen for the line's lifetime", script: releaseScript, keys: ctRelKeys,
+	{name: "release/names no waiter that was not seen for the line's lifetime",
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
@@ -536,7 +530,7 @@ var contractCases = []contractCase{
 			waiting(t, n, "gone", now-20, now-ctLineMs*1000-1000)
 			waiting(t, n, "w1", now-10, now-1000)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -544,7 +538,7 @@ var contractCases = []contractCase{
 			requireInLine(t, n, false, "gone", "w1")
 			requireSeen(t, n, false, "gone", "w1")
 		}},
-	{name: "release/a call that leaves takes its last sight out of the line with it", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a call that leaves takes its last sight out of the line with it",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
@@ -552,7 +546,7 @@ var contractCases = []contractCase{
 			waiting(t, n, "me", now-20, now)
 			waiting(t, n, "w1", now-10, now)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -562,7 +556,7 @@ var contractCases = []contractCase{
 		}},
 	func() contractCase {
 		var heard1, heard2 func() []string
-		return contractCase{name: "release/the notice goes to the named waiter's Client alone, not to the key's channel", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/the notice goes to the named waiter's Client alone, not to the key's channel",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -572,7 +566,7 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c2.x", now)
 				heard1, heard2 = n.listen(t, wakePrefix+"c1"), n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -583,7 +577,7 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a named waiter of an older client is told on the key's channel", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a named waiter of an older client is told on the key's channel",
 			published: []string{"w1"},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -592,23 +586,23 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c1.a", now-20)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Empty(t, heard(), "a Client nobody named")
 			}}
 	}(),
-	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)",
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, 3*time.Second) },
-		args:  fixed(ctValue, 5000, ctSettings, "0", "", ctLineMs, int64(0)),
+		args:  AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, 3*time.Second) // the first run's expiry: the lease counts from before it
 		}},
-	{name: "acquire/a reservation lets only the named waiters in", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "w3", ctLineMs),
+	{name: "acquire/a reservation lets only the named waiters in",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w3", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(-4), s[0])
@@ -617,20 +611,20 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w3")
 			require.True(t, in, "a refused Lock joins the line")
 		}},
-	{name: "acquire/a reservation keeps a TryLock out too", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1", 3*time.Second) },
-		args:  placed(ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/a reservation keeps a TryLock out too",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(-4), slice(t, res, err)[0])
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "acquire/a named waiter takes the key and ends the reservation", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a named waiter takes the key and ends the reservation",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "w2", 5)
 		},
-		args: fixed(ctValue, 5000, ctSettings, "0", "w2", ctLineMs, int64(5)),
+		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w2", Place: 5, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
@@ -638,18 +632,16 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w2")
 			require.False(t, in)
 		}},
-	{name: "acquire/a waiter's place is the one it gives, the same on every node", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
-		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, 5000, ctSettings, "0", "w1", ctLineMs, n.nowUs(t) - 777}
-		},
+	{name: "acquire/a waiter's place is the one it gives, the same on every node",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Place: -777, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			score, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 			require.InDelta(t, n.nowUs(t)-777, score, 500_000)
 		}},
-	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
@@ -657,9 +649,7 @@ var contractCases = []contractCase{
 			n.zadd(t, QueueKey(ctKey), "w1", now-20_000)
 			n.zadd(t, QueueKey(ctKey), "w2", now-10_000)
 		},
-		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
-		},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -674,16 +664,14 @@ var contractCases = []contractCase{
 		}},
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a failed attempt's cleanup that is first in line tells nobody, on its Client's channel either", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a failed attempt's cleanup that is first in line tells nobody, on its Client's channel either",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c2.w1", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: func(t *testing.T, n contractNode) []any {
-				return []any{ctValue, ReleaseChannel(ctKey), 5000, "c1.me", 3000, n.nowUs(t) - 1_000_000, ctLineMs, wakePrefix}
-			},
+			fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "c1.me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -691,15 +679,13 @@ var contractCases = []contractCase{
 				require.Empty(t, heard(), "the cleaning call's Client")
 			}}
 	}(),
-	{name: "release/a failed attempt's cleanup behind another in line names and tells that one", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a failed attempt's cleanup behind another in line names and tells that one",
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t)-2_000_000)
 		},
-		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 1_000_000, ctLineMs}
-		},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -711,16 +697,14 @@ var contractCases = []contractCase{
 	// the line's lifetime is back in its place all the same: first, and
 	// kept for without a notice (it used to be dropped there, named
 	// nobody, and lost its place to every newer call).
-	{name: "release/a failed attempt's cleanup puts back a call that began long ago, and tells nobody", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a failed attempt's cleanup puts back a call that began long ago, and tells nobody",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
 			waiting(t, n, "w1", now-10, now)
 		},
-		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - (ctLineMs+1000)*1000, ctLineMs}
-		},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -(ctLineMs + 1000) * 1000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -729,16 +713,14 @@ var contractCases = []contractCase{
 			requireInLine(t, n, false, "me")
 			requireInLine(t, n, true, "w1")
 		}},
-	{name: "release/a failed attempt's cleanup behind another notes that its call was seen", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a failed attempt's cleanup behind another notes that its call was seen",
 		published: []string{"w1"},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			now := n.nowUs(t)
 			waiting(t, n, "w1", now-2*ctLineMs*1000-1, now)
 		},
-		args: func(t *testing.T, n contractNode) []any {
-			return []any{ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, n.nowUs(t) - 2*ctLineMs*1000, ctLineMs}
-		},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -2 * ctLineMs * 1000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireKey(t, n, NamedKey(ctKey), "w1")
@@ -746,14 +728,14 @@ var contractCases = []contractCase{
 			requireSeen(t, n, true, "me")
 			requireTTLNear(t, n, SeenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
-	{name: "release/a call that leaves drops out of a reservation that names it", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a call that leaves drops out of a reservation that names it",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, NamedKey(ctKey), "w1 me w2", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "me", 5)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -763,17 +745,17 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "me")
 			require.False(t, in)
 		}},
-	{name: "release/a reservation for the leaving call alone ends, quietly with nobody in line", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a reservation for the leaving call alone ends, quietly with nobody in line",
 		published: []string{},
 		setup:     func(t *testing.T, n contractNode) { n.put(t, NamedKey(ctKey), "me", 3*time.Second) },
-		args:      fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 50, "", ctLineMs),
+		args:      ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, NamedKey(ctKey))
 		}},
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a named call that gives up passes the free key to the next in line", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a named call that gives up passes the free key to the next in line",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
@@ -781,7 +763,7 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c2.w2", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(0), res)
@@ -793,14 +775,14 @@ var contractCases = []contractCase{
 				require.True(t, in)
 			}}
 	}(),
-	{name: "release/a named call that gives up while another holds the key names nobody", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a named call that gives up while another holds the key names nobody",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, NamedKey(ctKey), "me", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "me", 2000, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 2 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireKey(t, n, ctKey, "theirs")
@@ -808,35 +790,35 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in)
 		}},
-	{name: "release/our key is deleted, and with no line here nobody is told", script: releaseScript, keys: ctRelKeys, published: []string{},
+	{name: "release/our key is deleted, and with no line here nobody is told", published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		args:  ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, TombKey(ctValue))
 		}},
-	{name: "release/a line marker over an empty line tells every waiter of the key, and goes", script: releaseScript, keys: ctRelKeys, published: []string{""},
+	{name: "release/a line marker over an empty line tells every waiter of the key, and goes", published: []string{""},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, LinedKey(ctKey), "1", 5*time.Second)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, LinedKey(ctKey))
 		}},
-	{name: "release/a line without its marker is not looked at", script: releaseScript, keys: ctRelKeys, published: []string{},
+	{name: "release/a line without its marker is not looked at", published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 			n.zadd(t, SeenKey(ctKey), "w1", n.nowUs(t))
 			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 50, "", ctLineMs),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -845,9 +827,9 @@ var contractCases = []contractCase{
 			_, in := n.zscore(t, QueueKey(ctKey), "w1")
 			require.True(t, in, "the waiter left the line")
 		}},
-	{name: "release/another's key stays and our value gets a tombstone", script: releaseScript, keys: ctRelKeys, published: []string{},
+	{name: "release/another's key stays and our value gets a tombstone", published: []string{},
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
-		args:  fixed(ctValue, ReleaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
+		args:  ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 3 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -855,15 +837,15 @@ var contractCases = []contractCase{
 			requireKey(t, n, TombKey(ctValue), "1")
 			requireTTLNear(t, n, TombKey(ctValue), 3*time.Second)
 		}},
-	{name: "release/a missing key leaves a tombstone", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, ReleaseChannel(ctKey), 3000, "", 50, "", ctLineMs),
+	{name: "release/a missing key leaves a tombstone",
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 3 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, TombKey(ctValue), "1")
 		}},
-	{name: "release/tombstone ttl 0 leaves none", script: releaseScript, keys: ctRelKeys,
-		args: fixed(ctValue, ReleaseChannel(ctKey), 0, "", 50, "", ctLineMs),
+	{name: "release/tombstone ttl 0 leaves none",
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -871,119 +853,118 @@ var contractCases = []contractCase{
 		}},
 
 	// extend.lua
-	{name: "extend/our key gets the longer ttl", script: extendScript, keys: ctExtKeys,
+	{name: "extend/our key gets the longer ttl",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second) },
-		args:  fixed(ctValue, 8000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/a shorter ttl never shortens our key", script: extendScript, keys: ctExtKeys,
+	{name: "extend/a shorter ttl never shortens our key",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 8*time.Second) },
-		args:  fixed(ctValue, 1000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/another's key is left alone", script: extendScript, keys: ctExtKeys,
+	{name: "extend/another's key is left alone",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", time.Second) },
-		args:  fixed(ctValue, 8000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, "theirs")
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a missing key is not brought back", script: extendScript, keys: ctExtKeys,
-		args: fixed(ctValue, 8000),
+	{name: "extend/a missing key is not brought back",
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/with the node's marker given, our key on an admitted node is renewed", script: extendScript, keys: ctExtKeys,
+	{name: "extend/with the node's marker given, our key on an admitted node is renewed",
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, time.Second) },
-		args:  fixed(ctValue, 8000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/a node a reconfiguration marked renews nothing", script: extendScript, keys: ctExtKeys,
+	{name: "extend/a node a reconfiguration marked renews nothing",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
 		},
-		args: fixed(ctValue, 8000),
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a retired node renews nothing", script: extendScript, keys: ctExtKeys,
+	{name: "extend/a retired node renews nothing",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
 		},
-		args: fixed(ctValue, 8000),
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a lease named for re-creation gets its key back on a node admitted with our settings", script: extendScript, keys: ctRenKeys,
+	{name: "extend/a lease named for re-creation gets its key back on a node admitted with our settings",
 		setup: admitted,
-		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
-	{name: "extend/a lease not named is not re-created", script: extendScript, keys: ctExtKeys,
+	{name: "extend/a lease not named is not re-created",
 		setup: admitted,
-		args:  fixed(ctValue, 8000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/a node in quarantine re-creates nothing", script: extendScript, keys: ctRenKeys,
-		args: fixed(ctValue, 8000, "1\n"+ctSettings),
+	{name: "extend/a node in quarantine re-creates nothing",
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/a node admitted with other settings re-creates nothing", script: extendScript, keys: ctRenKeys,
+	{name: "extend/a node admitted with other settings re-creates nothing",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
-		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/a node a reconfiguration marked re-creates nothing", script: extendScript, keys: ctRenKeys,
+	{name: "extend/a node a reconfiguration marked re-creates nothing",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctSettings), 0) },
-		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/a tombstone of our value keeps the key from coming back", script: extendScript, keys: ctRenKeys,
+	{name: "extend/a tombstone of our value keeps the key from coming back",
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Minute) },
-		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
-	{name: "extend/re-creation never takes another's key", script: extendScript, keys: ctRenKeys,
+	{name: "extend/re-creation never takes another's key",
 		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", time.Second) },
-		args:  fixed(ctValue, 8000, "1\n"+ctSettings),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, "theirs")
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
-	{name: "extend/a batch re-creates only the leases named, each with its own ttl", script: extendScript,
-		keys: []string{"a", "b", "c", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b"), MetaKey("c"), TombKey("vb"), TombKey("vc")},
+	{name: "extend/a batch re-creates only the leases named, each with its own ttl",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, "a", "va", time.Second) // ours: renewed as ever
 		},
-		args: fixed("va", 5000, "vb", 2000, "vc", 7000, "2 3\n"+ctSettings),
+		args: []ExtendArgs{{Key: "a", Value: "va", TTL: 5 * time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second, Recreate: true}, {Key: "c", Value: "vc", TTL: 7 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(1), int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, "a", 5*time.Second)
@@ -991,13 +972,13 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, "c", 7*time.Second)
 			requireKey(t, n, "c", "vc")
 		}},
-	{name: "extend/a batch renews each key on its own terms", script: extendScript, keys: []string{"a", "b", "c", "d", MarkerKey, IdentKey},
+	{name: "extend/a batch renews each key on its own terms",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)     // ours: lengthened
 			n.put(t, "b", "vb", 9*time.Second)   // ours: already longer, kept
 			n.put(t, "c", "theirs", time.Second) // not ours
 		},
-		args: fixed("va", 5000, "vb", 2000, "vc", 5000, "vd", 5000),
+		args: []ExtendArgs{{Key: "a", Value: "va", TTL: 5 * time.Second}, {Key: "b", Value: "vb", TTL: 2 * time.Second}, {Key: "c", Value: "vc", TTL: 5 * time.Second}, {Key: "d", Value: "vd", TTL: 5 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(1), int64(0), int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, "a", 5*time.Second)
@@ -1008,85 +989,85 @@ var contractCases = []contractCase{
 		}},
 
 	// commit.lua
-	{name: "commit/raises a missing fence", script: commitScript, keys: ctComKeys,
+	{name: "commit/raises a missing fence",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  fixed(ctValue, "42", 7000),
+		args:  CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "42")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/raises a shorter fence (decimal, not lexicographic)", script: commitScript, keys: ctComKeys,
+	{name: "commit/raises a shorter fence (decimal, not lexicographic)",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 0)
 		},
-		args: fixed(ctValue, "10", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 10, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "10")
 		}},
-	{name: "commit/never lowers the fence", script: commitScript, keys: ctComKeys,
+	{name: "commit/never lowers the fence",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9007199254740993", 0)
 		},
-		args: fixed(ctValue, "9007199254740992", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 9007199254740992, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "9007199254740993")
 		}},
-	{name: "commit/refuses when the key is not ours", script: commitScript, keys: ctComKeys,
+	{name: "commit/refuses when the key is not ours",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, FenceKey(ctKey), "5", 0)
 		},
-		args: fixed(ctValue, "42", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, FenceKey(ctKey), "5")
 		}},
-	{name: "commit/never shortens a fence's life", script: commitScript, keys: ctComKeys,
+	{name: "commit/never shortens a fence's life",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 20*time.Second)
 		},
-		args: fixed(ctValue, "10", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 10, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "10")
 			requireTTLNear(t, n, FenceKey(ctKey), 20*time.Second)
 		}},
-	{name: "commit/a fence kept higher still lives at least the keep time", script: commitScript, keys: ctComKeys,
+	{name: "commit/a fence kept higher still lives at least the keep time",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", time.Second)
 		},
-		args: fixed(ctValue, "42", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, FenceKey(ctKey), "99")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/a fence without an expiry gets one", script: commitScript, keys: ctComKeys,
+	{name: "commit/a fence without an expiry gets one",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", 0)
 		},
-		args: fixed(ctValue, "42", 7000),
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireKey(t, n, FenceKey(ctKey), "99")
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
-	{name: "commit/refuses when the key is gone", script: commitScript, keys: ctComKeys,
-		args: fixed(ctValue, "42", 7000),
+	{name: "commit/refuses when the key is gone",
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -1094,14 +1075,14 @@ var contractCases = []contractCase{
 		}},
 
 	// pending.lua
-	{name: "pending/an admitted node returns its marker", script: pendingScript, keys: ctAdmKeys, setup: admitted,
-		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
+	{name: "pending/an admitted node returns its marker", setup: admitted,
+		args: PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), ctSettings}, slice(t, res, err))
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "pending/starts a quarantine stamped with the node's clock", script: pendingScript, keys: ctAdmKeys,
-		args: fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
+	{name: "pending/starts a quarantine stamped with the node's clock",
+		args: PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 6)
@@ -1113,9 +1094,9 @@ var contractCases = []contractCase{
 			require.Equal(t, map[string]string{"id": "id1", "stamp": s[2].(string), "settings": ctSettings, "quarantine": strconv.FormatInt(ctQuarUs, 10)}, n.readHash(t, PendingKey))
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
-	{name: "pending/keeps a quarantine in progress", script: pendingScript, keys: ctAdmKeys,
+	{name: "pending/keeps a quarantine in progress",
 		setup: pendingAged("id0", ctOther, time.Second),
-		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "0"),
+		args:  PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, []any{int64(0), "id0"}, s[:2])
@@ -1125,66 +1106,66 @@ var contractCases = []contractCase{
 			require.InDelta(t, time.Second.Microseconds(), now-stamp, 200_000)
 		}},
 
-	{name: "pending/replaces a quarantine with other settings when told to", script: pendingScript, keys: ctAdmKeys,
+	{name: "pending/replaces a quarantine with other settings when told to",
 		setup: pendingAged("id0", ctOther, time.Second),
-		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "1"),
+		args:  PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute, Replace: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, []any{int64(0), "id1"}, s[:2])
 			require.Equal(t, ctSettings, s[3])
 			require.Equal(t, s[2], s[5], "the replacement starts now")
 		}},
-	{name: "pending/keeps a quarantine with the same settings even when told to replace", script: pendingScript, keys: ctAdmKeys,
+	{name: "pending/keeps a quarantine with the same settings even when told to replace",
 		setup: pendingAged("id0", ctSettings, time.Second),
-		args:  fixed("id1", ctSettings, ctQuarUs, 60000, "1"),
+		args:  PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute, Replace: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, []any{int64(0), "id0"}, s[:2])
 		}},
 
 	// admit.lua
-	{name: "admit/an aged mark with our settings admits", script: admitScript, keys: ctAdmKeys,
-		setup: pendingAged("id1", ctSettings, time.Second), args: fixed("id1", ctSettings),
+	{name: "admit/an aged mark with our settings admits",
+		setup: pendingAged("id1", ctSettings, time.Second), args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, MarkerKey, ctSettings)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "admit/a young mark does not", script: admitScript, keys: ctAdmKeys,
-		setup: pendingAged("id1", ctSettings, 100*time.Millisecond), args: fixed("id1", ctSettings),
+	{name: "admit/a young mark does not",
+		setup: pendingAged("id1", ctSettings, 100*time.Millisecond), args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "admit/another mark than the one the caller saw does not", script: admitScript, keys: ctAdmKeys,
-		setup: pendingAged("id2", ctSettings, time.Second), args: fixed("id1", ctSettings),
+	{name: "admit/another mark than the one the caller saw does not",
+		setup: pendingAged("id2", ctSettings, time.Second), args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "admit/no mark does not", script: admitScript, keys: ctAdmKeys, args: fixed("id1", ctSettings),
+	{name: "admit/no mark does not", args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "admit/a mark started with other settings does not", script: admitScript, keys: ctAdmKeys,
-		setup: pendingAged("id1", ctOther, time.Second), args: fixed("id1", ctSettings),
+	{name: "admit/a mark started with other settings does not",
+		setup: pendingAged("id1", ctOther, time.Second), args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "admit/an admitted node says so", script: admitScript, keys: ctAdmKeys, setup: admitted, args: fixed("id1", ctSettings),
+	{name: "admit/an admitted node says so", setup: admitted, args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 		}},
-	{name: "admit/a node admitted under other settings says so", script: admitScript, keys: ctAdmKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) }, args: fixed("id1", ctSettings),
+	{name: "admit/a node admitted under other settings says so",
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) }, args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), res)
@@ -1192,8 +1173,8 @@ var contractCases = []contractCase{
 		}},
 
 	// bootstrap.lua
-	{name: "bootstrap/claim: an unused node gets Bootstrap's pending mark", script: bootstrapScript, keys: ctAdmKeys,
-		args: fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+	{name: "bootstrap/claim: an unused node gets Bootstrap's pending mark",
+		args: ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -1204,87 +1185,87 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
-	{name: "bootstrap/claim: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
-		args: fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+	{name: "bootstrap/claim: an admitted node is left alone", setup: admitted,
+		args: ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), res)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "bootstrap/claim: other settings are refused", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/claim: other settings are refused",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
-		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+		args:  ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), res)
 			requireKey(t, n, MarkerKey, ctOther)
 		}},
-	{name: "bootstrap/claim: a quarantine in progress is refused and kept", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/claim: a quarantine in progress is refused and kept",
 		setup: pendingAged("id1", ctSettings, 0),
-		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+		args:  ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			require.Equal(t, "id1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "bootstrap/claim: its own claim is stamped anew", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/claim: its own claim is stamped anew",
 		setup: pendingAged("boot1", ctSettings, 10*time.Second),
-		args:  fixed("claim", ctSettings, "boot1", ctQuarUs, 60000),
+		args:  ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			require.InDelta(t, n.nowUs(t), atoiT(t, n.readHash(t, PendingKey)["stamp"]), 1e6)
 		}},
-	{name: "bootstrap/admit: a node that carries its young claim is admitted", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/admit: a node that carries its young claim is admitted",
 		setup: pendingAged("boot1", ctSettings, 0),
-		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		args:  ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireKey(t, n, MarkerKey, ctSettings)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "bootstrap/admit: a node that lost its claim (it lost its data) is not admitted", script: bootstrapScript, keys: ctAdmKeys,
-		args: fixed("admit", ctSettings, "boot1", 5_000_000),
+	{name: "bootstrap/admit: a node that lost its claim (it lost its data) is not admitted",
+		args: ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "bootstrap/admit: someone else's pending mark is not a claim", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/admit: someone else's pending mark is not a claim",
 		setup: pendingAged("id1", ctSettings, 0),
-		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		args:  ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "bootstrap/admit: a claim with other settings is not admitted", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/admit: a claim with other settings is not admitted",
 		setup: pendingAged("boot1", ctOther, 0),
-		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		args:  ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "bootstrap/admit: a claim older than the window is not admitted", script: bootstrapScript, keys: ctAdmKeys,
+	{name: "bootstrap/admit: a claim older than the window is not admitted",
 		setup: pendingAged("boot1", ctSettings, 6*time.Second),
-		args:  fixed("admit", ctSettings, "boot1", 5_000_000),
+		args:  ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "bootstrap/admit: an admitted node is left alone", script: bootstrapScript, keys: ctAdmKeys, setup: admitted,
-		args: fixed("admit", ctSettings, "boot1", 5_000_000),
+	{name: "bootstrap/admit: an admitted node is left alone", setup: admitted,
+		args: ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(2), res)
 		}},
 
 	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
-	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them, and records the change", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
-		args: fixed("refuse", ctSettings, ctOther, ctRecord),
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them, and records the change", setup: admitted,
+		args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
@@ -1292,85 +1273,85 @@ var contractCases = []contractCase{
 			requireKey(t, n, TraceKey, ctRecord)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: another change's mark is not touched (a stale run, or other old settings)", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther, ctElse),
+	{name: "reconfigure/refuse: another change's mark is not touched (a stale run, or other old settings)",
+		setup: holdingOff(time.Second), args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctElse},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), Moving(ctOther)}, res)
 			requireKey(t, n, TraceKey, ctRecord)
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/retire: a node another change retired is not touched", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/retire: a node another change retired is not touched",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
 			n.put(t, TraceKey, ctRecord, 0)
 		},
-		args: fixed("retire", ctSettings, ctOther, ctElse),
+		args: ReconfigureArgs{Step: StepRetire, From: ctSettings, To: ctOther, Record: ctElse},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), Retired(ctOther)}, res)
 		}},
-	{name: "reconfigure/hold: a node another change admitted with the new settings is not touched", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/hold: a node another change admitted with the new settings is not touched",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctRecord, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctElse, ctQuarUs, 60000, "hold1"),
+		args:  ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctElse, HoldOff: ctQuar, TTL: time.Minute, ID: "hold1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctOther}, res)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them", script: reconfigureScript, keys: ctRecKeys,
-		setup: pendingAged("id1", ctSettings, 0), args: fixed("refuse", ctSettings, ctOther, ctRecord),
+	{name: "reconfigure/refuse: a quarantine of the old settings in progress is ended, so it cannot admit the node under them",
+		setup: pendingAged("id1", ctSettings, 0), args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(time.Second), args: fixed("refuse", ctSettings, ctOther, ctRecord),
+	{name: "reconfigure/refuse: a node that carries its hold-off already keeps it",
+		setup: holdingOff(time.Second), args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/refuse: a node this reconfiguration admitted with the new settings says so", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/refuse: a node this reconfiguration admitted with the new settings says so",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0); n.put(t, TraceKey, ctRecord, 0) },
-		args:  fixed("refuse", ctSettings, ctOther, ctRecord),
+		args:  ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(2)}, res)
 			requireKey(t, n, MarkerKey, ctOther)
 		}},
-	{name: "reconfigure/hold: a node that carried the new settings before (another deployment) is not touched", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/hold: a node that carried the new settings before (another deployment) is not touched",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctOther, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
+		args:  ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctRecord, HoldOff: ctQuar, TTL: time.Minute, ID: "hold1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctOther}, res)
 			requireKey(t, n, MarkerKey, ctOther)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/refuse: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: fixed("refuse", ctSettings, ctOther, ctRecord),
+	{name: "reconfigure/refuse: a node of another deployment is not touched",
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) }, args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			requireKey(t, n, MarkerKey, ctThird)
 		}},
-	{name: "reconfigure/retire: a node that leaves refuses everyone", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
-		args: fixed("retire", ctSettings, ctOther, ctRecord),
+	{name: "reconfigure/retire: a node that leaves refuses everyone", setup: admitted,
+		args: ReconfigureArgs{Step: StepRetire, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
 			requireKey(t, n, MarkerKey, Retired(ctOther))
 		}},
-	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/hold: a node that refuses the old settings gets its hold-off, stamped by its clock",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, TraceKey, ctRecord, 0)
 		},
-		args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
+		args: ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctRecord, HoldOff: ctQuar, TTL: time.Minute, ID: "hold1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), ctQuarUs}, res)
@@ -1381,16 +1362,16 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
-	{name: "reconfigure/hold: a new, empty node gets its hold-off", script: reconfigureScript, keys: ctRecKeys,
-		args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
+	{name: "reconfigure/hold: a new, empty node gets its hold-off",
+		args: ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctRecord, HoldOff: ctQuar, TTL: time.Minute, ID: "hold1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), ctQuarUs}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(200 * time.Millisecond), args: fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold2"),
+	{name: "reconfigure/hold: a rerun keeps the hold-off stamped before",
+		setup: holdingOff(200 * time.Millisecond), args: ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctRecord, HoldOff: ctQuar, TTL: time.Minute, ID: "hold2"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			got := res.([]any)
@@ -1398,16 +1379,16 @@ var contractCases = []contractCase{
 			require.InDelta(t, ctQuarUs-200_000, got[1], 100_000)
 			require.Equal(t, "hold1", n.readHash(t, PendingKey)["id"])
 		}},
-	{name: "reconfigure/hold: a node of another deployment is not touched", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/hold: a node of another deployment is not touched",
 		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctThird, 0) },
-		args:  fixed("hold", ctSettings, ctOther, ctRecord, ctQuarUs, 60000, "hold1"),
+		args:  ReconfigureArgs{Step: StepHold, From: ctSettings, To: ctOther, Record: ctRecord, HoldOff: ctQuar, TTL: time.Minute, ID: "hold1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/finish: a young hold-off is not over", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(0), args: fixed("finish", ctSettings, ctOther),
+	{name: "reconfigure/finish: a young hold-off is not over",
+		setup: holdingOff(0), args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			got := res.([]any)
@@ -1415,8 +1396,8 @@ var contractCases = []contractCase{
 			require.InDelta(t, ctQuarUs, got[1], 100_000)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the change's record", script: reconfigureScript, keys: ctRecKeys,
-		setup: holdingOff(time.Second), args: fixed("finish", "", ctOther),
+	{name: "reconfigure/finish: a node whose hold-off is over is admitted with the new settings, and keeps the change's record",
+		setup: holdingOff(time.Second), args: ReconfigureArgs{Step: StepFinish, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1)}, res)
@@ -1424,47 +1405,47 @@ var contractCases = []contractCase{
 			requireKey(t, n, TraceKey, ctRecord)
 			require.Empty(t, n.readHash(t, PendingKey))
 		}},
-	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over", script: reconfigureScript, keys: ctRecKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) }, args: fixed("finish", ctSettings, ctOther),
+	{name: "reconfigure/finish: no hold-off stamped yet (step 2 did not reach it) is not over",
+		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) }, args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(0), int64(-1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off", script: reconfigureScript, keys: ctRecKeys,
+	{name: "reconfigure/finish: an ordinary quarantine's pending mark is not a hold-off",
 		setup: func(t *testing.T, n contractNode) {
 			pendingAged("id1", ctOther, time.Second)(t, n)
 			n.put(t, MarkerKey, Moving(ctOther), 0)
-		}, args: fixed("finish", ctSettings, ctOther),
+		}, args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(0), int64(-1)}, res)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)", script: reconfigureScript, keys: ctRecKeys,
-		args: fixed("finish", ctSettings, ctOther),
+	{name: "reconfigure/finish: a node that lost its data is not admitted (it serves an ordinary quarantine)",
+		args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ""}, res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "reconfigure/finish: a node still on the old settings is not admitted", script: reconfigureScript, keys: ctRecKeys, setup: admitted,
-		args: fixed("finish", ctSettings, ctOther),
+	{name: "reconfigure/finish: a node still on the old settings is not admitted", setup: admitted,
+		args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), ctSettings}, res)
 			requireKey(t, n, MarkerKey, ctSettings)
 		}},
-	{name: "reconfigure/the other scripts: a reconfiguring node grants no lock and is admitted by no quarantine", script: acquireScript, keys: ctAcqKeys,
-		setup: holdingOff(time.Second), args: fixed(ctValue, 5000, ctOther, "0", "", ctLineMs, 0),
+	{name: "reconfigure/the other scripts: a reconfiguring node grants no lock and is admitted by no quarantine",
+		setup: holdingOff(time.Second), args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctOther, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(-2), int64(0), Moving(ctOther)}, res)
 			requireNoKey(t, n, ctKey)
-			r, err := pendingScript.Run(context.Background(), n.sc(), ctAdmKeys, "id9", ctSettings, ctQuarUs, 60000, "1").Result()
+			r, err := runCall(n, PendingArgs{ID: "id9", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute, Replace: true})
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(1), Moving(ctOther)}, r)
-			r, err = admitScript.Run(context.Background(), n.sc(), ctAdmKeys, "hold1", ctOther).Result()
+			r, err = runCall(n, AdmitArgs{ID: "hold1", Settings: ctOther})
 			require.NoError(t, err)
 			require.Equal(t, int64(-2), r)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
@@ -1472,15 +1453,15 @@ var contractCases = []contractCase{
 		}},
 
 	// ident.lua
-	{name: "ident/a server's first call writes its id", script: identScript, keys: []string{IdentKey}, args: fixed("id1"),
+	{name: "ident/a server's first call writes its id", args: IdentRequest("id1"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, "id1", res)
 			requireKey(t, n, IdentKey, "id1")
 			require.Equal(t, time.Duration(-1), n.ttlOf(t, IdentKey), "a server's identity is a deployment-wide key: no expiry")
 		}},
-	{name: "ident/every later call reads the same id", script: identScript, keys: []string{IdentKey},
-		setup: func(t *testing.T, n contractNode) { n.put(t, IdentKey, "id1", 0) }, args: fixed("id2"),
+	{name: "ident/every later call reads the same id",
+		setup: func(t *testing.T, n contractNode) { n.put(t, IdentKey, "id1", 0) }, args: IdentRequest("id2"),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, "id1", res)
@@ -1489,9 +1470,9 @@ var contractCases = []contractCase{
 	// identity (runContract checks it in every case); a server without one
 	// (new, or it lost its data) answers '' and grants as before: the
 	// client counts nothing of it until a proof gives it one.
-	{name: "acquire/a server without an identity answers with none", script: acquireScript, keys: ctAcqKeys,
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); noIdent(t, n) },
-		args:  placed(ctValue, 5000, ctSettings, "1", "", ctLineMs),
+	{name: "acquire/a server without an identity answers with none",
+		setup:   func(t *testing.T, n contractNode) { admitted(t, n); noIdent(t, n) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
@@ -1499,16 +1480,16 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, ctValue)
 			requireNoKey(t, n, IdentKey)
 		}},
-	{name: "extend/a server without an identity answers with none", script: extendScript, keys: ctExtKeys,
+	{name: "extend/a server without an identity answers with none",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second); noIdent(t, n) },
-		args:  fixed(ctValue, 8000),
+		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireNoKey(t, n, IdentKey)
 		}},
-	{name: "commit/a server without an identity answers with none", script: commitScript, keys: ctComKeys,
+	{name: "commit/a server without an identity answers with none",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second); noIdent(t, n) },
-		args:  fixed(ctValue, "42", 7000),
+		args:  CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -1516,7 +1497,7 @@ var contractCases = []contractCase{
 		}},
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a server without an identity hands the key over and names none", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a server without an identity hands the key over and names none",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				noIdent(t, n)
@@ -1524,7 +1505,7 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1534,21 +1515,20 @@ var contractCases = []contractCase{
 	}(),
 
 	// state.lua
-	{name: "state/an empty node", script: stateScript, keys: ctAdmKeys, args: fixed(),
+	{name: "state/an empty node", args: StateRequest(),
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 5)
 			require.Equal(t, []any{"", "", "", ""}, s[:4])
 		}},
-	{name: "state/marker, quarantine and a held key", script: stateScript,
-		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)},
+	{name: "state/marker, quarantine and a held key",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, ctOther, 0)
 			pendingAged("id1", ctSettings, time.Second)(t, n)
 			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, FenceKey(ctKey), "77", 0)
 		},
-		args: fixed(),
+		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 8)
@@ -1563,7 +1543,7 @@ var contractCases = []contractCase{
 	// '+<ttl ms>': Lock calls without fencing).
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/hands the key itself to a first in line that takes hand-offs, with its ttl", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/hands the key itself to a first in line that takes hand-offs, with its ttl",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -1572,7 +1552,7 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c1.b+4000", now-20)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1586,15 +1566,15 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation", script: releaseScript,
-			keys: ctRelKeys, published: []string{},
+		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation",
+			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, MarkerKey, Moving(ctOther), 0)
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1605,15 +1585,15 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over", script: releaseScript,
-			keys: ctRelKeys, published: []string{},
+		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over",
+			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				admitted(t, n)
 				n.put(t, ctKey, ctValue, 5*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1621,13 +1601,13 @@ var contractCases = []contractCase{
 				require.Equal(t, []string{"!c1.a+4000 " + ctServer + "|" + ctKey}, heard())
 			}}
 	}(),
-	{name: "release/a key that is not ours is handed to nobody", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a key that is not ours is handed to nobody",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -1637,14 +1617,14 @@ var contractCases = []contractCase{
 		}},
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me", 2000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				requireKey(t, n, ctKey, "c2.w1+3000")
@@ -1655,14 +1635,14 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a Lock call that ends gives back a key handed to it, to the next in line", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a Lock call that ends gives back a key handed to it, to the next in line",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, "c1.me+5000", 5*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.me+5000", 2000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me+5000", Window: 2 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1670,13 +1650,13 @@ var contractCases = []contractCase{
 				require.Equal(t, []string{"!c2.w1+3000 " + ctServer + "|" + ctKey}, heard())
 			}}
 	}(),
-	{name: "release/a failed attempt's cleanup leaves a key handed to its Lock call alone", script: releaseScript, keys: ctRelKeys,
+	{name: "release/a failed attempt's cleanup leaves a key handed to its Lock call alone",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "c1.me+5000", 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "c1.me+5000", 2000, int64(1), ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "c1.me+5000", Window: 2 * time.Second, Back: true, Place: 1, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -1684,24 +1664,24 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, 5*time.Second)
 			requireInLine(t, n, true, "c1.me+5000", "c2.w1+3000")
 		}},
-	{name: "release/an older waiter id (no ttl) still gets a reservation, not the key", script: releaseScript, keys: ctRelKeys,
+	{name: "release/an older waiter id (no ttl) still gets a reservation, not the key",
 		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "c1.a", n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, ctKey)
 			requireKey(t, n, NamedKey(ctKey), "c1.a")
 		}},
-	{name: "acquire/a key handed to this Lock call stays as it is, and the call is told", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a key handed to this Lock call stays as it is, and the call is told",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "c1.me+5000", 2*time.Second)
 		},
-		args: placed(ctValue, 5000, ctSettings, "1", "c1.me+5000", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Waiter: "c1.me+5000", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 2)
@@ -1711,24 +1691,24 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, 2*time.Second)
 			requireInLine(t, n, false, "c1.me+5000")
 		}},
-	{name: "acquire/a key handed to another Lock call is held", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a key handed to another Lock call is held",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "c1.other+5000", 2*time.Second)
 		},
-		args: placed(ctValue, 5000, ctSettings, "0", "c1.me+5000", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me+5000", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(0), s[0])
 			requireKey(t, n, ctKey, "c1.other+5000")
 			requireInLine(t, n, true, "c1.me+5000")
 		}},
-	{name: "acquire/a key handed to a call ahead of this one in line is -6, and the call joins the line", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a key handed to a call ahead of this one in line is -6, and the call joins the line",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "c2.x~100+5000", 2*time.Second)
 		},
-		args: fixed(ctValue, 5000, ctSettings, "0", "c1.me~200+5000", ctLineMs, int64(200)),
+		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me~200+5000", Place: 200, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Equal(t, int64(-6), s[0])
@@ -1736,27 +1716,25 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, "c2.x~100+5000")
 			requireInLine(t, n, true, "c1.me~200+5000")
 		}},
-	{name: "acquire/a key handed to a call behind this one, or to an older id of this call, is held (0)", script: acquireScript, keys: ctAcqKeys,
+	{name: "acquire/a key handed to a call behind this one, or to an older id of this call, is held (0)",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "c1.old~200+5000", 2*time.Second)
 		},
-		args: fixed(ctValue, 5000, ctSettings, "0", "c1.me~200+5000", ctLineMs, int64(200)),
+		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me~200+5000", Place: 200, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 		}},
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a give-back puts the call's new id in its old place before it hands the key on", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a give-back puts the call's new id in its old place before it hands the key on",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
 				n.zadd(t, QueueKey(ctKey), "c2.w~300+3000", n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c1")
 			},
-			args: func(t *testing.T, n contractNode) []any {
-				return []any{ctValue, ReleaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", n.nowUs(t) - 1_000_000}
-			},
+			fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Line: ctLine, Next: "c1.new~100+5000", Place: -1_000_000},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1769,14 +1747,14 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a give-back's new id is seen at once, in a place however old", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a give-back's new id is seen at once, in a place however old",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
 				waiting(t, n, "c2.w~50+3000", 50, n.nowUs(t))
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 0, "c1.old~100+5000", 2000, "", ctLineMs, wakePrefix, "c1.new~100+5000", int64(100)),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Place: 100, Line: ctLine, Next: "c1.new~100+5000"},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				require.Equal(t, int64(1), res)
@@ -1789,7 +1767,7 @@ var contractCases = []contractCase{
 	}(),
 	func() contractCase {
 		var heard func() []string
-		return contractCase{name: "release/a first in line whose Client does not listen is passed over for the next", script: releaseScript, keys: ctRelKeys,
+		return contractCase{name: "release/a first in line whose Client does not listen is passed over for the next",
 			published: []string{},
 			setup: func(t *testing.T, n contractNode) {
 				n.put(t, ctKey, ctValue, 5*time.Second)
@@ -1798,7 +1776,7 @@ var contractCases = []contractCase{
 				n.zadd(t, QueueKey(ctKey), "c2.b~2+4000", now-20)
 				heard = n.listen(t, wakePrefix+"c2")
 			},
-			args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 			check: func(t *testing.T, n contractNode, res any, err error) {
 				require.NoError(t, err)
 				requireKey(t, n, ctKey, "c2.b~2+4000")
@@ -1806,19 +1784,19 @@ var contractCases = []contractCase{
 				requireInLine(t, n, false, "gone.a~1+4000", "c2.b~2+4000")
 			}}
 	}(),
-	{name: "release/with nobody listening for anyone in line the key stays free and every waiter is told", script: releaseScript, keys: ctRelKeys,
+	{name: "release/with nobody listening for anyone in line the key stays free and every waiter is told",
 		published: []string{""},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.zadd(t, QueueKey(ctKey), "gone.a~1+4000", n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "me", 3000, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, NamedKey(ctKey))
 		}},
-	{name: "state/a free key", script: stateScript, keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)}, args: fixed(),
+	{name: "state/a free key", args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 8)
@@ -1838,7 +1816,8 @@ func TestScriptContractRedis(t *testing.T) {
 }
 
 func runContract(t *testing.T, n contractNode, tc contractCase) {
-	if identReplies(tc.script) || tc.script == releaseScript {
+	script, _, _ := tc.call(0)
+	if identReplies(script) || script == releaseScript {
 		n.put(t, IdentKey, ctServer, 0) // a case may take it away
 	}
 	if tc.setup != nil {
@@ -1848,12 +1827,15 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	if tc.published != nil {
 		heard = n.listen(t, ReleaseChannel(ctKey))
 	}
-	args := tc.args(t, n)
-	requireLayout(t, tc, args)
+	var now int64
+	if tc.fromNow {
+		now = n.nowUs(t)
+	}
+	_, keys, args := tc.call(now)
 	server, _ := n.read(t, IdentKey)
-	res, err := tc.script.Run(context.Background(), n.sc(), tc.keys, args...).Result()
-	if err == nil && identReplies(tc.script) {
-		res = withoutIdent(t, res, server, tc.script == commitScript)
+	res, err := script.Run(context.Background(), n.sc(), keys, args...).Result()
+	if err == nil && identReplies(script) {
+		res = withoutIdent(t, res, server, script == commitScript)
 	}
 	tc.check(t, n, res, err)
 	if heard != nil {
@@ -1863,6 +1845,75 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 			require.Equal(t, tc.published, got, "published on the release channel")
 		}
 	}
+}
+
+// call is the script call of tc, its KEYS and its ARGV; now is the
+// node's clock in µs, for a Place fromNow.
+func (tc contractCase) call(now int64) (*redis.Script, []string, []any) {
+	args := tc.args
+	if tc.fromNow {
+		switch a := args.(type) {
+		case AcquireArgs:
+			a.Place += now
+			args = a
+		case ReleaseArgs:
+			a.Place += now
+			args = a
+		default:
+			panic(fmt.Sprintf("case %q: fromNow with %T, which has no place", tc.name, tc.args))
+		}
+	}
+	return build(args)
+}
+
+// build returns the call the client makes for args (see contractCase),
+// built by the package's own call builders.
+func build(args any) (*redis.Script, []string, []any) {
+	var b Boxes
+	var p *call
+	switch a := args.(type) {
+	case AcquireArgs:
+		p = &b.Acquire(a).call
+	case ReleaseArgs:
+		p = &b.Release(a).call
+	case CommitArgs:
+		p = &NewCommit(a).call
+	case []ExtendArgs:
+		p = &NewExtend(a, ctSettings).call
+	case MetaArgs:
+		p = &NewMeta(a).call
+	case PendingArgs:
+		keys, argv := a.call()
+		return pendingScript, keys, argv
+	case AdmitArgs:
+		keys, argv := a.call()
+		return admitScript, keys, argv
+	case ClaimArgs:
+		keys, argv := a.call()
+		return bootstrapScript, keys, argv
+	case ClaimedArgs:
+		keys, argv := a.call()
+		return bootstrapScript, keys, argv
+	case ReconfigureArgs:
+		keys, argv := a.call()
+		return reconfigureScript, keys, argv
+	case Request:
+		argv := make([]any, len(a.Args))
+		for i, v := range a.Args {
+			argv[i] = v
+		}
+		return ByName(a.Script), a.Keys, argv
+	default:
+		panic(fmt.Sprintf("no call for %T", args))
+	}
+	keys, argv := p.split()
+	return p.script, keys, argv
+}
+
+// runCall runs the call of args on n, outside a case's own call.
+func runCall(n contractNode, args any) (any, error) {
+	script, keys, argv := build(args)
+	return script.Run(context.Background(), n.sc(), keys, argv...).Result()
 }
 
 // identReplies reports whether every reply of s ends with the identity of
@@ -1888,64 +1939,13 @@ func withoutIdent(t *testing.T, res any, server string, scalar bool) any {
 	return s[:len(s)-1]
 }
 
-// requireLayout checks that a case of a script with optional trailing
-// keys puts them where the typed calls do (NewExtend, Boxes.Release): the
-// scripts find them by position, so a case that sends a metadata key
-// where the marker belongs tests neither.
-func requireLayout(t *testing.T, tc contractCase, args []any) {
-	t.Helper()
-	switch tc.script {
-	case acquireScript:
-		require.Equal(t, IdentKey, tc.keys[7], "acquire KEYS[8] is the server's identity")
-		require.Equal(t, LinedKey(tc.keys[0]), tc.keys[8], "acquire KEYS[9] is the line marker")
-		if len(tc.keys) > 9 {
-			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[9:], "acquire KEYS[10] is the metadata")
-		}
-	case commitScript:
-		require.Equal(t, []string{FenceKey(tc.keys[0]), IdentKey}, tc.keys[1:], "commit KEYS[2], KEYS[3]")
-	case extendScript:
-		n := len(args) / 2
-		require.Equal(t, []string{MarkerKey, IdentKey}, tc.keys[n:n+2], "extend KEYS[n+1] is the marker, KEYS[n+2] the identity")
-		keys := tc.keys
-		if len(args) > 2*n {
-			// The leases named for re-creation: their tombstones come last.
-			named := strings.Fields(strings.SplitN(fmt.Sprint(args[2*n]), "\n", 2)[0])
-			tail := keys[len(keys)-len(named):]
-			for j, k := range named {
-				i, err := strconv.Atoi(k)
-				require.NoError(t, err)
-				require.Equal(t, TombKey(fmt.Sprint(args[2*(i-1)])), tail[j], "extend: the tombstone of lease %d", i)
-			}
-			keys = keys[:len(keys)-len(named)]
-		}
-		if len(keys) > n+2 {
-			require.Len(t, keys, 2*n+2, "extend: a metadata key for every lease, or none")
-			for i := range n {
-				require.Equal(t, MetaKey(keys[i]), keys[n+2+i], "extend KEYS[n+2+%d]", i+1)
-			}
-		}
-	case releaseScript:
-		if len(tc.keys) > 5 {
-			require.Equal(t, MarkerKey, tc.keys[5], "release KEYS[6] is the marker")
-		}
-		if len(tc.keys) > 6 {
-			require.Equal(t, IdentKey, tc.keys[6], "release KEYS[7] is the server's identity")
-		}
-		if len(tc.keys) > 7 {
-			require.Equal(t, LinedKey(tc.keys[0]), tc.keys[7], "release KEYS[8] is the line marker")
-		}
-		if len(tc.keys) > 8 {
-			require.Equal(t, []string{MetaKey(tc.keys[0])}, tc.keys[8:], "release KEYS[9] is the metadata")
-		}
-	}
-}
-
 // TestScriptContractCoversEveryScript fails when a script has no case, so
 // a new script cannot skip the contract.
 func TestScriptContractCoversEveryScript(t *testing.T) {
 	covered := map[string]bool{}
 	for _, tc := range contractCases {
-		covered[names[tc.script.Hash()]] = true
+		script, _, _ := tc.call(0)
+		covered[names[script.Hash()]] = true
 	}
 	for _, name := range names {
 		require.True(t, covered[name], "script %s has no contract case", name)

@@ -11,97 +11,84 @@ import (
 // the lock key holds its owner, follows the key's expiry, goes with the
 // key, and changes no verdict.
 
-var (
-	ctMetaKey     = MetaKey(ctKey)
-	ctAcqMetaKeys = append(append([]string(nil), ctAcqKeys...), ctMetaKey)
-	ctRelMetaKeys = append(append([]string(nil), ctRelKeys...), ctMetaKey)
-)
-
-// withMeta is the acquire arguments of placed, plus metadata md.
-func withMeta(md string, args ...any) func(*testing.T, contractNode) []any {
-	return func(t *testing.T, n contractNode) []any {
-		return append(append(append([]any(nil), args...), n.nowUs(t)), md)
-	}
-}
+var ctMetaKey = MetaKey(ctKey)
 
 func init() {
 	contractCases = append(contractCases, metadataCases...)
 }
 
 var metadataCases = []contractCase{
-	{name: "acquire/a grant stores the metadata with the key's expiry", setup: admitted, script: acquireScript, keys: ctAcqMetaKeys,
-		args: withMeta("host=a pid=1", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/a grant stores the metadata with the key's expiry", setup: admitted,
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a pid=1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a pid=1")
 			requireTTLNear(t, n, ctMetaKey, 5*time.Second)
 		}},
-	{name: "acquire/a held key keeps its holder's metadata", script: acquireScript, keys: ctAcqMetaKeys,
+	{name: "acquire/a held key keeps its holder's metadata",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctKey, "theirs", 3*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 3*time.Second)
 		},
-		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "w1", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine, Metadata: "host=a"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 			requireKey(t, n, ctKey, "theirs")
 			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
 		}},
-	{name: "acquire/a leftover of another owner's metadata does not refuse a grant", script: acquireScript, keys: ctAcqMetaKeys,
+	{name: "acquire/a leftover of another owner's metadata does not refuse a grant",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, ctMetaKey, "gone\nhost=b", 3*time.Second)
 		},
-		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a")
 		}},
-	{name: "acquire/a refused node writes no metadata", script: acquireScript, keys: ctAcqMetaKeys,
-		args: withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/a refused node writes no metadata",
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-1), int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctMetaKey)
 		}},
 
-	{name: "extend/our metadata follows our key's expiry, another's is left alone", script: extendScript,
-		keys: []string{"a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b")},
+	{name: "extend/our metadata follows our key's expiry, another's is left alone",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, "a", "va", time.Second)
 			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
 			n.put(t, "b", "vb", time.Second)
 			n.put(t, MetaKey("b"), "old\nhost=x", time.Second) // a leftover
 		},
-		args: fixed("va", 6000, "vb", 6000),
+		args: []ExtendArgs{{Key: "a", Value: "va", TTL: 6 * time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 6 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, MetaKey("a"), 6*time.Second)
 			requireKey(t, n, MetaKey("a"), "va\nhost=a")
 			requireTTLNear(t, n, MetaKey("b"), time.Second)
 		}},
-	{name: "extend/another's key keeps its metadata's expiry", script: extendScript, keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
+	{name: "extend/another's key keeps its metadata's expiry",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
 		},
-		args: fixed(ctValue, 8000),
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
 
-	{name: "extend/a batch with metadata on some leases only renews each and creates none", script: extendScript,
-		keys: []string{"a", "b", MarkerKey, IdentKey, MetaKey("a"), MetaKey("b")},
+	{name: "extend/a batch with metadata on some leases only renews each and creates none",
 		setup: func(t *testing.T, n contractNode) {
 			admitted(t, n)
 			n.put(t, "a", "va", time.Second)
 			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
 			n.put(t, "b", "vb", time.Second) // a lease without metadata
 		},
-		args: fixed("va", 6000, "vb", 7000),
+		args: []ExtendArgs{{Key: "a", Value: "va", TTL: 6 * time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 7 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, "a", 6*time.Second)
@@ -109,52 +96,50 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, "b", 7*time.Second)
 			requireNoKey(t, n, MetaKey("b"))
 		}},
-	{name: "extend/a node a reconfiguration marked renews neither our key nor its metadata", script: extendScript,
-		keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
+	{name: "extend/a node a reconfiguration marked renews neither our key nor its metadata",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
 		},
-		args: fixed(ctValue, 8000),
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, time.Second)
 			requireKey(t, n, ctMetaKey, ctValue+"\nhost=a")
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
-	{name: "extend/a retired node renews neither our key nor its metadata", script: extendScript,
-		keys: []string{ctKey, MarkerKey, IdentKey, ctMetaKey},
+	{name: "extend/a retired node renews neither our key nor its metadata",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
 			n.put(t, ctKey, ctValue, time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
 		},
-		args: fixed(ctValue, 8000),
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, time.Second)
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
 
-	{name: "release/deletes the metadata with our key", script: releaseScript, keys: ctRelMetaKeys,
+	{name: "release/deletes the metadata with our key",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 30, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 30 * time.Millisecond, Line: ctLine, Meta: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, ctKey)
 			requireNoKey(t, n, ctMetaKey)
 		}},
-	{name: "release/another's key keeps its metadata", script: releaseScript, keys: ctRelMetaKeys,
+	{name: "release/another's key keeps its metadata",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 5*time.Second)
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 30, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 30 * time.Millisecond, Line: ctLine, Meta: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -162,15 +147,15 @@ var metadataCases = []contractCase{
 			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
 		}},
 
-	{name: "release/a node a reconfiguration marked deletes our key and its metadata, and hands the key to nobody", script: releaseScript,
-		keys: ctRelMetaKeys, published: []string{},
+	{name: "release/a node a reconfiguration marked deletes our key and its metadata, and hands the key to nobody",
+		published: []string{},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
 			waiting(t, n, "c1.a+4000", n.nowUs(t)-30, n.nowUs(t))
 		},
-		args: fixed(ctValue, ReleaseChannel(ctKey), 5000, "", 3000, "", ctLineMs, wakePrefix),
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 3 * time.Second, Line: ctLine, Meta: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -179,9 +164,9 @@ var metadataCases = []contractCase{
 			requireKey(t, n, NamedKey(ctKey), "c1.a+4000") // a reservation, not the key
 		}},
 
-	{name: "acquire/a node a reconfiguration marked grants nothing and writes no metadata", script: acquireScript, keys: ctAcqMetaKeys,
-		setup: func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
-		args:  withMeta("host=a", ctValue, 5000, ctSettings, "0", "", ctLineMs),
+	{name: "acquire/a node a reconfiguration marked grants nothing and writes no metadata",
+		setup:   func(t *testing.T, n contractNode) { n.put(t, MarkerKey, Moving(ctOther), 0) },
+		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-2), int64(0), Moving(ctOther)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
@@ -191,12 +176,12 @@ var metadataCases = []contractCase{
 	// meta.lua checks no marker: it writes no lock key and no expiry
 	// longer than the key's, so on a marked node it changes nothing a
 	// script decides, and the metadata goes with the key.
-	{name: "meta/on a node a reconfiguration marked stores with the key's expiry, and the key keeps its own", script: metaScript, keys: []string{ctKey, ctMetaKey},
+	{name: "meta/on a node a reconfiguration marked stores with the key's expiry, and the key keeps its own",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
 			n.put(t, ctKey, "c1.w~1+4000", 2*time.Second)
 		},
-		args: fixed("c1.w~1+4000", "host=w"),
+		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -204,9 +189,9 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, ctMetaKey, 2*time.Second)
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
-	{name: "meta/stores where the key holds the value, with its expiry", script: metaScript, keys: []string{ctKey, ctMetaKey},
+	{name: "meta/stores where the key holds the value, with its expiry",
 		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "c1.w~1+4000", 4*time.Second) },
-		args:  fixed("c1.w~1+4000", "host=w"),
+		args:  MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -214,20 +199,20 @@ var metadataCases = []contractCase{
 			requireKey(t, n, ctMetaKey, "c1.w~1+4000\nhost=w")
 			requireTTLNear(t, n, ctMetaKey, 4*time.Second)
 		}},
-	{name: "meta/writes nothing where the key holds another value", script: metaScript, keys: []string{ctKey, ctMetaKey},
+	{name: "meta/writes nothing where the key holds another value",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
 		},
-		args: fixed("c1.w~1+4000", "host=w"),
+		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
 			requireKey(t, n, ctKey, "theirs")
 			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
 		}},
-	{name: "meta/writes nothing where the key is gone", script: metaScript, keys: []string{ctKey, ctMetaKey},
-		args: fixed("c1.w~1+4000", "host=w"),
+	{name: "meta/writes nothing where the key is gone",
+		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -235,13 +220,12 @@ var metadataCases = []contractCase{
 			requireNoKey(t, n, ctMetaKey)
 		}},
 
-	{name: "state/returns the metadata key's value", script: stateScript,
-		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey},
+	{name: "state/returns the metadata key's value",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
 		},
-		args: fixed(),
+		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
 			require.Len(t, s, 9)
@@ -250,13 +234,12 @@ var metadataCases = []contractCase{
 			require.NoError(t, perr)
 			require.Equal(t, "host=b", st.Meta)
 		}},
-	{name: "state/a leftover of another owner's metadata reads as none", script: stateScript,
-		keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey},
+	{name: "state/a leftover of another owner's metadata reads as none",
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "gone\nhost=b", 4*time.Second)
 		},
-		args: fixed(),
+		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			st, perr := parseState(slice(t, res, err))
 			require.NoError(t, perr)
