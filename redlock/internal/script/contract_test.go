@@ -19,30 +19,15 @@ import (
 // running the Lua, so that a change to a script that breaks its contract
 // fails here.
 
-// contractNode is one node under test.
-type contractNode interface {
-	sc() redis.Scripter
-	put(t *testing.T, key, val string, ttl time.Duration) // ttl 0: no expiry
-	putHash(t *testing.T, key string, fields map[string]string, ttl time.Duration)
-	read(t *testing.T, key string) (string, bool)
-	readHash(t *testing.T, key string) map[string]string
-	ttlOf(t *testing.T, key string) time.Duration // -2: no key, -1: no expiry
-	nowUs(t *testing.T) int64
-	// listen starts collecting the payloads published on channel and
-	// returns a function that waits briefly and reports them.
-	listen(t *testing.T, channel string) func() []string
-	zscore(t *testing.T, key, member string) (int64, bool)
-	zadd(t *testing.T, key, member string, score int64)
-	del(t *testing.T, key string)
-}
+// contractNode is the redis-server the cases run on, with the reads and
+// writes their setups and checks make.
+type contractNode struct{ c *redis.Client }
 
-type realContract struct{ c *redis.Client }
-
-func (n realContract) sc() redis.Scripter { return n.c }
-func (n realContract) put(t *testing.T, key, val string, ttl time.Duration) {
+// put sets key to val, with no expiry for ttl 0.
+func (n contractNode) put(t *testing.T, key, val string, ttl time.Duration) {
 	require.NoError(t, n.c.Set(context.Background(), key, val, ttl).Err())
 }
-func (n realContract) putHash(t *testing.T, key string, fields map[string]string, ttl time.Duration) {
+func (n contractNode) putHash(t *testing.T, key string, fields map[string]string, ttl time.Duration) {
 	ctx := context.Background()
 	require.NoError(t, n.c.Del(ctx, key).Err())
 	require.NoError(t, n.c.HSet(ctx, key, fields).Err())
@@ -50,7 +35,7 @@ func (n realContract) putHash(t *testing.T, key string, fields map[string]string
 		require.NoError(t, n.c.PExpire(ctx, key, ttl).Err())
 	}
 }
-func (n realContract) read(t *testing.T, key string) (string, bool) {
+func (n contractNode) read(t *testing.T, key string) (string, bool) {
 	v, err := n.c.Get(context.Background(), key).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false
@@ -58,17 +43,22 @@ func (n realContract) read(t *testing.T, key string) (string, bool) {
 	require.NoError(t, err)
 	return v, true
 }
-func (n realContract) readHash(t *testing.T, key string) map[string]string {
+func (n contractNode) readHash(t *testing.T, key string) map[string]string {
 	m, err := n.c.HGetAll(context.Background(), key).Result()
 	require.NoError(t, err)
 	return m
 }
-func (n realContract) ttlOf(t *testing.T, key string) time.Duration {
+
+// ttlOf is key's remaining life; -2: no key, -1: no expiry.
+func (n contractNode) ttlOf(t *testing.T, key string) time.Duration {
 	d, err := n.c.PTTL(context.Background(), key).Result()
 	require.NoError(t, err)
 	return d // go-redis passes -1 and -2 through unscaled
 }
-func (n realContract) listen(t *testing.T, channel string) func() []string {
+
+// listen starts collecting the payloads published on channel and
+// returns a function that waits briefly and reports them.
+func (n contractNode) listen(t *testing.T, channel string) func() []string {
 	ps := n.c.Subscribe(context.Background(), channel)
 	t.Cleanup(func() { _ = ps.Close() })
 	_, err := ps.Receive(context.Background()) // the subscription is in place
@@ -86,7 +76,7 @@ func (n realContract) listen(t *testing.T, channel string) func() []string {
 		}
 	}
 }
-func (n realContract) zscore(t *testing.T, key, member string) (int64, bool) {
+func (n contractNode) zscore(t *testing.T, key, member string) (int64, bool) {
 	v, err := n.c.ZScore(context.Background(), key, member).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false
@@ -94,7 +84,7 @@ func (n realContract) zscore(t *testing.T, key, member string) (int64, bool) {
 	require.NoError(t, err)
 	return int64(v), true
 }
-func (n realContract) zadd(t *testing.T, key, member string, score int64) {
+func (n contractNode) zadd(t *testing.T, key, member string, score int64) {
 	require.NoError(t, n.c.ZAdd(context.Background(), key, redis.Z{Score: float64(score), Member: member}).Err())
 	require.NoError(t, n.c.PExpire(context.Background(), key, time.Minute).Err())
 	if k, ok := strings.CutPrefix(key, queuePrefix); ok {
@@ -102,10 +92,10 @@ func (n realContract) zadd(t *testing.T, key, member string, score int64) {
 		require.NoError(t, n.c.Set(context.Background(), LinedKey(k), "1", time.Minute).Err())
 	}
 }
-func (n realContract) del(t *testing.T, key string) {
+func (n contractNode) del(t *testing.T, key string) {
 	require.NoError(t, n.c.Del(context.Background(), key).Err())
 }
-func (n realContract) nowUs(t *testing.T) int64 {
+func (n contractNode) nowUs(t *testing.T) int64 {
 	tm, err := n.c.Time(context.Background()).Result()
 	require.NoError(t, err)
 	return tm.UnixMicro()
@@ -152,7 +142,7 @@ var (
 // noIdent takes the server's identity away, as a loss of its data does.
 func noIdent(t *testing.T, n contractNode) {
 	t.Helper()
-	require.NoError(t, redis.NewScript("return redis.call('DEL', KEYS[1])").Run(context.Background(), n.sc(), []string{IdentKey}).Err())
+	n.del(t, IdentKey)
 }
 
 func admitted(t *testing.T, n contractNode) { n.put(t, MarkerKey, ctSettings, 0) }
@@ -1810,7 +1800,7 @@ func TestScriptContractRedis(t *testing.T) {
 	for _, tc := range contractCases {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, rc.FlushAll(context.Background()).Err())
-			runContract(t, realContract{c: rc}, tc)
+			runContract(t, contractNode{c: rc}, tc)
 		})
 	}
 }
@@ -1833,7 +1823,7 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	}
 	_, keys, args := tc.call(now)
 	server, _ := n.read(t, IdentKey)
-	res, err := script.Run(context.Background(), n.sc(), keys, args...).Result()
+	res, err := script.Run(context.Background(), n.c, keys, args...).Result()
 	if err == nil && identReplies(script) {
 		res = withoutIdent(t, res, server, script == commitScript)
 	}
@@ -1913,7 +1903,7 @@ func build(args any) (*redis.Script, []string, []any) {
 // runCall runs the call of args on n, outside a case's own call.
 func runCall(n contractNode, args any) (any, error) {
 	script, keys, argv := build(args)
-	return script.Run(context.Background(), n.sc(), keys, argv...).Result()
+	return script.Run(context.Background(), n.c, keys, argv...).Result()
 }
 
 // identReplies reports whether every reply of s ends with the identity of
