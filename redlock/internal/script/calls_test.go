@@ -11,7 +11,13 @@ import (
 )
 
 // The typed calls send the positional KEYS and ARGV the scripts' headers
-// describe (and the contract cases use).
+// describe. The contract cases build their calls with the same builders,
+// so a reordered ARGV fails a behaviour case there too; but they build
+// each release from its own ReleaseArgs, and a release made from an
+// attempt (Acquire.ReleaseArgs, whose boxes it shares: a lease's release,
+// a failed attempt's cleanup) is checked here alone. A swap of its queue
+// and reservation keys, or its place taken from the ttl's box, failed
+// this test and no contract case.
 func TestCalls_PositionalLayout(t *testing.T) {
 	var b Boxes
 	a := AcquireArgs{Key: "k", Value: "v", TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.w~100+5000", Place: 100, Line: 10 * time.Second}
