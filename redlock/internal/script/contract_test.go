@@ -107,6 +107,14 @@ type contractCase struct {
 	// ReleaseChannel(ctKey).
 	published []string
 
+	// The common setups, made before setup runs: the node admitted with
+	// ctSettings, ctKey held, and waiters in its line.
+	admitted bool
+	held     holding
+	line     []waiter
+	// told, when not nil, is what the release must tell each Client (by
+	// id) on its own notice channel (WakeChannel); nil for nothing.
+	told  map[string][]string
 	setup func(t *testing.T, n contractNode)
 	// args is the call, as the client builds it: AcquireArgs,
 	// ReleaseArgs, CommitArgs, []ExtendArgs (with ctSettings for the
@@ -121,6 +129,22 @@ type contractCase struct {
 	// Lock call that began then.
 	fromNow bool
 	check   func(t *testing.T, n contractNode, res any, err error)
+}
+
+// holding is a value that holds ctKey, for ttl; "" for none.
+type holding struct {
+	value string
+	ttl   time.Duration
+}
+
+// waiter is a Lock call in ctKey's line, its place ago µs before now on
+// the node's clock; with seen, also its last sight, seenAgo µs before now
+// (an older client's entry has none).
+type waiter struct {
+	id      string
+	ago     int64
+	seen    bool
+	seenAgo int64
 }
 
 // Fixtures shared by the cases.
@@ -241,7 +265,7 @@ func requireTTLNear(t *testing.T, n contractNode, key string, want time.Duration
 
 var contractCases = []contractCase{
 	// acquire.lua
-	{name: "acquire/free key on an admitted node is ours", setup: admitted,
+	{name: "acquire/free key on an admitted node is ours", admitted: true,
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -249,7 +273,7 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, 5*time.Second)
 		}},
 	{name: "acquire/held key reports the other's ttl",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -271,7 +295,10 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/tombstone of our value refuses",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Second) },
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, TombKey(ctValue), "1", time.Second)
+		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(-3), int64(0)}, slice(t, res, err))
@@ -284,7 +311,10 @@ var contractCases = []contractCase{
 			requireKey(t, n, ctKey, ctValue)
 		}},
 	{name: "acquire/fencing reads the fence and the server clock",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, FenceKey(ctKey), "12345678901234567", 0) },
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, FenceKey(ctKey), "12345678901234567", 0)
+		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -294,7 +324,7 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t), us, 1e6)
 		}},
 	{name: "acquire/fencing on a held key still reads the fence",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -304,7 +334,7 @@ var contractCases = []contractCase{
 		}},
 
 	{name: "acquire/a Lock that fails on a held key joins the line",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
@@ -315,10 +345,8 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, LinedKey(ctKey), 10*time.Second)
 		}},
 	{name: "acquire/a grant where the key has no line marker touches no line",
+		admitted: true, line: []waiter{{id: "w1", ago: 10, seen: true}},
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			now := n.nowUs(t)
-			waiting(t, n, "w1", now-10, now)
 			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
 		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
@@ -327,18 +355,14 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "w1")
 		}},
 	{name: "acquire/a free key with others in line but no reservation is taken (only a release holds it back)",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
+		admitted: true, line: []waiter{{id: "w0", ago: 0}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 		}},
 	{name: "acquire/a waiter already in line takes a free key and leaves the line",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
-			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
-		},
+		admitted: true, line: []waiter{{id: "w0", ago: 10}, {id: "w1", ago: 0}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -349,28 +373,20 @@ var contractCases = []contractCase{
 			require.True(t, in)
 		}},
 	{name: "acquire/a TryLock takes a free key past the line",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)) },
+		admitted: true, line: []waiter{{id: "w0", ago: 0}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 		}},
 	{name: "acquire/a stale waiter keeps no newcomer out",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
-		},
+		admitted: true, line: []waiter{{id: "stale", ago: 2 * ctLineMs * 1000}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err), "a stale waiter kept a newcomer out")
 			requireKey(t, n, ctKey, ctValue)
 		}},
 	{name: "acquire/joining the line drops the waiters that stopped trying",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "theirs", 3*time.Second)
-			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
-			n.zadd(t, QueueKey(ctKey), "w0", n.nowUs(t)-10)
-		},
+		admitted: true, held: holding{"theirs", 3 * time.Second}, line: []waiter{{id: "stale", ago: 2 * ctLineMs * 1000}, {id: "w0", ago: 10}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
@@ -383,12 +399,7 @@ var contractCases = []contractCase{
 	// its place however long it waits. The entries above without a last
 	// sight are an older client's, which still go by their place.
 	{name: "acquire/joining keeps a waiter whose call began long ago but was seen lately, in its place",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "theirs", 3*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
-		},
+		admitted: true, held: holding{"theirs", 3 * time.Second}, line: []waiter{{id: "old", ago: 2 * ctLineMs * 1000, seen: true, seenAgo: 1000}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
@@ -399,14 +410,9 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, SeenKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
 	{name: "acquire/joining drops a waiter not seen for the line's lifetime, whenever its call began",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "theirs", 3*time.Second)
-			now := n.nowUs(t)
-			// its place is recent (a Client whose clock runs ahead)
-			waiting(t, n, "gone", now-10, now-ctLineMs*1000-1000)
-			waiting(t, n, "w0", now-20, now-1000)
-		},
+		admitted: true, held: holding{"theirs", 3 * time.Second},
+		// gone's place is recent (a Client whose clock runs ahead)
+		line:    []waiter{{id: "gone", ago: 10, seen: true, seenAgo: ctLineMs*1000 + 1000}, {id: "w0", ago: 20, seen: true, seenAgo: 1000}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
@@ -415,9 +421,8 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "w0", "w1")
 		}},
 	{name: "acquire/a failed attempt keeps its call's place and notes that it was seen",
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "theirs", 3*time.Second)
 			now := n.nowUs(t)
 			waiting(t, n, "w1", 777, now-ctLineMs*1000/2)
 		},
@@ -430,12 +435,7 @@ var contractCases = []contractCase{
 			requireSeen(t, n, true, "w1")
 		}},
 	{name: "acquire/a grant takes the call's last sight out of the line with it",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			now := n.nowUs(t)
-			waiting(t, n, "w0", now-20, now)
-			waiting(t, n, "w1", now-10, now)
-		},
+		admitted: true, line: []waiter{{id: "w0", ago: 20, seen: true}, {id: "w1", ago: 10, seen: true}},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -448,14 +448,7 @@ var contractCases = []contractCase{
 	// release.lua
 	{name: "release/names the first in line alone, and the releaser leaves it",
 		published: []string{"w1"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			n.zadd(t, QueueKey(ctKey), "me", now-30)
-			n.zadd(t, QueueKey(ctKey), "w2", now-10)
-			n.zadd(t, QueueKey(ctKey), "w1", now-20)
-			n.zadd(t, QueueKey(ctKey), "w3", now)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "me", ago: 30}, {id: "w2", ago: 10}, {id: "w1", ago: 20}, {id: "w3", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -469,13 +462,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/names no waiter that stopped trying",
 		published: []string{"w1"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			n.zadd(t, QueueKey(ctKey), "stale1", now-2*ctLineMs*1000)
-			n.zadd(t, QueueKey(ctKey), "stale2", now-2*ctLineMs*1000+1)
-			n.zadd(t, QueueKey(ctKey), "w1", now)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "stale1", ago: 2 * ctLineMs * 1000}, {id: "stale2", ago: 2*ctLineMs*1000 - 1}, {id: "w1", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -485,10 +472,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/a line of stale waiters names nobody",
 		published: []string{""},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "stale", n.nowUs(t)-2*ctLineMs*1000)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "stale", ago: 2 * ctLineMs * 1000}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -497,12 +481,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/names the call that has waited longest when it was seen lately",
 		published: []string{"old"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "old", now-2*ctLineMs*1000, now-1000)
-			waiting(t, n, "w1", now-10, now-1000)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "old", ago: 2 * ctLineMs * 1000, seen: true, seenAgo: 1000}, {id: "w1", ago: 10, seen: true, seenAgo: 1000}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -514,12 +493,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/names no waiter that was not seen for the line's lifetime",
 		published: []string{"w1"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "gone", now-20, now-ctLineMs*1000-1000)
-			waiting(t, n, "w1", now-10, now-1000)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "gone", ago: 20, seen: true, seenAgo: ctLineMs*1000 + 1000}, {id: "w1", ago: 10, seen: true, seenAgo: 1000}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -530,12 +504,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/a call that leaves takes its last sight out of the line with it",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "me", now-20, now)
-			waiting(t, n, "w1", now-10, now)
-		},
+		held:      holding{"theirs", 5 * time.Second}, line: []waiter{{id: "me", ago: 20, seen: true}, {id: "w1", ago: 10, seen: true}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -544,54 +513,37 @@ var contractCases = []contractCase{
 			requireSeen(t, n, false, "me")
 			requireSeen(t, n, true, "w1")
 		}},
-	func() contractCase {
-		var heard1, heard2 func() []string
-		return contractCase{name: "release/the notice goes to the named waiter's Client alone, not to the key's channel",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				now := n.nowUs(t)
-				n.zadd(t, QueueKey(ctKey), "c1.a", now-30)
-				n.zadd(t, QueueKey(ctKey), "c1.b", now-20)
-				n.zadd(t, QueueKey(ctKey), "c2.x", now)
-				heard1, heard2 = n.listen(t, wakePrefix+"c1"), n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, NamedKey(ctKey), "c1.a")
-				require.Equal(t, []string{"c1.a|" + ctKey}, heard1(), "the named waiter's Client")
-				require.Empty(t, heard2(), "a Client nobody named")
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a named waiter of an older client is told on the key's channel",
-			published: []string{"w1"},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				now := n.nowUs(t)
-				n.zadd(t, QueueKey(ctKey), "w1", now-30)
-				n.zadd(t, QueueKey(ctKey), "c1.a", now-20)
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Empty(t, heard(), "a Client nobody named")
-			}}
-	}(),
+	{name: "release/the notice goes to the named waiter's Client alone, not to the key's channel",
+		told:      map[string][]string{"c1": {"c1.a|" + ctKey}, "c2": nil},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a", ago: 30}, {id: "c1.b", ago: 20}, {id: "c2.x", ago: 0}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, NamedKey(ctKey), "c1.a")
+		}},
+	{name: "release/a named waiter of an older client is told on the key's channel",
+		told:      map[string][]string{"c1": nil},
+		published: []string{"w1"},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 30}, {id: "c1.a", ago: 20}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+		}},
 	{name: "acquire/a key that already holds our value is ours (a retried call whose first run took it)",
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, 3*time.Second) },
-		args:  AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
+		admitted: true, held: holding{ctValue, 3 * time.Second},
+		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, 3*time.Second) // the first run's expiry: the lease counts from before it
 		}},
 	{name: "acquire/a reservation lets only the named waiters in",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second) },
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second)
+		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w3", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -602,15 +554,18 @@ var contractCases = []contractCase{
 			require.True(t, in, "a refused Lock joins the line")
 		}},
 	{name: "acquire/a reservation keeps a TryLock out too",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, NamedKey(ctKey), "w1", 3*time.Second) },
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, NamedKey(ctKey), "w1", 3*time.Second)
+		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(-4), slice(t, res, err)[0])
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "acquire/a named waiter takes the key and ends the reservation",
+		admitted: true,
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
 			n.put(t, NamedKey(ctKey), "w1 w2", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "w2", 5)
 		},
@@ -623,7 +578,7 @@ var contractCases = []contractCase{
 			require.False(t, in)
 		}},
 	{name: "acquire/a waiter's place is the one it gives, the same on every node",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", 3*time.Second) },
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Place: -777, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
@@ -633,12 +588,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/a failed attempt's cleanup puts its Lock back in line, in its place",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			n.zadd(t, QueueKey(ctKey), "w1", now-20_000)
-			n.zadd(t, QueueKey(ctKey), "w2", now-10_000)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 20_000}, {id: "w2", ago: 10_000}},
 		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -652,29 +602,19 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "w1", "w2")
 			requireTTLNear(t, n, QueueKey(ctKey), time.Duration(ctLineMs)*time.Millisecond)
 		}},
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a failed attempt's cleanup that is first in line tells nobody, on its Client's channel either",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c2.w1", n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "c1.me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, NamedKey(ctKey), "c1.me")
-				require.Empty(t, heard(), "the cleaning call's Client")
-			}}
-	}(),
+	{name: "release/a failed attempt's cleanup that is first in line tells nobody, on its Client's channel either",
+		told:      map[string][]string{"c1": nil},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c2.w1", ago: 0}},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "c1.me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, NamedKey(ctKey), "c1.me")
+		}},
 	{name: "release/a failed attempt's cleanup behind another in line names and tells that one",
 		published: []string{"w1"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t)-2_000_000)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 2_000_000}},
 		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -1_000_000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -689,11 +629,7 @@ var contractCases = []contractCase{
 	// nobody, and lost its place to every newer call).
 	{name: "release/a failed attempt's cleanup puts back a call that began long ago, and tells nobody",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "w1", now-10, now)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 10, seen: true}},
 		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -(ctLineMs + 1000) * 1000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -705,11 +641,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/a failed attempt's cleanup behind another notes that its call was seen",
 		published: []string{"w1"},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			now := n.nowUs(t)
-			waiting(t, n, "w1", now-2*ctLineMs*1000-1, now)
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 2*ctLineMs*1000 + 1, seen: true}},
 		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Back: true, Place: -2 * ctLineMs * 1000, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -720,8 +652,8 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/a call that leaves drops out of a reservation that names it",
 		published: []string{},
+		held:      holding{"theirs", 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, NamedKey(ctKey), "w1 me w2", 3*time.Second)
 			n.zadd(t, QueueKey(ctKey), "me", 5)
 		},
@@ -743,34 +675,28 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			requireNoKey(t, n, NamedKey(ctKey))
 		}},
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a named call that gives up passes the free key to the next in line",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c2.w1", n.nowUs(t)-10)
-				n.zadd(t, QueueKey(ctKey), "c2.w2", n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(0), res)
-				requireNoKey(t, n, ctKey)
-				requireKey(t, n, NamedKey(ctKey), "c2.w1")
-				requireTTLNear(t, n, NamedKey(ctKey), 2*time.Second)
-				require.Equal(t, []string{"c2.w1|" + ctKey}, heard())
-				_, in := n.zscore(t, QueueKey(ctKey), "c2.w2")
-				require.True(t, in)
-			}}
-	}(),
+	{name: "release/a named call that gives up passes the free key to the next in line",
+		told:      map[string][]string{"c2": {"c2.w1|" + ctKey}},
+		published: []string{},
+		line:      []waiter{{id: "c2.w1", ago: 10}, {id: "c2.w2", ago: 0}},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
+		},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(0), res)
+			requireNoKey(t, n, ctKey)
+			requireKey(t, n, NamedKey(ctKey), "c2.w1")
+			requireTTLNear(t, n, NamedKey(ctKey), 2*time.Second)
+			_, in := n.zscore(t, QueueKey(ctKey), "c2.w2")
+			require.True(t, in)
+		}},
 	{name: "release/a named call that gives up while another holds the key names nobody",
 		published: []string{},
+		held:      holding{"theirs", 5 * time.Second}, line: []waiter{{id: "w1", ago: 0}},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, NamedKey(ctKey), "me", 3*time.Second)
-			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 		},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "me", Window: 2 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -781,8 +707,8 @@ var contractCases = []contractCase{
 			require.True(t, in)
 		}},
 	{name: "release/our key is deleted, and with no line here nobody is told", published: []string{},
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
+		held: holding{ctValue, 5 * time.Second},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -790,8 +716,8 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, TombKey(ctValue))
 		}},
 	{name: "release/a line marker over an empty line tells every waiter of the key, and goes", published: []string{""},
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, LinedKey(ctKey), "1", 5*time.Second)
 		},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
@@ -802,9 +728,8 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, LinedKey(ctKey))
 		}},
 	{name: "release/a line without its marker is not looked at", published: []string{},
+		held: holding{ctValue, 5 * time.Second}, line: []waiter{{id: "w1", ago: 0}},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "w1", n.nowUs(t))
 			n.zadd(t, SeenKey(ctKey), "w1", n.nowUs(t))
 			n.del(t, LinedKey(ctKey)) // as an older client's join leaves it
 		},
@@ -818,8 +743,8 @@ var contractCases = []contractCase{
 			require.True(t, in, "the waiter left the line")
 		}},
 	{name: "release/another's key stays and our value gets a tombstone", published: []string{},
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", 5*time.Second) },
-		args:  ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 3 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
+		held: holding{"theirs", 5 * time.Second},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 3 * time.Second, Window: 50 * time.Millisecond, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), res)
@@ -844,22 +769,22 @@ var contractCases = []contractCase{
 
 	// extend.lua
 	{name: "extend/our key gets the longer ttl",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
+		held: holding{ctValue, time.Second},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/a shorter ttl never shortens our key",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 8*time.Second) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: time.Second}},
+		held: holding{ctValue, 8 * time.Second},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/another's key is left alone",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "theirs", time.Second) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
+		held: holding{"theirs", time.Second},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, "theirs")
@@ -872,16 +797,16 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "extend/with the node's marker given, our key on an admitted node is renewed",
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, ctValue, time.Second) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
+		admitted: true, held: holding{ctValue, time.Second},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/a node a reconfiguration marked renews nothing",
+		held: holding{ctValue, time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
-			n.put(t, ctKey, ctValue, time.Second)
 		},
 		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -890,9 +815,9 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
 	{name: "extend/a retired node renews nothing",
+		held: holding{ctValue, time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
-			n.put(t, ctKey, ctValue, time.Second)
 		},
 		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -900,16 +825,16 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
 	{name: "extend/a lease named for re-creation gets its key back on a node admitted with our settings",
-		setup: admitted,
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
+		admitted: true,
+		args:     []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireKey(t, n, ctKey, ctValue)
 			requireTTLNear(t, n, ctKey, 8*time.Second)
 		}},
 	{name: "extend/a lease not named is not re-created",
-		setup: admitted,
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
+		admitted: true,
+		args:     []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
@@ -935,23 +860,26 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "extend/a tombstone of our value keeps the key from coming back",
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, TombKey(ctValue), "1", time.Minute) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, TombKey(ctValue), "1", time.Minute)
+		},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireNoKey(t, n, ctKey)
 		}},
 	{name: "extend/re-creation never takes another's key",
-		setup: func(t *testing.T, n contractNode) { admitted(t, n); n.put(t, ctKey, "theirs", time.Second) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
+		admitted: true, held: holding{"theirs", time.Second},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Recreate: true}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(0)}, slice(t, res, err))
 			requireKey(t, n, ctKey, "theirs")
 			requireTTLNear(t, n, ctKey, time.Second)
 		}},
 	{name: "extend/a batch re-creates only the leases named, each with its own ttl",
+		admitted: true,
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
 			n.put(t, "a", "va", time.Second) // ours: renewed as ever
 		},
 		args: []ExtendArgs{{Key: "a", Value: "va", TTL: 5 * time.Second, Meta: true}, {Key: "b", Value: "vb", TTL: 2 * time.Second, Recreate: true}, {Key: "c", Value: "vc", TTL: 7 * time.Second, Recreate: true}},
@@ -980,8 +908,8 @@ var contractCases = []contractCase{
 
 	// commit.lua
 	{name: "commit/raises a missing fence",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second) },
-		args:  CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
+		held: holding{ctValue, 5 * time.Second},
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -989,8 +917,8 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
 	{name: "commit/raises a shorter fence (decimal, not lexicographic)",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 0)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 10, Keep: 7 * time.Second},
@@ -1000,8 +928,8 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "10")
 		}},
 	{name: "commit/never lowers the fence",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9007199254740993", 0)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 9007199254740992, Keep: 7 * time.Second},
@@ -1011,8 +939,8 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "9007199254740993")
 		}},
 	{name: "commit/refuses when the key is not ours",
+		held: holding{"theirs", 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, FenceKey(ctKey), "5", 0)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
@@ -1022,8 +950,8 @@ var contractCases = []contractCase{
 			requireKey(t, n, FenceKey(ctKey), "5")
 		}},
 	{name: "commit/never shortens a fence's life",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "9", 20*time.Second)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 10, Keep: 7 * time.Second},
@@ -1034,8 +962,8 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, FenceKey(ctKey), 20*time.Second)
 		}},
 	{name: "commit/a fence kept higher still lives at least the keep time",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", time.Second)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
@@ -1046,8 +974,8 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, FenceKey(ctKey), 7*time.Second)
 		}},
 	{name: "commit/a fence without an expiry gets one",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, FenceKey(ctKey), "99", 0)
 		},
 		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
@@ -1065,7 +993,7 @@ var contractCases = []contractCase{
 		}},
 
 	// pending.lua
-	{name: "pending/an admitted node returns its marker", setup: admitted,
+	{name: "pending/an admitted node returns its marker", admitted: true,
 		args: PendingArgs{ID: "id1", Settings: ctSettings, Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), ctSettings}, slice(t, res, err))
@@ -1149,7 +1077,7 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(0), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "admit/an admitted node says so", setup: admitted, args: AdmitArgs{ID: "id1", Settings: ctSettings},
+	{name: "admit/an admitted node says so", admitted: true, args: AdmitArgs{ID: "id1", Settings: ctSettings},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -1175,7 +1103,7 @@ var contractCases = []contractCase{
 			require.InDelta(t, n.nowUs(t), atoiT(t, p["stamp"]), 1e6)
 			requireTTLNear(t, n, PendingKey, time.Minute)
 		}},
-	{name: "bootstrap/claim: an admitted node is left alone", setup: admitted,
+	{name: "bootstrap/claim: an admitted node is left alone", admitted: true,
 		args: ClaimArgs{Settings: ctSettings, ID: "boot1", Quarantine: ctQuar, TTL: time.Minute},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1246,7 +1174,7 @@ var contractCases = []contractCase{
 			require.Equal(t, int64(-1), res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "bootstrap/admit: an admitted node is left alone", setup: admitted,
+	{name: "bootstrap/admit: an admitted node is left alone", admitted: true,
 		args: ClaimedArgs{Settings: ctSettings, ID: "boot1", Window: 5 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1254,7 +1182,7 @@ var contractCases = []contractCase{
 		}},
 
 	// reconfigure.lua: ctSettings is the old deployment, ctOther the new.
-	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them, and records the change", setup: admitted,
+	{name: "reconfigure/refuse: an old node admitted with the old settings now refuses them, and records the change", admitted: true,
 		args: ReconfigureArgs{Step: StepRefuse, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1329,7 +1257,7 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(-2), ctThird}, res)
 			requireKey(t, n, MarkerKey, ctThird)
 		}},
-	{name: "reconfigure/retire: a node that leaves refuses everyone", setup: admitted,
+	{name: "reconfigure/retire: a node that leaves refuses everyone", admitted: true,
 		args: ReconfigureArgs{Step: StepRetire, From: ctSettings, To: ctOther, Record: ctRecord},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1419,7 +1347,7 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{int64(-2), ""}, res)
 			requireNoKey(t, n, MarkerKey)
 		}},
-	{name: "reconfigure/finish: a node still on the old settings is not admitted", setup: admitted,
+	{name: "reconfigure/finish: a node still on the old settings is not admitted", admitted: true,
 		args: ReconfigureArgs{Step: StepFinish, From: ctSettings, To: ctOther},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1461,7 +1389,10 @@ var contractCases = []contractCase{
 	// (new, or it lost its data) answers '' and grants as before: the
 	// client counts nothing of it until a proof gives it one.
 	{name: "acquire/a server without an identity answers with none",
-		setup:   func(t *testing.T, n contractNode) { admitted(t, n); noIdent(t, n) },
+		admitted: true,
+		setup: func(t *testing.T, n contractNode) {
+			noIdent(t, n)
+		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -1471,38 +1402,39 @@ var contractCases = []contractCase{
 			requireNoKey(t, n, IdentKey)
 		}},
 	{name: "extend/a server without an identity answers with none",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, time.Second); noIdent(t, n) },
-		args:  []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
+		held: holding{ctValue, time.Second},
+		setup: func(t *testing.T, n contractNode) {
+			noIdent(t, n)
+		},
+		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second}},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1)}, slice(t, res, err))
 			requireNoKey(t, n, IdentKey)
 		}},
 	{name: "commit/a server without an identity answers with none",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, ctValue, 5*time.Second); noIdent(t, n) },
-		args:  CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
+		held: holding{ctValue, 5 * time.Second},
+		setup: func(t *testing.T, n contractNode) {
+			noIdent(t, n)
+		},
+		args: CommitArgs{Key: ctKey, Value: ctValue, Token: 42, Keep: 7 * time.Second},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
 			requireNoKey(t, n, IdentKey)
 		}},
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a server without an identity hands the key over and names none",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				noIdent(t, n)
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c1.a+4000")
-				require.Equal(t, []string{"!c1.a+4000 |" + ctKey}, heard())
-			}}
-	}(),
+	{name: "release/a server without an identity hands the key over and names none",
+		told:      map[string][]string{"c1": {"!c1.a+4000 |" + ctKey}},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 30}},
+		setup: func(t *testing.T, n contractNode) {
+			noIdent(t, n)
+		},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c1.a+4000")
+		}},
 
 	// state.lua
 	{name: "state/an empty node", args: StateRequest(),
@@ -1512,10 +1444,10 @@ var contractCases = []contractCase{
 			require.Equal(t, []any{"", "", "", ""}, s[:4])
 		}},
 	{name: "state/marker, quarantine and a held key",
+		held: holding{"theirs", 4 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, ctOther, 0)
 			pendingAged("id1", ctSettings, time.Second)(t, n)
-			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, FenceKey(ctKey), "77", 0)
 		},
 		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey)}},
@@ -1531,72 +1463,47 @@ var contractCases = []contractCase{
 		}},
 	// The key handed over inside the release (waiters whose id ends in
 	// '+<ttl ms>': Lock calls without fencing).
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/hands the key itself to a first in line that takes hand-offs, with its ttl",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				now := n.nowUs(t)
-				n.zadd(t, QueueKey(ctKey), "c1.a+4000", now-30)
-				n.zadd(t, QueueKey(ctKey), "c1.b+4000", now-20)
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c1.a+4000")
-				requireTTLNear(t, n, ctKey, 4*time.Second)
-				requireNoKey(t, n, NamedKey(ctKey)) // nothing to reserve: the key is taken
-				require.Equal(t, []string{"!c1.a+4000 " + ctServer + "|" + ctKey}, heard())
-				requireInLine(t, n, false, "c1.a+4000")
-				requireInLine(t, n, true, "c1.b+4000")
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, MarkerKey, Moving(ctOther), 0)
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireNoKey(t, n, ctKey)
-				requireKey(t, n, NamedKey(ctKey), "c1.a+4000")
-				require.Equal(t, []string{"c1.a+4000|" + ctKey}, heard())
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/with the node's marker given, an admitted node still hands the key over",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				admitted(t, n)
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t)-30)
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c1.a+4000")
-				require.Equal(t, []string{"!c1.a+4000 " + ctServer + "|" + ctKey}, heard())
-			}}
-	}(),
+	{name: "release/hands the key itself to a first in line that takes hand-offs, with its ttl",
+		told:      map[string][]string{"c1": {"!c1.a+4000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 30}, {id: "c1.b+4000", ago: 20}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c1.a+4000")
+			requireTTLNear(t, n, ctKey, 4*time.Second)
+			requireNoKey(t, n, NamedKey(ctKey)) // nothing to reserve: the key is taken
+			requireInLine(t, n, false, "c1.a+4000")
+			requireInLine(t, n, true, "c1.b+4000")
+		}},
+	{name: "release/a node a reconfiguration marked hands no key over: the first in line gets a reservation",
+		told:      map[string][]string{"c1": {"c1.a+4000|" + ctKey}},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 30}},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, MarkerKey, Moving(ctOther), 0)
+		},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireNoKey(t, n, ctKey)
+			requireKey(t, n, NamedKey(ctKey), "c1.a+4000")
+		}},
+	{name: "release/with the node's marker given, an admitted node still hands the key over",
+		told:      map[string][]string{"c1": {"!c1.a+4000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		admitted:  true, held: holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 30}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c1.a+4000")
+		}},
 	{name: "release/a key that is not ours is handed to nobody",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "c1.a+4000", n.nowUs(t))
-		},
+		held:      holding{"theirs", 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1605,47 +1512,33 @@ var contractCases = []contractCase{
 			requireTTLNear(t, n, ctKey, 5*time.Second)
 			requireInLine(t, n, true, "c1.a+4000")
 		}},
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				requireKey(t, n, ctKey, "c2.w1+3000")
-				requireTTLNear(t, n, ctKey, 3*time.Second)
-				requireNoKey(t, n, NamedKey(ctKey))
-				require.Equal(t, []string{"!c2.w1+3000 " + ctServer + "|" + ctKey}, heard())
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a Lock call that ends gives back a key handed to it, to the next in line",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, "c1.me+5000", 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me+5000", Window: 2 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c2.w1+3000")
-				require.Equal(t, []string{"!c2.w1+3000 " + ctServer + "|" + ctKey}, heard())
-			}}
-	}(),
+	{name: "release/a named call that gives up hands the free key to a next in line that takes hand-offs",
+		told:      map[string][]string{"c2": {"!c2.w1+3000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		line:      []waiter{{id: "c2.w1+3000", ago: 0}},
+		setup: func(t *testing.T, n contractNode) {
+			n.put(t, NamedKey(ctKey), "c1.me", 3*time.Second)
+		},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me", Window: 2 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireKey(t, n, ctKey, "c2.w1+3000")
+			requireTTLNear(t, n, ctKey, 3*time.Second)
+			requireNoKey(t, n, NamedKey(ctKey))
+		}},
+	{name: "release/a Lock call that ends gives back a key handed to it, to the next in line",
+		told:      map[string][]string{"c2": {"!c2.w1+3000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		held:      holding{"c1.me+5000", 5 * time.Second}, line: []waiter{{id: "c2.w1+3000", ago: 0}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.me+5000", Window: 2 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c2.w1+3000")
+		}},
 	{name: "release/a failed attempt's cleanup leaves a key handed to its Lock call alone",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "c1.me+5000", 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "c2.w1+3000", n.nowUs(t))
-		},
+		held:      holding{"c1.me+5000", 5 * time.Second}, line: []waiter{{id: "c2.w1+3000", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "c1.me+5000", Window: 2 * time.Second, Back: true, Place: 1, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1656,10 +1549,7 @@ var contractCases = []contractCase{
 		}},
 	{name: "release/an older waiter id (no ttl) still gets a reservation, not the key",
 		published: []string{},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "c1.a", n.nowUs(t))
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1667,10 +1557,7 @@ var contractCases = []contractCase{
 			requireKey(t, n, NamedKey(ctKey), "c1.a")
 		}},
 	{name: "acquire/a key handed to this Lock call stays as it is, and the call is told",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "c1.me+5000", 2*time.Second)
-		},
+		admitted: true, held: holding{"c1.me+5000", 2 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Fencing: true, Waiter: "c1.me+5000", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -1682,10 +1569,7 @@ var contractCases = []contractCase{
 			requireInLine(t, n, false, "c1.me+5000")
 		}},
 	{name: "acquire/a key handed to another Lock call is held",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "c1.other+5000", 2*time.Second)
-		},
+		admitted: true, held: holding{"c1.other+5000", 2 * time.Second},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me+5000", Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -1694,10 +1578,7 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "c1.me+5000")
 		}},
 	{name: "acquire/a key handed to a call ahead of this one in line is -6, and the call joins the line",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "c2.x~100+5000", 2*time.Second)
-		},
+		admitted: true, held: holding{"c2.x~100+5000", 2 * time.Second},
 		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me~200+5000", Place: 200, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			s := slice(t, res, err)
@@ -1707,79 +1588,53 @@ var contractCases = []contractCase{
 			requireInLine(t, n, true, "c1.me~200+5000")
 		}},
 	{name: "acquire/a key handed to a call behind this one, or to an older id of this call, is held (0)",
-		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "c1.old~200+5000", 2*time.Second)
-		},
+		admitted: true, held: holding{"c1.old~200+5000", 2 * time.Second},
 		args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.me~200+5000", Place: 200, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, int64(0), slice(t, res, err)[0])
 		}},
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a give-back puts the call's new id in its old place before it hands the key on",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
-				n.zadd(t, QueueKey(ctKey), "c2.w~300+3000", n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c1")
-			},
-			fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Line: ctLine, Next: "c1.new~100+5000", Place: -1_000_000},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c1.new~100+5000")
-				requireTTLNear(t, n, ctKey, 5*time.Second)
-				require.Equal(t, []string{"!c1.new~100+5000 " + ctServer + "|" + ctKey}, heard())
-				requireInLine(t, n, false, "c1.old~100+5000", "c1.new~100+5000")
-				requireInLine(t, n, true, "c2.w~300+3000")
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a give-back's new id is seen at once, in a place however old",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, "c1.old~100+5000", 5*time.Second)
-				waiting(t, n, "c2.w~50+3000", 50, n.nowUs(t))
-				heard = n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Place: 100, Line: ctLine, Next: "c1.new~100+5000"},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				require.Equal(t, int64(1), res)
-				requireKey(t, n, ctKey, "c2.w~50+3000")
-				require.Equal(t, []string{"!c2.w~50+3000 " + ctServer + "|" + ctKey}, heard())
-				requireSeen(t, n, false, "c2.w~50+3000")
-				requireInLine(t, n, true, "c1.new~100+5000")
-				requireSeen(t, n, true, "c1.new~100+5000")
-			}}
-	}(),
-	func() contractCase {
-		var heard func() []string
-		return contractCase{name: "release/a first in line whose Client does not listen is passed over for the next",
-			published: []string{},
-			setup: func(t *testing.T, n contractNode) {
-				n.put(t, ctKey, ctValue, 5*time.Second)
-				now := n.nowUs(t)
-				n.zadd(t, QueueKey(ctKey), "gone.a~1+4000", now-30)
-				n.zadd(t, QueueKey(ctKey), "c2.b~2+4000", now-20)
-				heard = n.listen(t, wakePrefix+"c2")
-			},
-			args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
-			check: func(t *testing.T, n contractNode, res any, err error) {
-				require.NoError(t, err)
-				requireKey(t, n, ctKey, "c2.b~2+4000")
-				require.Equal(t, []string{"!c2.b~2+4000 " + ctServer + "|" + ctKey}, heard())
-				requireInLine(t, n, false, "gone.a~1+4000", "c2.b~2+4000")
-			}}
-	}(),
+	{name: "release/a give-back puts the call's new id in its old place before it hands the key on",
+		told:      map[string][]string{"c1": {"!c1.new~100+5000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		held:      holding{"c1.old~100+5000", 5 * time.Second}, line: []waiter{{id: "c2.w~300+3000", ago: 0}},
+		fromNow: true, args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Line: ctLine, Next: "c1.new~100+5000", Place: -1_000_000},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c1.new~100+5000")
+			requireTTLNear(t, n, ctKey, 5*time.Second)
+			requireInLine(t, n, false, "c1.old~100+5000", "c1.new~100+5000")
+			requireInLine(t, n, true, "c2.w~300+3000")
+		}},
+	{name: "release/a give-back's new id is seen at once, in a place however old",
+		told:      map[string][]string{"c2": {"!c2.w~50+3000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		held:      holding{"c1.old~100+5000", 5 * time.Second},
+		setup: func(t *testing.T, n contractNode) {
+			waiting(t, n, "c2.w~50+3000", 50, n.nowUs(t))
+		},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Waiter: "c1.old~100+5000", Window: 2 * time.Second, Place: 100, Line: ctLine, Next: "c1.new~100+5000"},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(1), res)
+			requireKey(t, n, ctKey, "c2.w~50+3000")
+			requireSeen(t, n, false, "c2.w~50+3000")
+			requireInLine(t, n, true, "c1.new~100+5000")
+			requireSeen(t, n, true, "c1.new~100+5000")
+		}},
+	{name: "release/a first in line whose Client does not listen is passed over for the next",
+		told:      map[string][]string{"c2": {"!c2.b~2+4000 " + ctServer + "|" + ctKey}},
+		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "gone.a~1+4000", ago: 30}, {id: "c2.b~2+4000", ago: 20}},
+		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
+		check: func(t *testing.T, n contractNode, res any, err error) {
+			require.NoError(t, err)
+			requireKey(t, n, ctKey, "c2.b~2+4000")
+			requireInLine(t, n, false, "gone.a~1+4000", "c2.b~2+4000")
+		}},
 	{name: "release/with nobody listening for anyone in line the key stays free and every waiter is told",
 		published: []string{""},
-		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
-			n.zadd(t, QueueKey(ctKey), "gone.a~1+4000", n.nowUs(t))
-		},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "gone.a~1+4000", ago: 0}},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Waiter: "me", Window: 3 * time.Second, Line: ctLine},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
@@ -1810,12 +1665,31 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 	if identReplies(script) || script == releaseScript {
 		n.put(t, IdentKey, ctServer, 0) // a case may take it away
 	}
+	if tc.admitted {
+		admitted(t, n)
+	}
+	if tc.held.value != "" {
+		n.put(t, ctKey, tc.held.value, tc.held.ttl)
+	}
+	if len(tc.line) > 0 {
+		now := n.nowUs(t)
+		for _, w := range tc.line {
+			n.zadd(t, QueueKey(ctKey), w.id, now-w.ago)
+			if w.seen {
+				n.zadd(t, SeenKey(ctKey), w.id, now-w.seenAgo)
+			}
+		}
+	}
 	if tc.setup != nil {
 		tc.setup(t, n)
 	}
 	var heard func() []string
 	if tc.published != nil {
 		heard = n.listen(t, ReleaseChannel(ctKey))
+	}
+	told := map[string]func() []string{}
+	for c := range tc.told {
+		told[c] = n.listen(t, WakeChannel(c))
 	}
 	var now int64
 	if tc.fromNow {
@@ -1828,6 +1702,13 @@ func runContract(t *testing.T, n contractNode, tc contractCase) {
 		res = withoutIdent(t, res, server, script == commitScript)
 	}
 	tc.check(t, n, res, err)
+	for c, want := range tc.told {
+		if got := told[c](); len(want) == 0 {
+			require.Empty(t, got, "told Client %s", c)
+		} else {
+			require.Equal(t, want, got, "told Client %s", c)
+		}
+	}
 	if heard != nil {
 		got := heard()
 		require.Equal(t, len(tc.published), len(got), "published on the release channel: %q", got)

@@ -18,7 +18,7 @@ func init() {
 }
 
 var metadataCases = []contractCase{
-	{name: "acquire/a grant stores the metadata with the key's expiry", setup: admitted,
+	{name: "acquire/a grant stores the metadata with the key's expiry", admitted: true,
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a pid=1"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.Equal(t, []any{int64(1), int64(0)}, slice(t, res, err))
@@ -27,9 +27,8 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, ctMetaKey, 5*time.Second)
 		}},
 	{name: "acquire/a held key keeps its holder's metadata",
+		admitted: true, held: holding{"theirs", 3 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
-			n.put(t, ctKey, "theirs", 3*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 3*time.Second)
 		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Waiter: "w1", Line: ctLine, Metadata: "host=a"},
@@ -39,8 +38,8 @@ var metadataCases = []contractCase{
 			requireKey(t, n, ctMetaKey, "theirs\nhost=b")
 		}},
 	{name: "acquire/a leftover of another owner's metadata does not refuse a grant",
+		admitted: true,
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
 			n.put(t, ctMetaKey, "gone\nhost=b", 3*time.Second)
 		},
 		fromNow: true, args: AcquireArgs{Key: ctKey, Value: ctValue, TTL: 5 * time.Second, Settings: ctSettings, Line: ctLine, Metadata: "host=a"},
@@ -71,8 +70,8 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, MetaKey("b"), time.Second)
 		}},
 	{name: "extend/another's key keeps its metadata's expiry",
+		held: holding{"theirs", time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second) // ours, but the key is not
 		},
 		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
@@ -82,8 +81,8 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "extend/a batch with metadata on some leases only renews each and creates none",
+		admitted: true,
 		setup: func(t *testing.T, n contractNode) {
-			admitted(t, n)
 			n.put(t, "a", "va", time.Second)
 			n.put(t, MetaKey("a"), "va\nhost=a", time.Second)
 			n.put(t, "b", "vb", time.Second) // a lease without metadata
@@ -97,9 +96,9 @@ var metadataCases = []contractCase{
 			requireNoKey(t, n, MetaKey("b"))
 		}},
 	{name: "extend/a node a reconfiguration marked renews neither our key nor its metadata",
+		held: holding{ctValue, time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
-			n.put(t, ctKey, ctValue, time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
 		},
 		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
@@ -110,9 +109,9 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, ctMetaKey, time.Second)
 		}},
 	{name: "extend/a retired node renews neither our key nor its metadata",
+		held: holding{ctValue, time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Retired(ctOther), 0)
-			n.put(t, ctKey, ctValue, time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", time.Second)
 		},
 		args: []ExtendArgs{{Key: ctKey, Value: ctValue, TTL: 8 * time.Second, Meta: true}},
@@ -123,8 +122,8 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "release/deletes the metadata with our key",
+		held: holding{ctValue, 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
 		},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 30 * time.Millisecond, Line: ctLine, Meta: true},
@@ -135,8 +134,8 @@ var metadataCases = []contractCase{
 			requireNoKey(t, n, ctMetaKey)
 		}},
 	{name: "release/another's key keeps its metadata",
+		held: holding{"theirs", 5 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 5*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 5*time.Second)
 		},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 30 * time.Millisecond, Line: ctLine, Meta: true},
@@ -149,11 +148,10 @@ var metadataCases = []contractCase{
 
 	{name: "release/a node a reconfiguration marked deletes our key and its metadata, and hands the key to nobody",
 		published: []string{},
+		held:      holding{ctValue, 5 * time.Second}, line: []waiter{{id: "c1.a+4000", ago: 30, seen: true}},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
-			n.put(t, ctKey, ctValue, 5*time.Second)
 			n.put(t, ctMetaKey, ctValue+"\nhost=a", 5*time.Second)
-			waiting(t, n, "c1.a+4000", n.nowUs(t)-30, n.nowUs(t))
 		},
 		args: ReleaseArgs{Key: ctKey, Value: ctValue, Tomb: 5 * time.Second, Window: 3 * time.Second, Line: ctLine, Meta: true},
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -177,9 +175,9 @@ var metadataCases = []contractCase{
 	// longer than the key's, so on a marked node it changes nothing a
 	// script decides, and the metadata goes with the key.
 	{name: "meta/on a node a reconfiguration marked stores with the key's expiry, and the key keeps its own",
+		held: holding{"c1.w~1+4000", 2 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
 			n.put(t, MarkerKey, Moving(ctOther), 0)
-			n.put(t, ctKey, "c1.w~1+4000", 2*time.Second)
 		},
 		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
@@ -190,8 +188,8 @@ var metadataCases = []contractCase{
 			requireKey(t, n, MarkerKey, Moving(ctOther))
 		}},
 	{name: "meta/stores where the key holds the value, with its expiry",
-		setup: func(t *testing.T, n contractNode) { n.put(t, ctKey, "c1.w~1+4000", 4*time.Second) },
-		args:  MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
+		held: holding{"c1.w~1+4000", 4 * time.Second},
+		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
 		check: func(t *testing.T, n contractNode, res any, err error) {
 			require.NoError(t, err)
 			require.Equal(t, int64(1), res)
@@ -200,8 +198,8 @@ var metadataCases = []contractCase{
 			requireTTLNear(t, n, ctMetaKey, 4*time.Second)
 		}},
 	{name: "meta/writes nothing where the key holds another value",
+		held: holding{"theirs", 4 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
 		},
 		args: MetaArgs{Key: ctKey, Value: "c1.w~1+4000", Metadata: "host=w"},
@@ -221,8 +219,8 @@ var metadataCases = []contractCase{
 		}},
 
 	{name: "state/returns the metadata key's value",
+		held: holding{"theirs", 4 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "theirs\nhost=b", 4*time.Second)
 		},
 		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey}},
@@ -235,8 +233,8 @@ var metadataCases = []contractCase{
 			require.Equal(t, "host=b", st.Meta)
 		}},
 	{name: "state/a leftover of another owner's metadata reads as none",
+		held: holding{"theirs", 4 * time.Second},
 		setup: func(t *testing.T, n contractNode) {
-			n.put(t, ctKey, "theirs", 4*time.Second)
 			n.put(t, ctMetaKey, "gone\nhost=b", 4*time.Second)
 		},
 		args: Request{Script: "state", Keys: []string{MarkerKey, PendingKey, ctKey, FenceKey(ctKey), ctMetaKey}},
