@@ -194,7 +194,7 @@ func (n *nemesisState) reconfigureRun(ctx context.Context, rng *rand.Rand, lc *r
 		// new node carries a marker (every one lost its data), nothing
 		// records the old settings to check it against: the run is then
 		// no worse than a client of the new settings meeting those nodes
-		// by itself (the residual case of docs/fencing.md's Theorem 4),
+		// by itself (the residual case of docs/protocol.md's Theorem 4),
 		// and is counted apart.
 		unmarked := bare(ctx, news)
 		err := lc.Reconfigure(ctx, olds, redlock.WithMaxTTL(from.maxTTL+500*time.Millisecond))
@@ -243,7 +243,7 @@ func (n *nemesisState) reconfigureRun(ctx context.Context, rng *rand.Rand, lc *r
 }
 
 // adminMarker is the node key that holds a node's admission marker
-// (docs/fencing.md, "Admission marker").
+// (docs/protocol.md, "Admission marker").
 const adminMarker = "quorumlock:admitted"
 
 // bare reports whether none of nodes carries an admission marker: each

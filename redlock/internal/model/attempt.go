@@ -69,7 +69,7 @@ func (m *machine) readAcquire(cl *client, c, i int, rep script.AcquireReply) {
 }
 
 // tallyAcquire counts one acquire reply: the rule of acquire.go's tally
-// (docs/fencing.md, "The protocol" steps 1-2, and DESIGN's acquire steps
+// (docs/protocol.md, "The protocol" steps 1-2, and DESIGN's acquire steps
 // 2-4): a majority of grants with validity left wins; a round that can no
 // longer reach a majority fails and is cleaned up.
 func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) string {
@@ -147,7 +147,7 @@ func (m *machine) tallyCommit(t *state, c int) string {
 		return fmt.Sprintf(" -> committed but no validity left: attempt %d fails", cl.attempt)
 	}
 	cl.phase, cl.deadline = holding, m.deadline(cc, cl.t0, now)
-	// Theorems 1 and 2 of docs/fencing.md: above every token committed
+	// Theorems 1 and 2 of docs/protocol.md: above every token committed
 	// before this round began, and unlike every token committed at all.
 	switch {
 	case cl.token <= cl.since:
@@ -170,7 +170,7 @@ func (m *machine) validity(cc ClientConfig, elapsed time.Duration) time.Duration
 }
 
 // deadline is when the holder stops trusting its lease, on its clock:
-// t0 + ttl - drift (docs/fencing.md, "Deadlines count from the start of
+// t0 + ttl - drift (docs/protocol.md, "Deadlines count from the start of
 // their round"), or with a defect put back in.
 func (m *machine) deadline(cc ClientConfig, t0, now int) time.Duration {
 	from := t0
@@ -188,7 +188,7 @@ func (m *machine) fail(t *state, c int) {
 
 // cleanup sends the release to every node that granted or did not
 // answer: one that answered anything but a grant ran the script once and
-// did not SET (docs/fencing.md, "A release beats a late acquire").
+// did not SET (docs/protocol.md, "A release beats a late acquire").
 func (m *machine) cleanup(t *state, c int) {
 	cl := &t.clients[c]
 	req := m.release(c, cl.attempt)

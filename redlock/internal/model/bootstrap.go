@@ -15,7 +15,7 @@ import (
 // the quarantine of the unmarked nodes (signs of use: ErrNotNew), or
 // claims every node (bootstrap.lua, claim) and, when every claim was
 // taken within the window, admits every node that still carries its
-// claim (bootstrap.lua, admit). This is docs/fencing.md, "Bootstrap", and
+// claim (bootstrap.lua, admit). This is docs/protocol.md, "Bootstrap", and
 // the Bootstrap case of Theorem 3's proof.
 //
 // Modelled as the library does it: every round waits for every node (a
@@ -63,7 +63,7 @@ type operator struct {
 func bootID(r int) string { return fmt.Sprintf("b%d", r) }
 
 // bootWindow is deployment.go's bootstrapWindow, w = 0.9·Q(1−f)/(2(1+f))
-// (docs/fencing.md, "Bootstrap"), for the operator's settings.
+// (docs/protocol.md, "Bootstrap"), for the operator's settings.
 func (m *machine) bootWindow() time.Duration {
 	bc := m.cfg.BootClient
 	f := m.cfg.Clients[bc].Factor

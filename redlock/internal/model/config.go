@@ -130,7 +130,7 @@ type Config struct {
 	// Skew is how many ticks any clock may run ahead of real time over a
 	// whole run. Clocks only run ahead, so any two clocks measure any
 	// interval within Skew ticks of each other: assumption 1 of
-	// docs/fencing.md with the rate error f·ttl + 2 ms of every lease
+	// docs/protocol.md with the rate error f·ttl + 2 ms of every lease
 	// at least Skew ticks (checked by New).
 	Skew int
 	// SkewedNodes bounds how many node clocks may run ahead in a run (0:
@@ -191,14 +191,14 @@ type Config struct {
 	// compiled: a defect put back in to show that the explorer finds it.
 	Patches map[string]func(string) string
 	// DeadlineFromEnd counts a lease's deadline from the end of its round
-	// instead of its start (a defect; docs/fencing.md, "Deadlines count
+	// instead of its start (a defect; docs/protocol.md, "Deadlines count
 	// from the start of their round").
 	DeadlineFromEnd bool
 	// NoDrift leaves the drift out of validity (a defect).
 	NoDrift bool
 	// NoLapseCheck counts an extend round decided after the lease's
 	// deadline, moving the deadline forward (a defect once an extend
-	// may re-create a key: docs/fencing.md, "Extends re-create what a
+	// may re-create a key: docs/protocol.md, "Extends re-create what a
 	// restart lost"). NoRecreate names no entry for re-creation (the
 	// extend before re-creation).
 	NoLapseCheck, NoRecreate bool
@@ -208,7 +208,7 @@ type Config struct {
 	// ClockJumps lifts assumption 1: node clocks may run ahead by more
 	// than the drift of a lease (Skew is then not checked against it), so
 	// two holders may overlap, and the invariants are only those that use
-	// no clock: the fencing tokens' (Theorems 1 and 2 of docs/fencing.md).
+	// no clock: the fencing tokens' (Theorems 1 and 2 of docs/protocol.md).
 	ClockJumps bool
 	// BootstrapIgnoresMarkers: Bootstrap counts no node admitted with its
 	// settings as a sign of use, and claims and admits the nodes it found

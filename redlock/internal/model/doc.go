@@ -9,9 +9,8 @@
 // expiries and TIME follow each node's model clock; the clients send the
 // calls the script package prepares and decide with the library's own
 // rules where they are functions (quorum, drift, script.Token). What the
-// explorer models of the client itself is listed in docs/fencing.md,
-// "Model-checked", and in steps.go, attempt.go, extend.go and
-// admission.go.
+// explorer models of the client itself is listed in docs/model.md and in
+// steps.go, attempt.go, extend.go and admission.go.
 //
 // Explore runs one Config; Scenarios are the configurations the tests
 // and `make model` run. Nothing here is safe for concurrent use: one

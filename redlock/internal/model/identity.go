@@ -7,7 +7,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// One server, one vote (redlock/identity.go; docs/fencing.md, "One
+// One server, one vote (redlock/identity.go; docs/protocol.md, "One
 // server, one vote"). A client's node list may name one server twice
 // (ClientConfig.Servers: entry i reaches node Servers[i]); the acquire
 // script answers a repeated SET of the client's own value as granted, so

@@ -7,7 +7,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// The reconfiguration's scenarios (Theorem 5 of docs/fencing.md, with
+// The reconfiguration's scenarios (Theorem 5 of docs/protocol.md, with
 // Theorem 4's confirm): the ways a review found Reconfigure to go wrong on
 // real redis-server, R1-R4, each a clean scenario of the current protocol,
 // and each with a guard taken out in KnownDefects, where the explorer finds
@@ -246,7 +246,7 @@ func KnownDefects() []Scenario {
 
 	// An extend round decided after its lease lapsed, counted anyway: the
 	// key it re-created stands where another lease was granted and
-	// released meanwhile (docs/fencing.md, "Extends re-create what a
+	// released meanwhile (docs/protocol.md, "Extends re-create what a
 	// restart lost").
 	lapse, _ := ScenarioNamed("recreate")
 	lapse.Config.NoLapseCheck = true

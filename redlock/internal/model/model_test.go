@@ -89,7 +89,7 @@ func TestModel_FindsTheDoubleGrantWithoutTheAdmissionsAgeCheck(t *testing.T) {
 	requireFound(t, cfg, "double grant")
 }
 
-// The residual case of docs/fencing.md is an assumption, and the
+// The residual case of docs/protocol.md is an assumption, and the
 // explorer says why: after every node's data is lost, a client with the
 // deployment's settings waits out its quarantine (clean), one built with
 // a shorter max ttl (other settings) serves its own shorter one and

@@ -9,7 +9,7 @@ import (
 )
 
 // The operator runs Client.Reconfigure (redlock/reconfigure.go;
-// docs/fencing.md, "Changing the settings of a live deployment") up to
+// docs/reconfiguration.md, "Changing the settings of a live deployment") up to
 // Config.ReconfigRuns times, one run at a time, each with arguments drawn
 // from Config.Reconfigs (a rerun is the same run again; a stale or
 // mistaken one another entry, with wrong old settings or another node

@@ -80,7 +80,7 @@ func Scenarios() []Scenario {
 	// so the time floor gives both leases the same floor where they read
 	// the same clocks: only the fences tell them apart.
 	jump := Config{Nodes: 3, Clients: []ClientConfig{f, f}, Admitted: true, Skew: 1, SkewedNodes: 2, ClockJumps: true, RepliesAtOnce: true, Depth: 12, Symmetry: true}
-	// The residual case (docs/fencing.md) on one node: client 0 holds a
+	// The residual case (docs/protocol.md) on one node: client 0 holds a
 	// lease, the node is wiped (every node of the deployment), and client
 	// 1, built with a max ttl of one tick (other settings), comes first:
 	// the node keeps nothing to refuse it with. The scenario is its clean

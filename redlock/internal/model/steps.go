@@ -211,7 +211,7 @@ func (m *machine) deliver(t *state, r msg) string {
 			panic(err)
 		}
 		if rep.Status == script.Unadmitted {
-			// A late reply starts the admission too (docs/fencing.md,
+			// A late reply starts the admission too (docs/protocol.md,
 			// "Liveness").
 			cl.unadmitted |= 1 << r.node
 			cl.adm.seen &^= 1 << r.node

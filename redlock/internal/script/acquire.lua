@@ -22,13 +22,13 @@
 -- ARGV[8] (optional) the caller's metadata: where this grants, KEYS[10]
 -- becomes our value, a newline and it, with the lock key's expiry. It is
 -- written after the grant is decided and never read here: metadata plays
--- no part in who gets the key (docs/fencing.md, "Holder metadata").
+-- no part in who gets the key (docs/protocol.md, "Holder metadata").
 -- Returns {status, pttl, fence, seconds, microseconds, ident} or
 -- {status, 0, marker, ident} or {status, pttl, ident}, where ident, last in
 -- every reply, is the identity of the server that ran the call ('' for a
 -- server with none: new, or it lost its data): the client counts a grant
 -- only from the server its entry of the node list was proven to reach
--- (docs/fencing.md, "One server, one vote"):
+-- (docs/protocol.md, "One server, one vote"):
 --   status 1 taken by us (or already ours), 0 held by another value
 --   (pttl: its remaining ms),
 --   -1 not admitted (the node lost its state and has not served a
@@ -74,7 +74,7 @@ local id = ARGV[5]
 -- long as it keeps trying. Every join sets the line marker (KEYS[9]) with
 -- the line's expiry, so a key with no marker has no line here: a grant
 -- then touches no line at all, and the uncontended path pays for no line
--- upkeep (docs/fencing.md, "The line marker").
+-- upkeep (docs/protocol.md, "The line marker").
 -- drop is the same in release.lua: an entry with no last sight (put in
 -- line by an older client's script) counts as seen when its call began,
 -- as such a client's scripts count it.

@@ -146,7 +146,7 @@ const (
 )
 
 // Confirm is the rule of the peers' check before a node whose quarantine
-// is over is admitted (docs/fencing.md, Theorem 4): peers are the readings
+// is over is admitted (docs/protocol.md, Theorem 4): peers are the readings
 // of the peers that answered (in any order), of peers in all. Some peer
 // already admitted with the client's settings admits; otherwise a peer
 // with other settings refuses; otherwise, for the first admission of a

@@ -65,7 +65,7 @@ func (a ClaimedArgs) call() ([]string, []any) {
 // settings) for a client with settings: the nodes without its marker,
 // and whether the deployment shows signs of use, that is, a node
 // admitted with these settings, a quarantine in progress, or a
-// reconfiguration to these settings (docs/fencing.md, "Bootstrap"). Bootstrap claims every node only when
+// reconfiguration to these settings (docs/protocol.md, "Bootstrap"). Bootstrap claims every node only when
 // some node is unmarked and none shows use; with signs of use it starts
 // the unmarked nodes' ordinary quarantine instead. The model checker
 // (redlock/internal/model) decides with it too.

@@ -14,7 +14,7 @@
 --
 -- admit: set the marker only if the node still carries this Bootstrap's
 -- claim, with these settings, no older than ARGV[4] us on the node's clock
--- (docs/fencing.md, "Bootstrap"). A node that lost its data since its claim
+-- (docs/protocol.md, "Bootstrap"). A node that lost its data since its claim
 -- has none, and a go-redis retry that re-runs this after a restart finds
 -- none either. Returns 1 admitted now, 2 already admitted with these
 -- settings, -2 admitted under other settings, -1 not admitted.

@@ -6,14 +6,14 @@
 -- lease's ttl plus the deployment's quarantine), never shortened, so that a
 -- key locked once leaves nothing behind for ever. A fence that expired is
 -- read as missing, and the time floor keeps the next token above this one
--- (docs/fencing.md, "Fences expire").
+-- (docs/protocol.md, "Fences expire").
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] the server's identity
 -- (ident.lua); ARGV[1] our value, ARGV[2] token, ARGV[3] how long (ms) the
 -- fence is kept at least
 -- Returns {1, ident} when the key holds our value (the fence is at least
 -- the token now), else {0, ident}; ident is the identity of the server
 -- ('' for none): the client counts a commit only from the server its entry
--- of the node list was proven to reach (docs/fencing.md, "One server, one
+-- of the node list was proven to reach (docs/protocol.md, "One server, one
 -- vote").
 local ident = redis.call('GET', KEYS[3]) or ''
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then

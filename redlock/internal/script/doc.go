@@ -8,5 +8,5 @@
 // argument struct and its answer a typed reply. The scripts' contracts are
 // their header comments and this package's tests, which run them on
 // redis-server; the safety arguments that rest on them are in
-// docs/fencing.md.
+// docs/protocol.md.
 package script

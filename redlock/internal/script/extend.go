@@ -23,7 +23,7 @@ type ExtendArgs struct {
 	Meta bool
 	// Recreate lets the node set the key again where it is missing, the
 	// node is admitted with the settings given to NewExtend and holds no
-	// tombstone of Value (docs/fencing.md, "Extends re-create what a
+	// tombstone of Value (docs/protocol.md, "Extends re-create what a
 	// restart lost"). The client asks it only of a node that did not
 	// renew the lease in its last round.
 	Recreate bool

@@ -9,7 +9,7 @@
 -- it, ARGV[2i] its ttl in ms.
 -- KEYS[n+1] the node's admission marker: a node that a reconfiguration
 -- marked renews nothing, so a lease of the old settings ends within its
--- ttl of the mark (docs/fencing.md, "Changing the settings of a live
+-- ttl of the mark (docs/reconfiguration.md, "Changing the settings of a live
 -- deployment").
 -- KEYS[n+2] the server's identity (ident.lua).
 -- KEYS[n+2+i], when some lease of the call has metadata, lock key i's
@@ -26,7 +26,7 @@
 -- that lost its data in a restart, or never took the key), and counts the
 -- round only if it was decided while the lease was trusted, so a key it
 -- brings back never outlives the lease's trust or revives a lease another
--- holder followed (docs/fencing.md, "Extends re-create what a restart
+-- holder followed (docs/protocol.md, "Extends re-create what a restart
 -- lost").
 -- The last m KEYS, with m leases named for re-creation: their values'
 -- tombstones, in the order named.
@@ -34,7 +34,7 @@
 -- re-created),
 -- 0 not ours (or not renewed here), and last the identity of the server
 -- ('' for none): the client counts a renewal only from the server its
--- entry of the node list was proven to reach (docs/fencing.md, "One
+-- entry of the node list was proven to reach (docs/protocol.md, "One
 -- server, one vote").
 local out = {}
 local n = math.floor(#ARGV / 2)

@@ -20,7 +20,7 @@ func (n *Node) Ident(ctx context.Context, fresh string) (string, error) {
 func identCall(fresh string) ([]string, []any) { return []string{IdentKey}, []any{fresh} }
 
 // Proof is what one round of the ident script over every entry of a
-// client's node list proves (docs/fencing.md, "One server, one vote").
+// client's node list proves (docs/protocol.md, "One server, one vote").
 type Proof struct {
 	// Dup: entries First and Second (First < Second, the first such pair
 	// in entry order) read one identity: they are one server.
@@ -73,7 +73,7 @@ func Prove(ids, proven []string) Proof {
 	return p
 }
 
-// SameServer is the rule every counted reply passes (docs/fencing.md,
+// SameServer is the rule every counted reply passes (docs/protocol.md,
 // "One server, one vote"): a grant, a renewal, a fence commit or a
 // hand-off from an entry of a client's node list counts only if the
 // server that ran it read the identity the entry was proven with. proven

@@ -5,7 +5,7 @@
 -- that lost its data gets a new id at its next proof. The acquire, extend
 -- and commit scripts and a release's hand-off notice read the id too, and
 -- a client counts their answers only where it is the one the entry was
--- proven with (docs/fencing.md, "One server, one vote"), so a name
+-- proven with (docs/protocol.md, "One server, one vote"), so a name
 -- re-pointed to another server, or a server that lost its data, counts
 -- for nothing until it is proven again.
 -- KEYS[1] the identity key; ARGV[1] a fresh random id

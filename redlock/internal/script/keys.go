@@ -27,7 +27,7 @@ const (
 
 // DeploymentKeys are the keys quorumlock keeps on a node without an
 // expiry: a constant number per node, however many keys are locked.
-// Everything else it writes expires (docs/fencing.md, "Fences expire"), so
+// Everything else it writes expires (docs/protocol.md, "Fences expire"), so
 // nodes run with maxmemory-policy noeviction never fill up with lock state.
 var DeploymentKeys = []string{MarkerKey, IdentKey, TraceKey}
 

@@ -2,7 +2,7 @@
 -- to (release.lua sets the key to the call's waiter id and cannot know
 -- its metadata): only where the lock key holds ARGV[1], with the lock
 -- key's remaining life. It writes no other key, so it cannot change who
--- holds the lock (docs/fencing.md, "Holder metadata").
+-- holds the lock (docs/protocol.md, "Holder metadata").
 -- KEYS[1] lock key, KEYS[2] its metadata key; ARGV[1] the holder's value
 -- (its waiter id), ARGV[2] the metadata
 -- Returns 1 stored, 0 the key does not hold ARGV[1] here.

@@ -1,7 +1,7 @@
 -- Reconfigure (Client.Reconfigure): move a live deployment from its
 -- settings S to new settings T (another max ttl, drift factor or node
 -- list) so that no client of S and client of T can hold one key at once
--- (docs/fencing.md, "Changing the settings of a live deployment").
+-- (docs/reconfiguration.md, "Changing the settings of a live deployment").
 -- KEYS[1] admission marker, KEYS[2] pending mark (a hash), KEYS[3] the
 -- change record: which change marked the node (S, T and the identities of
 -- the new nodes, script.ChangeRecord). Every step that marks a node writes

@@ -4,7 +4,7 @@
 -- the key's line (KEYS[3]). A call whose id ends in '+<ttl ms>' gets the
 -- key itself: it is set to the id with that ttl, as the call's SET NX
 -- would have been, and the call's Client is told '!id|key'; the call holds
--- the lock once a majority did so (docs/fencing.md, "Hand-off inside the
+-- the lock once a majority did so (docs/protocol.md, "Hand-off inside the
 -- release"). Any other call (fenced, or of an older client) gets a
 -- reservation: the free key is kept for it alone for ARGV[5] ms (KEYS[4])
 -- and it is told, so that it tries at once while other attempts, the
@@ -65,7 +65,7 @@ local lined = cur[3] and true or false
 -- line is empty: the call has just lost this attempt, and a notice would
 -- send it straight back to win this node and lose the others again, one
 -- attempt per round trip until the holder lets go. It tries again when a
--- release elsewhere names it, or after its retry delay (docs/fencing.md,
+-- release elsewhere names it, or after its retry delay (docs/protocol.md,
 -- "A cleanup does not wake its own call").
 local cleaning = ARGV[4] ~= '' and ARGV[6] ~= ''
 local function now()
@@ -111,7 +111,7 @@ end
 -- marked reports whether a reconfiguration marked this node (KEYS[6],
 -- its admission marker; an older caller sends none): a release there
 -- hands no key over, since a handed key is a grant that no acquire script
--- checks (docs/fencing.md, "Changing the settings of a live deployment");
+-- checks (docs/reconfiguration.md, "Changing the settings of a live deployment");
 -- the first in line gets a reservation instead, and its own try is refused.
 local function marked()
   local m = KEYS[6] and redis.call('GET', KEYS[6])
@@ -145,7 +145,7 @@ local function handoff(tellAll)
       -- for it, as its SET NX would have been on the free key, and told
       -- so ('!id server|key', server this server's identity, '' for
       -- none); it holds the lock once a majority of nodes told it, with
-      -- no round trip of its own (docs/fencing.md, "Hand-off inside the
+      -- no round trip of its own (docs/protocol.md, "Hand-off inside the
       -- release"), each counted only from the server its entry of the
       -- node list was proven to reach ("One server, one vote"). Only if
       -- its Client is subscribed, though: one whose process is gone (its
@@ -221,7 +221,7 @@ if cur[1] == ARGV[1] or (ARGV[4] ~= '' and ARGV[6] == '' and cur[1] == ARGV[4]) 
   if KEYS[9] then
     -- Metadata is written only where the lock key holds its owner, and
     -- that is us: any there is ours, or a leftover of an owner whose key
-    -- is gone. Deleting it decides nothing (docs/fencing.md).
+    -- is gone. Deleting it decides nothing (docs/protocol.md).
     redis.call('DEL', KEYS[9])
   end
   handoff(not cleaning)

@@ -130,7 +130,7 @@ func ParsePending(res []any) (PendingReply, error) { return parsePending(res) }
 func ParseState(res []any) (State, error) { return parseState(res) }
 
 // Token is the fencing token a lease mints from the acquire replies of its
-// round (docs/fencing.md, "The protocol"): one more than the largest fence
+// round (docs/protocol.md, "The protocol"): one more than the largest fence
 // read, at least the largest server time read, over the replies that read
 // them (granted, or held by another value). ok is false when the token
 // would pass the largest PostgreSQL bigint; fence and floor are what was
