@@ -72,6 +72,11 @@
 // on stderr by default; this package leaves that logger to the
 // application.
 //
+// A lease is not reentrant, as sync.Mutex is not: a second Lock of a key
+// by the Client that holds it waits for that lease like anyone's, and
+// TryLock finds the key held. Take the lock at the level that owns the
+// work and pass the *Lease down; docs/design.md, "Not reentrant", says why.
+//
 // A Client is silent unless asked: WithLogger for slog records (each
 // acquisition and release at Debug), WithMeterProvider for OpenTelemetry
 // metrics (the global provider by default), WithTracerProvider for spans.
