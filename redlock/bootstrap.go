@@ -4,55 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
-
-// ErrNotNew is the reason Bootstrap admits nothing: the deployment shows
-// signs of use (a node carries an admission marker or a quarantine in
-// progress), so a node without its marker may have lost locks that are
-// still trusted, and it must serve its quarantine. Bootstrap returns it
-// wrapped in a *NotNewError that says which nodes and for how long.
-var ErrNotNew = errors.New("redlock: the deployment is in use (a node carries an admission marker or a quarantine in progress): Bootstrap admits nothing")
-
-// NotNewError is Bootstrap's refusal on a deployment in use: the nodes not
-// admitted with this client's settings, each with its quarantine started
-// (if it was not already) and the time left. It matches ErrNotNew.
-type NotNewError struct {
-	Nodes []QuarantinedNode
-}
-
-// QuarantinedNode is one node that serves its quarantine.
-type QuarantinedNode struct {
-	Node int
-	Addr string
-	Left time.Duration // until its quarantine ends on the node's clock; 0 when unknown (Err)
-	Err  error         // why the node's quarantine could not be read or started
-}
-
-func (e *NotNewError) Error() string {
-	var b strings.Builder
-	b.WriteString(ErrNotNew.Error())
-	b.WriteString("; not admitted yet:")
-	for i, n := range e.Nodes {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, " node %d (%s) ", n.Node, n.Addr)
-		if n.Err != nil {
-			fmt.Fprintf(&b, "quarantine unknown: %v", n.Err)
-		} else {
-			fmt.Fprintf(&b, "quarantine ends in %v", n.Left.Round(time.Millisecond))
-		}
-	}
-	b.WriteString(" (the nodes are admitted by themselves when it ends; waiting is the remedy)")
-	return b.String()
-}
-
-func (e *NotNewError) Is(target error) bool { return target == ErrNotNew }
 
 // Bootstrap admits every node of a brand-new deployment at once, with this
 // client's settings, so that the first lock does not wait one quarantine.

@@ -3,7 +3,6 @@ package redlock
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -282,81 +281,45 @@ func (e *ReleaseError) Is(target error) bool { return target == ErrReleaseUnconf
 // Unwrap returns the ctx error and the per-node errors.
 func (e *ReleaseError) Unwrap() []error { return e.Errs }
 
-// ConfigError reports a node whose deployment settings differ from the
-// client's. It matches ErrConfigMismatch with errors.Is.
-//
-// A node that refuses the client outright (a wrong password, say) is
-// reported as a *RefusalError, which matches ErrNodeRefused: the client's
-// own configuration is wrong there, not its agreement with the
-// deployment's settings.
-type ConfigError struct {
-	Node       int
-	Addr       string
-	Deployment string // the settings the node keeps (or is being admitted with)
-	Client     string // this client's settings
-	Pending    bool   // Deployment comes from a quarantine in progress, not an admitted node
+// ErrNotNew is the reason Bootstrap admits nothing: the deployment shows
+// signs of use (a node carries an admission marker or a quarantine in
+// progress), so a node without its marker may have lost locks that are
+// still trusted, and it must serve its quarantine. Bootstrap returns it
+// wrapped in a *NotNewError that says which nodes and for how long.
+var ErrNotNew = errors.New("redlock: the deployment is in use (a node carries an admission marker or a quarantine in progress): Bootstrap admits nothing")
+
+// NotNewError is Bootstrap's refusal on a deployment in use: the nodes not
+// admitted with this client's settings, each with its quarantine started
+// (if it was not already) and the time left. It matches ErrNotNew.
+type NotNewError struct {
+	Nodes []QuarantinedNode
 }
 
-func (e *ConfigError) Error() string {
-	what := "was admitted with"
-	if e.Pending {
-		what = "is being admitted with"
-	}
-	return fmt.Sprintf("redlock: node %d (%s) %s %q but this client has %q: every client of a deployment must use the same nodes, WithMaxTTL and WithDriftFactor",
-		e.Node, e.Addr, what, e.Deployment, e.Client)
+// QuarantinedNode is one node that serves its quarantine.
+type QuarantinedNode struct {
+	Node int
+	Addr string
+	Left time.Duration // until its quarantine ends on the node's clock; 0 when unknown (Err)
+	Err  error         // why the node's quarantine could not be read or started
 }
 
-// Is reports whether target is ErrConfigMismatch.
-func (e *ConfigError) Is(target error) bool { return target == ErrConfigMismatch }
-
-// NodeError is one node's part in a failed round. Err is the transport
-// error (when a call ran out of time, the node's last transport error
-// joined with the context error), a *RefusalError (ErrNodeRefused),
-// ErrNodeHeld, ErrNodeQuarantined or a context error. Match it with
-// errors.As; it unwraps to Err.
-type NodeError struct {
-	Node int    // index of the node in the slice given to New
-	Addr string // the node's address, when the client knows it
-	Err  error
-}
-
-func (e *NodeError) Error() string {
-	if e.Addr != "" {
-		return fmt.Sprintf("redlock: node %d (%s): %v", e.Node, e.Addr, e.Err)
-	}
-	return fmt.Sprintf("redlock: node %d: %v", e.Node, e.Err)
-}
-
-func (e *NodeError) Unwrap() error { return e.Err }
-
-// errAttr is err as a log attribute. A round's error joins a summary with
-// one *NodeError per node, and logged as one attribute its lines would run
-// together; it is logged as "err" (the summary: the joined errors that are
-// not a *NodeError) and a group "nodes" with one attribute per node, keyed
-// by the node's index (an attribute group with no key of its own, which
-// handlers inline).
-func errAttr(err error) slog.Attr {
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return slog.Any("err", err)
-	}
-	var summary []string
-	var nodes []any
-	for _, e := range joined.Unwrap() {
-		var ne *NodeError
-		if errors.As(e, &ne) {
-			v := ne.Err.Error()
-			if ne.Addr != "" {
-				v = ne.Addr + ": " + v
-			}
-			nodes = append(nodes, slog.String(strconv.Itoa(ne.Node), v))
-			continue
+func (e *NotNewError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNotNew.Error())
+	b.WriteString("; not admitted yet:")
+	for i, n := range e.Nodes {
+		if i > 0 {
+			b.WriteString(",")
 		}
-		summary = append(summary, e.Error())
+		fmt.Fprintf(&b, " node %d (%s) ", n.Node, n.Addr)
+		if n.Err != nil {
+			fmt.Fprintf(&b, "quarantine unknown: %v", n.Err)
+		} else {
+			fmt.Fprintf(&b, "quarantine ends in %v", n.Left.Round(time.Millisecond))
+		}
 	}
-	attrs := []any{slog.String("err", strings.Join(summary, "; "))}
-	if len(nodes) > 0 {
-		attrs = append(attrs, slog.Group("nodes", nodes...))
-	}
-	return slog.Group("", attrs...)
+	b.WriteString(" (the nodes are admitted by themselves when it ends; waiting is the remedy)")
+	return b.String()
 }
+
+func (e *NotNewError) Is(target error) bool { return target == ErrNotNew }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -226,21 +225,5 @@ func (c *Client) proveLocked(ids []string) (bool, error) {
 		}
 	}
 }
-
-// DuplicateNodeError reports two entries of a client's node list that
-// reach the same Redis server. It matches ErrConfigMismatch: the client
-// is misconfigured and gets no lock until it is built with a list that
-// names each server once.
-type DuplicateNodeError struct {
-	Node, Other     int
-	Addr, OtherAddr string
-}
-
-func (e *DuplicateNodeError) Error() string {
-	return fmt.Sprintf("redlock: nodes %d (%s) and %d (%s) are the same Redis server: list each server once (its vote would count twice)",
-		e.Node, e.Addr, e.Other, e.OtherAddr)
-}
-
-func (e *DuplicateNodeError) Is(target error) bool { return target == ErrConfigMismatch }
 
 var errUnverified = errors.New("not counted yet: the node's identity is being checked against the other entries of the node list")

@@ -38,23 +38,6 @@ var refusals = []struct {
 	{"READONLY", "the node is a replica, not a primary"},
 }
 
-// RefusalError is the per-node cause when a node refused this client for
-// a reason of configuration (see ErrNodeRefused, which it matches). Err is
-// the node's reply, or the TLS error of the handshake that failed.
-type RefusalError struct {
-	Problem string // what to check, in a few words
-	Err     error
-}
-
-func (e *RefusalError) Error() string {
-	return "refused this client (" + e.Problem + "): " + e.Err.Error()
-}
-
-// Is reports whether target is ErrNodeRefused.
-func (e *RefusalError) Is(target error) bool { return target == ErrNodeRefused }
-
-func (e *RefusalError) Unwrap() error { return e.Err }
-
 // refusal returns err as a *RefusalError when it is a reply that refuses
 // the client's configuration, and nil otherwise.
 func refusal(err error) *RefusalError {
