@@ -3,14 +3,16 @@ package redlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// The waker's Pub/Sub side: one subscriber connection per node, and the
-// release notices it reads.
+// The waker's Pub/Sub side: one subscriber connection per node, the
+// release notices it reads, and when a key's subscription is live.
 
 // subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
 // of its own, so their order matches the order of waiter changes.
@@ -106,4 +108,26 @@ func (w *waker) deliver(node int, channel, payload string) {
 	default:
 		w.notify(n.Key, n.Names)
 	}
+}
+
+// confirmed counts one node's confirmation of kw's subscription.
+func (w *waker) confirmed(kw *keyWaiters) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw.acked++
+	if kw.liveSince.IsZero() && kw.acked >= quorum.Majority(len(w.c.nodes)) {
+		kw.liveSince = time.Now()
+		close(kw.ready)
+	}
+}
+
+// subscribed returns a channel that is closed once a majority of nodes
+// confirmed key's subscription (never, for a key without waiters).
+func (w *waker) subscribed(key string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.waiters[key]; kw != nil {
+		return kw.ready
+	}
+	return nil
 }
