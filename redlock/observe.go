@@ -3,15 +3,12 @@ package redlock
 import (
 	"context"
 	"errors"
-	"time"
-
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Traces and acquisition logs. The metrics are in metrics.go; both are
@@ -194,46 +191,6 @@ func (c *Client) tried(ctx context.Context, a *attempt, outcome string) {
 		attrElapsed.Float64(ms(a.elapsed)),
 		attrNodes.StringSlice(a.nodeAnswers()),
 	))
-}
-
-// nodeAnswers names each node's answer to the attempt: granted, held,
-// queued, handed, quarantined, mismatch, unverified, error, or none (not
-// heard from before the decision).
-func (a *attempt) nodeAnswers() []string {
-	out := make([]string, len(a.c.nodes))
-	for i := range out {
-		out[i] = "none"
-	}
-	for _, r := range a.replies {
-		var s string
-		switch {
-		case r.Err != nil:
-			s = "error"
-		case r.Val.Status == script.Unadmitted && a.proven[r.Node] != "":
-			s = "quarantined" // as tally: lost its data, its id with it
-		case !script.SameServer(a.proven[r.Node], r.Val.Ident):
-			s = "unverified"
-		default:
-			switch r.Val.Status {
-			case script.Granted:
-				s = "granted"
-			case script.Held, script.Ahead:
-				s = "held"
-			case script.Queued:
-				s = "queued"
-			case script.HandedHere:
-				s = "handed"
-			case script.Unadmitted:
-				s = "quarantined"
-			case script.Mismatch:
-				s = "mismatch"
-			default:
-				s = "error"
-			}
-		}
-		out[r.Node] = s
-	}
-	return out
 }
 
 // configErrorKind names the kind of configuration error err carries, for

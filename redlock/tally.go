@@ -12,146 +12,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-func acquired(r quorum.Reply[script.AcquireReply]) bool {
-	return r.Err == nil && r.Val.Status == script.Granted
-}
+// How an attempt reads its round's replies: which count as votes, whether
+// the round must hear more nodes out, what each node said, and the error of
+// an attempt that failed.
 
 // votes reports whether r is a grant that counts: from the server its
 // node was verified on, as the round read the proven ids (see
 // identity.go).
 func (a *attempt) votes(r quorum.Reply[script.AcquireReply]) bool {
 	return acquired(r) && script.SameServer(a.proven[r.Node], r.Val.Ident)
-}
-
-// attempt is one acquisition: a round of the acquire script on every node,
-// the fencing commit round when enabled, and either a lease or a cleanup.
-// Its values are computed once and shared read-only by the per-node calls.
-type attempt struct {
-	c      *Client
-	key    string
-	value  string
-	ttl    time.Duration
-	t0     time.Time
-	acq    *script.Acquire // the acquire script call, sent to every node
-	waiter string          // the Lock call's id in the key's line ("" for TryLock)
-	meta   string          // the call's metadata (WithMetadata), stored where the key is granted
-	fenced bool            // mint a fencing token: WithFencing, or the call's Fenced
-	// rel is the release of the attempt's value, sharing acq's boxed
-	// arguments; the call itself is built when needed (see release).
-	rel script.ReleaseArgs
-
-	// proven is the id each node was verified with when the round began
-	// ("" for none): its replies count only from that server.
-	proven  []string
-	round   *quorum.Round[script.AcquireReply]
-	stop    context.CancelFunc // ends the round's calls; owned by whoever waits for them
-	replies []quorum.Reply[script.AcquireReply]
-	elapsed time.Duration // from t0 to the decision (or to the end of the commit round)
-
-	granted    int
-	busy       []int64 // remaining ms of the other holder's key, per busy node
-	unadmitted []int
-	heldOff    int           // of unadmitted: nodes in a reconfiguration's hold-off
-	unverified []int         // nodes that answered before their identity was verified, or from another server: their votes did not count
-	refused    int           // nodes that refused this client's configuration (ErrNodeRefused)
-	down       []*NodeError  // nodes that did not answer: transport errors, no reply in time, not waited for
-	answered   int           // replies without an error
-	handed     []handOff     // nodes where the key holds the Lock call's waiter id
-	ahead      bool          // a node's key is handed to a Lock call ahead of this one
-	cleaned    chan struct{} // closed once a failed attempt's cleanup calls are over
-	mismatch   *ConfigError
-	token      uint64
-	fenceErr   bool
-	errs       []error
-}
-
-// newAttempt prepares one attempt. waiter is the id of the Lock call it
-// belongs to ("" for TryLock), which puts the call in the key's line on
-// the nodes where it fails, at place, so that a release wakes it by name
-// (see acquire.lua).
-func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, ca callArgs) *attempt {
-	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter, meta: ca.meta, fenced: ca.fenced}
-	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.acqSettings,
-		Fencing: ca.fenced, Waiter: waiter, Place: place, Line: c.line, Metadata: ca.meta})
-	a.rel = a.acq.ReleaseArgs()
-	return a
-}
-
-// release builds the release script call for this attempt's value. A
-// failed attempt's cleanup passes back, which puts its Lock call back in
-// line in its place; the lease's Release does not, which takes the call
-// out of the line (see release.lua).
-func (a *attempt) release(back bool) *script.Release {
-	return a.c.boxes.Release(a.releaseArgs(back))
-}
-
-// releaseArgs is release's arguments, sharing the attempt's boxes (a lease
-// keeps them without: see Lease.rel).
-func (a *attempt) releaseArgs(back bool) script.ReleaseArgs {
-	r := a.rel
-	r.Back, r.Window = back, a.c.handoffWindow(a.ttl)
-	return r
-}
-
-// send starts the round. Its calls are bounded by the node timeout but not
-// cancelled with the caller's ctx: once a majority granted, the calls to
-// the other nodes must still go out, so that every reachable node holds
-// the key and the lock survives as many node failures as it can. A failed
-// attempt waits for them in the background too (see abandon).
-func (a *attempt) send(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.nodeTimeout(a.ttl))
-	a.stop = cancel
-	a.proven = a.c.ident.proven()
-	a.round = quorum.StartOwned(a.c.pool, rctx, cancel, len(a.c.nodes), func(ctx context.Context, i int) (script.AcquireReply, error) {
-		r, err := a.acq.Run(ctx, a.c.nodes[i].sn)
-		a.c.observe(i, err)
-		if err == nil {
-			a.c.moved(a.proven, i, r.Ident)
-		}
-		return r, err
-	})
-}
-
-// await waits until a majority granted, that became impossible (nodes that
-// missed their last deadline are not waited for), the node timeout passed,
-// or ctx ended, and records how long the round took.
-func (a *attempt) await(ctx context.Context) {
-	wctx, cancel := context.WithTimeout(ctx, a.c.nodeTimeout(a.ttl))
-	defer cancel()
-	a.replies = a.round.AwaitDiscounting(wctx, a.c.quorum, a.votes, a.c.missedLast)
-	// Whether the refusals are why the attempt failed, or whether a
-	// majority of nodes answers at all, can depend on the nodes not heard
-	// from yet (see failure): hear them out, up to the node timeout, so
-	// that contention is not called a configuration error, which ends
-	// Lock at once, and a held key is not called an unavailable service
-	// or the other way round. The round was decided without a majority of
-	// grants; what it hears now changes only what the failure says (a
-	// grant heard late is cleaned up with the others, and a majority of
-	// them is a lease like any other, since won checks the grants and the
-	// validity after this wait).
-	if a.refusalsInDoubt() {
-		all := func(quorum.Reply[script.AcquireReply]) bool { return true }
-		a.replies = append(a.replies, a.round.Await(wctx, len(a.c.nodes)-len(a.replies), all)...)
-	} else if need := a.heldInDoubt(); need > 0 {
-		// Until a majority answered, or that became impossible: nodes
-		// that missed their last deadline are not waited for, as in the
-		// round itself, and those heard from already count as no more.
-		heard := make([]bool, len(a.c.nodes))
-		for _, r := range a.replies {
-			heard[r.Node] = true
-		}
-		answers := func(r quorum.Reply[script.AcquireReply]) bool { return r.Err == nil }
-		skip := func(i int) bool { return heard[i] || a.c.missedLast(i) }
-		a.replies = append(a.replies, a.round.AwaitDiscounting(wctx, need, answers, skip)...)
-	}
-	a.elapsed = a.c.cfg.clock.Now().Sub(a.t0)
-	a.c.sawRound(a.elapsed)
-	a.tally(ctx.Err() == nil && wctx.Err() != nil)
 }
 
 // refusalsInDoubt reports whether a round decided without a majority of
@@ -310,12 +183,6 @@ func (a *attempt) tally(timedOut bool) {
 // it. nodeErr adds the node's last transport error when it knows one.
 var errNotWaited = fmt.Errorf("not waited for: it missed its previous deadline: %w", context.DeadlineExceeded)
 
-// won reports whether the attempt holds a usable lock so far.
-func (a *attempt) won(ctx context.Context) bool {
-	return a.mismatch == nil && !a.fenceErr && a.granted >= a.c.quorum && ctx.Err() == nil &&
-		drift.Validity(a.ttl, a.elapsed, a.c.cfg.factor) > 0
-}
-
 // failure builds the error of a failed attempt.
 func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 	c := a.c
@@ -438,111 +305,42 @@ func freeIn(busy []int64, q, n int) time.Duration {
 	return time.Duration(ms)*time.Millisecond + time.Millisecond
 }
 
-// maxRounds is the most acquisition rounds one Client has in flight: one
-// full pipeline per node (see script.maxBatch). An attempt counts from
-// before its t0 until every call of its round is over (leave and abandon
-// give the slot back), not only until the round is decided: a round
-// decided at once (nodes that missed their last deadline are not waited
-// for) still has its calls queued for the nodes. Its cleanup does not
-// count: each failed attempt leaves at most one, bounded by the cleanup
-// timeout, so the cleanups pending are bounded too, by about maxRounds
-// times the cleanup timeout over the node timeout.
-//
-// Without a bound, a burst of Lock calls on many keys (10,000 Do calls
-// started within a second, on a host whose cores the nodes share) queues
-// more calls in each node's batcher than the node answers within the node
-// timeout: every round in the queue times out, each leaves a cleanup of up
-// to the cleanup timeout, and Lock retries within 20 to 100 ms, so the
-// retries and their cleanups outgrow the nodes' answers and the process's
-// goroutines and memory grow until it is killed (docs/performance.md,
-// "Many leases on one Client"). With the bound, the calls beyond it wait
-// in this process, before their attempt starts: a wait that costs no
-// node a call and no lease any validity.
-const maxRounds = 256
-
-// takeRound waits for one of the Client's maxRounds slots for an
-// acquisition round (see freeRound). It fails only when ctx ends first:
-// then no node was contacted.
-func (c *Client) takeRound(ctx context.Context, key string) error {
-	select {
-	case c.rounds <- struct{}{}:
-		return nil
-	default:
+// nodeAnswers names each node's answer to the attempt: granted, held,
+// queued, handed, quarantined, mismatch, unverified, error, or none (not
+// heard from before the decision).
+func (a *attempt) nodeAnswers() []string {
+	out := make([]string, len(a.c.nodes))
+	for i := range out {
+		out[i] = "none"
 	}
-	select {
-	case c.rounds <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
-			Detail: fmt.Sprintf("ctx ended while the attempt waited for one of this Client's %d acquisition rounds in flight to end; no node was contacted", maxRounds),
-			Errs:   []error{ctx.Err()}}
-	}
-}
-
-// freeRound gives back the slot of an attempt whose round's calls are
-// all over.
-func (c *Client) freeRound() { <-c.rounds }
-
-// outcome is what one call of try hands back to TryLock and Lock.
-type outcome struct {
-	lease      *Lease
-	err        error // a *NotObtainedError, a *ConfigError or ErrClosed
-	wait       time.Duration
-	took       time.Duration
-	unadmitted []int
-	unverified []int
-	handed     []handOff // nodes that answered that a release handed the key to the Lock call
-	ahead      bool      // a node's key was handed to a Lock call ahead of this one
-	// cleaned is closed once the failed attempt's cleanup calls are over
-	// (nil: none): a call that leaves the line or gives keys back sends
-	// that after them, so that a cleanup cannot put it back in line.
-	cleaned <-chan struct{}
-}
-
-// try runs one acquisition attempt (waiter and place: see newAttempt). On
-// any failure it releases the key on every node before returning (nodes
-// that do not answer are released in the background).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
-	if err := c.takeRound(ctx, key); err != nil {
-		return outcome{err: err}
-	}
-	a := c.newAttempt(key, ttl, waiter, place, ca)
-	a.send(ctx)
-	a.await(ctx)
-	if a.won(ctx) && a.fenced {
-		a.commit(ctx)
-	}
-	if a.won(ctx) {
-		l := c.newLease(a)
-		if l == nil {
-			// Close began during the attempt: a lease handed out now could
-			// outlive the Client's background work. Give the lock back.
-			a.abandon()
-			return outcome{err: ErrClosed, cleaned: a.cleaned}
+	for _, r := range a.replies {
+		var s string
+		switch {
+		case r.Err != nil:
+			s = "error"
+		case r.Val.Status == script.Unadmitted && a.proven[r.Node] != "":
+			s = "quarantined" // as tally: lost its data, its id with it
+		case !script.SameServer(a.proven[r.Node], r.Val.Ident):
+			s = "unverified"
+		default:
+			switch r.Val.Status {
+			case script.Granted:
+				s = "granted"
+			case script.Held, script.Ahead:
+				s = "held"
+			case script.Queued:
+				s = "queued"
+			case script.HandedHere:
+				s = "handed"
+			case script.Unadmitted:
+				s = "quarantined"
+			case script.Mismatch:
+				s = "mismatch"
+			default:
+				s = "error"
+			}
 		}
-		a.leave()
-		c.inst.attempt("obtained", key, a.elapsed)
-		c.tried(ctx, a, "obtained")
-		for _, i := range a.unadmitted {
-			c.admit.kick(i) // start its admission; the lock did not need it
-		}
-		if len(a.unverified) > 0 {
-			c.proveSoon(ttl) // nor its vote, but the next lock may
-		}
-		c.serviceAnswered()
-		return outcome{lease: l}
+		out[r.Node] = s
 	}
-	a.abandon()
-	if a.mismatch != nil {
-		c.inst.attempt("config", key, a.elapsed)
-		c.tried(ctx, a, "config")
-		return outcome{err: a.mismatch}
-	}
-	e := a.failure(ctx)
-	if e.Reason == ReasonHeld {
-		c.serviceAnswered()
-	}
-	c.inst.attempt(string(e.Reason), key, a.elapsed)
-	c.tried(ctx, a, string(e.Reason))
-	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
+	return out
 }

@@ -1,0 +1,134 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
+)
+
+// One acquisition attempt for TryLock and Lock (try): its slot among the
+// Client's rounds in flight, the attempt itself (attempt.go), and what it
+// hands back.
+
+// outcome is what one call of try hands back to TryLock and Lock.
+type outcome struct {
+	lease      *Lease
+	err        error // a *NotObtainedError, a *ConfigError or ErrClosed
+	wait       time.Duration
+	took       time.Duration
+	unadmitted []int
+	unverified []int
+	handed     []handOff // nodes that answered that a release handed the key to the Lock call
+	ahead      bool      // a node's key was handed to a Lock call ahead of this one
+	// cleaned is closed once the failed attempt's cleanup calls are over
+	// (nil: none): a call that leaves the line or gives keys back sends
+	// that after them, so that a cleanup cannot put it back in line.
+	cleaned <-chan struct{}
+}
+
+// try runs one acquisition attempt (waiter and place: see newAttempt). On
+// any failure it releases the key on every node before returning (nodes
+// that do not answer are released in the background).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	if err := c.takeRound(ctx, key); err != nil {
+		return outcome{err: err}
+	}
+	a := c.newAttempt(key, ttl, waiter, place, ca)
+	a.send(ctx)
+	a.await(ctx)
+	if a.won(ctx) && a.fenced {
+		a.commit(ctx)
+	}
+	if a.won(ctx) {
+		l := c.newLease(a)
+		if l == nil {
+			// Close began during the attempt: a lease handed out now could
+			// outlive the Client's background work. Give the lock back.
+			a.abandon()
+			return outcome{err: ErrClosed, cleaned: a.cleaned}
+		}
+		a.leave()
+		c.inst.attempt("obtained", key, a.elapsed)
+		c.tried(ctx, a, "obtained")
+		for _, i := range a.unadmitted {
+			c.admit.kick(i) // start its admission; the lock did not need it
+		}
+		if len(a.unverified) > 0 {
+			c.proveSoon(ttl) // nor its vote, but the next lock may
+		}
+		c.serviceAnswered()
+		return outcome{lease: l}
+	}
+	a.abandon()
+	if a.mismatch != nil {
+		c.inst.attempt("config", key, a.elapsed)
+		c.tried(ctx, a, "config")
+		return outcome{err: a.mismatch}
+	}
+	e := a.failure(ctx)
+	if e.Reason == ReasonHeld {
+		c.serviceAnswered()
+	}
+	c.inst.attempt(string(e.Reason), key, a.elapsed)
+	c.tried(ctx, a, string(e.Reason))
+	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
+}
+
+// newAttempt prepares one attempt. waiter is the id of the Lock call it
+// belongs to ("" for TryLock), which puts the call in the key's line on
+// the nodes where it fails, at place, so that a release wakes it by name
+// (see acquire.lua).
+func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, ca callArgs) *attempt {
+	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter, meta: ca.meta, fenced: ca.fenced}
+	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.acqSettings,
+		Fencing: ca.fenced, Waiter: waiter, Place: place, Line: c.line, Metadata: ca.meta})
+	a.rel = a.acq.ReleaseArgs()
+	return a
+}
+
+// maxRounds is the most acquisition rounds one Client has in flight: one
+// full pipeline per node (see script.maxBatch). An attempt counts from
+// before its t0 until every call of its round is over (leave and abandon
+// give the slot back), not only until the round is decided: a round
+// decided at once (nodes that missed their last deadline are not waited
+// for) still has its calls queued for the nodes. Its cleanup does not
+// count: each failed attempt leaves at most one, bounded by the cleanup
+// timeout, so the cleanups pending are bounded too, by about maxRounds
+// times the cleanup timeout over the node timeout.
+//
+// Without a bound, a burst of Lock calls on many keys (10,000 Do calls
+// started within a second, on a host whose cores the nodes share) queues
+// more calls in each node's batcher than the node answers within the node
+// timeout: every round in the queue times out, each leaves a cleanup of up
+// to the cleanup timeout, and Lock retries within 20 to 100 ms, so the
+// retries and their cleanups outgrow the nodes' answers and the process's
+// goroutines and memory grow until it is killed (docs/performance.md,
+// "Many leases on one Client"). With the bound, the calls beyond it wait
+// in this process, before their attempt starts: a wait that costs no
+// node a call and no lease any validity.
+const maxRounds = 256
+
+// takeRound waits for one of the Client's maxRounds slots for an
+// acquisition round (see freeRound). It fails only when ctx ends first:
+// then no node was contacted.
+func (c *Client) takeRound(ctx context.Context, key string) error {
+	select {
+	case c.rounds <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.rounds <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &NotObtainedError{Key: key, Reason: ReasonCancelled, Needed: c.quorum, Nodes: len(c.nodes),
+			Detail: fmt.Sprintf("ctx ended while the attempt waited for one of this Client's %d acquisition rounds in flight to end; no node was contacted", maxRounds),
+			Errs:   []error{ctx.Err()}}
+	}
+}
+
+// freeRound gives back the slot of an attempt whose round's calls are
+// all over.
+func (c *Client) freeRound() { <-c.rounds }
