@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,6 +75,103 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	c.inst.attempt(string(e.Reason), key, a.elapsed)
 	c.tried(ctx, a, string(e.Reason))
 	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
+}
+
+// tryAdmitting is one attempt, plus one more right away when nodes that
+// refused to vote because they were not admitted could be admitted at once
+// (their quarantine was over).
+func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	at := c.try(ctx, key, ttl, waiter, place, ca)
+	if at.err != nil && len(at.unverified) > 0 && ctx.Err() == nil {
+		// Nodes answered before their identity was verified, and their
+		// votes did not count: verify them now and try again if that
+		// verified any (see identity.go).
+		vctx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
+		more, err := c.verify(vctx)
+		cancel()
+		if err != nil {
+			return outcome{err: err, cleaned: at.cleaned}
+		}
+		if more {
+			// The failed try's cleanup first, or the next try finds the
+			// key still held by it on the nodes it reached late.
+			if !c.awaitCleanup(ctx, at, ttl) {
+				return at
+			}
+			next := c.tryAdmitting(ctx, key, ttl, waiter, place, ca)
+			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
+			return next
+		}
+	}
+	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
+		return at
+	}
+	// The round stopped at its decision, so more nodes than those that
+	// answered may be unadmitted: check every node not yet seen admitted.
+	actx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
+	admitted, left, mismatch := c.admit.admitNow(actx, c.admit.unseen())
+	cancel()
+	if mismatch != nil {
+		return outcome{err: mismatch}
+	}
+	if !admitted {
+		var e *NotObtainedError
+		if errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
+			// Bootstrap is no remedy here: the attempt itself started
+			// the quarantines it found missing, and Bootstrap never ends
+			// one (docs/fencing.md, "Bootstrap").
+			what, remedy := "quarantine", " (Bootstrap admits only a deployment nobody has used yet)"
+			if k := heldOff(e); k > 0 && k == quarantined(e) {
+				// A change to these settings is under way: only its
+				// hold-off is left to wait out.
+				what, remedy = "hold-off", ""
+			}
+			when := "when their " + what + " ends"
+			if left > 0 {
+				e.Wait = left
+				when = fmt.Sprintf("when the first %s ends, in %v", what, left.Round(time.Millisecond))
+				at.wait = left
+			}
+			e.Detail += "; the nodes admit themselves " + when + remedy
+			c.noticeQuarantine(e)
+		}
+		return at
+	}
+	// The failed try's cleanup first, as after a proof above: the second
+	// try would otherwise find the first's key still on the nodes its
+	// cleanup has not reached yet, held by "another owner"
+	// (docs/fencing.md, "The try after an admission").
+	if !c.awaitCleanup(ctx, at, ttl) {
+		return at
+	}
+	// Both tries' cleanups put the call back in line where they land: a
+	// line-leave or give-back must wait for the first's too.
+	second := c.try(ctx, key, ttl, waiter, place, ca)
+	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
+	return second
+}
+
+// awaitCleanup waits until the cleanup of the failed try at is over, or
+// for as long as it can take with nodes that answer: a late reply comes
+// within the node timeout and its release within the cleanup timeout. A
+// node that does not answer (frozen, with a go-redis client that does not
+// honour ctx) can keep the cleanup's calls open for its client's read
+// timeout and retries, seconds more; the next try does not wait for it,
+// since it cannot find a key of ours there that it would win anyway. It
+// reports false if ctx ended first.
+func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration) bool {
+	if at.cleaned == nil {
+		return true
+	}
+	bound := time.NewTimer(c.nodeTimeout(ttl) + c.cfg.cleanup)
+	defer bound.Stop()
+	select {
+	case <-at.cleaned:
+	case <-bound.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // newAttempt prepares one attempt. waiter is the id of the Lock call it
