@@ -326,10 +326,6 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 	return true, 0, nil
 }
 
-func (c *Client) mismatch(i int, theirs string, pending bool) *ConfigError {
-	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.settings, Pending: pending}
-}
-
 // confirm checks node i's peers before i is admitted: some peer must
 // already be admitted with this client's settings, or, for the first
 // admission of a deployment, every peer must answer and none may carry a

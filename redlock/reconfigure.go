@@ -524,10 +524,3 @@ func fanOut[T any](ctx context.Context, nodes []*node, f func(context.Context, *
 	wg.Wait()
 	return out
 }
-
-// movingHere reports whether marker is a reconfiguration to this client's
-// settings: the node votes for it once its hold-off is over.
-func (c *Client) movingHere(marker string) bool {
-	to, ok := script.MovingTo(marker)
-	return ok && to == c.settings
-}
