@@ -2,56 +2,11 @@ package redlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
-
-// Extend renews the lease for ttl, measured from the start of the extend
-// round, on every node that still holds its value, and succeeds only if a
-// majority did within the new validity. It never re-creates a key that
-// expired or was taken over; it sets the key again only on a node that
-// did not renew it last round (one that lost it in a restart) and is
-// admitted with this Client's settings, and counts the round only if it
-// was decided before the deadline (docs/fencing.md, "Extends re-create
-// what a restart lost"). It never shortens a key: a node keeps the
-// later of its current expiry and ttl from now, and Deadline becomes the
-// later of the current deadline and the one this round earned, so
-// concurrent Extends (Do's renewal and one from fn) cannot leave the lease
-// promising more than the nodes hold. It returns ErrNotHeld (and closes
-// Done) when the lease is over or a majority no longer holds it; any other
-// error (nodes unreachable) leaves the lease valid until its old deadline.
-// The ttl rules of Lock apply; an invalid ttl (an *InputError) touches no
-// node, and so does a ctx that has already ended: Extend then returns an
-// error wrapping ctx's error and leaves the lease as it was. Safe for
-// concurrent use.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
-	c := l.c
-	ctx, span := c.startSpan(ctx, "quorumlock.Extend", l.key, ttl)
-	defer func() { extendEnded(span, err) }()
-	if err := c.checkTTL(ttl); err != nil {
-		return err
-	}
-	if l.over() {
-		l.markLost()
-		return fmt.Errorf("%w: %s expired or was released before Extend", ErrNotHeld, keyText(l.key))
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redlock: extend of %s not sent, the lease is unchanged: %w", keyText(l.key), err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
-	defer cancel()
-	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl})
-	err = l.applyExtend(r, ttl, r.leases[0])
-	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
-		err = errors.Join(err, ctx.Err())
-	}
-	return err
-}
 
 // extended is one lease's part of an extend round.
 type extended struct {
@@ -212,61 +167,4 @@ func nodeBit(i int) uint64 {
 		return 0
 	}
 	return 1 << i
-}
-
-// applyExtend turns one lease's part of extend round r into the lease's
-// new deadline, or an error: ErrNotHeld (closing Done) when a majority no
-// longer holds it, another error when too few nodes answered (the lease
-// stays valid until its old deadline).
-func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error {
-	c := l.c
-	t0, elapsed := r.t0, r.elapsed
-	// Whatever the outcome, the nodes that renewed keep the key longer.
-	l.mu.Lock()
-	if x := l.keyExpiry(t0, r.wire, ttl); x.After(l.expiresBy) {
-		l.expiresBy = x
-	}
-	l.mu.Unlock()
-	if e.yes >= c.quorum {
-		c.inst.extend("ok", l.key)
-		if drift.Validity(ttl, elapsed, c.cfg.factor) <= 0 {
-			return fmt.Errorf("redlock: extend of %s took %v of a %v ttl", keyText(l.key), elapsed, ttl)
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.state != live {
-			return fmt.Errorf("%w: %s was released during Extend", ErrNotHeld, keyText(l.key))
-		}
-		// A round counts only if it was decided while the lease was
-		// trusted: a key it re-created after the lease lapsed may stand
-		// where another holder's was granted and released meanwhile, and
-		// the lease must not be trusted again across that holder
-		// (docs/fencing.md, "Extends re-create what a restart lost").
-		if !t0.Add(elapsed).Before(l.deadline) {
-			err := fmt.Errorf("%w: %s lapsed before its extend round was decided", ErrNotHeld, keyText(l.key))
-			l.lostBy = err
-			l.endLocked(lost)
-			return err
-		}
-		l.ttl = max(l.ttl, ttl)
-		if d := t0.Add(ttl - drift.Drift(ttl, c.cfg.factor)); d.After(l.deadline) {
-			l.deadline = d
-			l.armLocked()
-		}
-		return nil
-	}
-	if len(c.nodes)-e.gone < c.quorum {
-		c.inst.extend("lost", l.key)
-		err := fmt.Errorf("%w: %s no longer holds our value on %d of %d nodes", ErrNotHeld, keyText(l.key), e.gone, len(c.nodes))
-		l.markLostBy(err)
-		return err
-	}
-	c.inst.extend("error", l.key)
-	n := len(c.nodes)
-	heard := ""
-	if replied := e.yes + e.gone + len(e.errs); replied < n {
-		// The round was decided before the other nodes answered.
-		heard = fmt.Sprintf(" (decided when %d had answered)", replied)
-	}
-	return errors.Join(append([]error{fmt.Errorf("redlock: extend of %s reached %d of %d nodes%s, %d needed", keyText(l.key), e.yes, n, heard, c.quorum)}, e.errs...)...)
 }

@@ -1,14 +1,11 @@
 package redlock
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
-	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -90,27 +87,6 @@ const (
 	lost
 )
 
-// newLease turns a won attempt into a lease, valid until ttl - drift after
-// the attempt started. It returns nil once Close has begun: a lease must
-// not be created that the Client's background work no longer looks after.
-func (c *Client) newLease(a *attempt) *Lease {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	// The holder leaves the key's line on every node when it releases
-	// (granting nodes already dropped it): no place to go back to.
-	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.releaseArgs(false).Standalone(), prepared: a.release(false), ttl: a.ttl,
-		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
-	l.expiresBy = l.keyExpiry(a.t0, c.nodeTimeout(a.ttl), a.ttl)
-	c.held.Add(1)
-	l.mu.Lock()
-	l.armLocked()
-	l.mu.Unlock()
-	return l
-}
-
 // keyExpiry is when a key that calls sent from t0 on, each bounded by
 // wire, set to expire after ttl has expired on every node, on our clock.
 func (l *Lease) keyExpiry(t0 time.Time, wire, ttl time.Duration) time.Time {
@@ -151,6 +127,19 @@ func (l *Lease) endLocked(s leaseState) {
 	if s != released {
 		l.passGateLocked() // Release passes it once its deletes landed
 	}
+}
+
+// ended records the end of a live lease (under l.mu): the leases-held
+// gauge, the held duration, and a lost lease.
+func (l *Lease) ended(s leaseState) {
+	c := l.c
+	c.held.Add(-1)
+	outcome := "released"
+	if s == lost {
+		outcome = "lost"
+		c.inst.leaseLost(l.key)
+	}
+	c.inst.held(outcome, l.key, c.cfg.clock.Now().Sub(l.obtained))
 }
 
 // Key returns the locked key, exactly as passed to Lock.
@@ -263,130 +252,4 @@ func (l *Lease) lostCause() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lostBy
-}
-
-// Release gives the lock up: a compare-and-delete on every node, so it can
-// never delete another holder's key; where the key is not (yet) ours it
-// leaves a tombstone, so an acquire of ours still on its way cannot take
-// the key afterwards. Done is closed at once. It returns nil once a
-// majority confirmed the delete, without waiting for the other nodes
-// (their calls go on in the background, bounded by the cleanup timeout and
-// detached from ctx). Replies that come after the node timeout still
-// count: Release judges only when a majority confirmed, when that became
-// impossible, when every node answered, or at the cleanup timeout (a node
-// that missed its last deadline or could not be reached gets the node
-// timeout, at least 100 ms), whichever is first, and never after ctx
-// ends. It returns ErrNotHeld when the lease had already ended (a second
-// Release, or the key expired or was taken over on a majority), and a
-// *ReleaseError (ErrReleaseUnconfirmed) when fewer than a majority
-// confirmed and the key may outlive the call on the others, to expire
-// with its ttl; a key that has expired on every node by then is released
-// and Release returns nil. It works after Client.Close too (then it waits
-// for every node, up to the cleanup timeout). A ctx that has already
-// ended sends nothing: Release then returns an error wrapping ctx's error
-// (and ErrNotHeld if the lease had already ended), and the lease is
-// unchanged (a live one is still held until its deadline, Done open), to
-// be released with a live ctx. Safe for concurrent use.
-func (l *Lease) Release(ctx context.Context) (err error) {
-	c := l.c
-	ctx, span := c.startSpan(ctx, "quorumlock.Release", l.key, 0)
-	defer func() { l.released(span, err) }()
-	l.mu.Lock()
-	prev := l.state
-	expired := !c.cfg.clock.Now().Before(l.deadline)
-	if err := ctx.Err(); err != nil && prev != released {
-		// Nothing is sent and the lease stays as it was, so that a
-		// Release with a live ctx can still give the lock back.
-		l.mu.Unlock()
-		if prev == lost || expired {
-			return fmt.Errorf("%w: %s had expired or was lost before Release (nothing sent: %w)", ErrNotHeld, keyText(l.key), err)
-		}
-		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
-	}
-	l.endLocked(released)
-	ttl, freeBy, rel := l.ttl, l.expiresBy, l.prepared
-	waiter, cleanup := l.waiter, l.cleanup
-	l.mu.Unlock()
-	if prev == released {
-		return fmt.Errorf("%w: %s already released", ErrNotHeld, keyText(l.key))
-	}
-
-	if rel == nil {
-		rel = c.boxes.Release(l.rel)
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-		// A node that seems down gets the down wait (see releaseOn).
-		return c.releaseOn(ctx, i, rel, ttl)
-	})
-	// Replies that come after the node timeout count: a release is not a
-	// race against validity, and a late "deleted" on a busy host is as
-	// good as an early one. The wait has its own bound, a little past the
-	// calls' own: a call's ctx does not interrupt a read from a frozen
-	// node at go-redis's defaults, and a call that does end at its
-	// deadline reports in first.
-	end, _ := dctx.Deadline()
-	wctx, wcancel := context.WithDeadline(ctx, end.Add(downWaitMin))
-	replies := round.Await(wctx, c.quorum, func(r quorum.Reply[bool]) bool { return r.Err == nil && r.Val })
-	wcancel()
-	// Wake this client's waiters only now that the deletes have landed:
-	// woken earlier, they would find the key still held and go back to
-	// sleep until its expiry.
-	l.mu.Lock()
-	l.passGateLocked()
-	l.mu.Unlock()
-	c.wake.local(l.key)
-	if cleanup != nil {
-		select {
-		case <-cleanup:
-		default:
-			// The Lock call's last failed attempt is still being cleaned
-			// up, and that cleanup puts the call back in its place in
-			// line where it lands: leave the line again once it is over,
-			// or a later release would hand the key to an id nobody
-			// takes (and the key would wait out its ttl).
-			c.leaveLine(l.key, waiter, ttl, cleanup)
-		}
-	}
-	c.spawn(func() {
-		defer cancel()
-		round.Wait()
-	})
-
-	yes, gone, errs := c.tally(replies)
-	switch {
-	case prev == lost || expired:
-		return fmt.Errorf("%w: %s had expired or was lost before Release", ErrNotHeld, keyText(l.key))
-	case yes >= c.quorum:
-		return nil
-	case len(c.nodes)-gone < c.quorum:
-		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
-	}
-	// A key that has expired everywhere by now does not outlive the call:
-	// the lock is as free as a confirmed delete would have left it.
-	if gone == 0 && !c.cfg.clock.Now().Before(freeBy) {
-		return nil
-	}
-	if ctx.Err() != nil {
-		errs = append([]error{ctx.Err()}, errs...)
-	}
-	return &ReleaseError{Key: l.key, Confirmed: yes, Gone: gone, Unanswered: len(c.nodes) - len(replies), Needed: c.quorum,
-		Nodes: len(c.nodes), FreeBy: freeBy, Errs: errs}
-}
-
-// tally counts a compare-and-act round's replies: yes where the node held
-// our value and acted, gone where it no longer held it, and the per-node
-// errors of the rest.
-func (c *Client) tally(replies []quorum.Reply[bool]) (yes, gone int, errs []error) {
-	for _, r := range replies {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, c.nodeErr(r.Node, r.Err))
-		case r.Val:
-			yes++
-		default:
-			gone++
-		}
-	}
-	return yes, gone, errs
 }

@@ -169,3 +169,20 @@ func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{},
 	})
 	return done
 }
+
+// tally counts a compare-and-act round's replies: yes where the node held
+// our value and acted, gone where it no longer held it, and the per-node
+// errors of the rest.
+func (c *Client) tally(replies []quorum.Reply[bool]) (yes, gone int, errs []error) {
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.nodeErr(r.Node, r.Err))
+		case r.Val:
+			yes++
+		default:
+			gone++
+		}
+	}
+	return yes, gone, errs
+}

@@ -224,19 +224,6 @@ func (c *Client) countConfigError(err error) {
 	}
 }
 
-// ended records the end of a live lease (under l.mu): the leases-held
-// gauge, the held duration, and a lost lease.
-func (l *Lease) ended(s leaseState) {
-	c := l.c
-	c.held.Add(-1)
-	outcome := "released"
-	if s == lost {
-		outcome = "lost"
-		c.inst.leaseLost(l.key)
-	}
-	c.inst.held(outcome, l.key, c.cfg.clock.Now().Sub(l.obtained))
-}
-
 // releaseOutcome is the quorumlock.outcome of a Release span: released,
 // unconfirmed (ErrReleaseUnconfirmed), not_held (ErrNotHeld) or error.
 func releaseOutcome(err error) string {
@@ -270,25 +257,6 @@ func extendOutcome(err error) string {
 func extendEnded(span trace.Span, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(extendOutcome(err)))
-	}
-	endSpan(span, err)
-}
-
-// released ends Release's span and logs the release at Debug level.
-func (l *Lease) released(span trace.Span, err error) {
-	held := l.c.cfg.clock.Now().Sub(l.obtained)
-	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(releaseOutcome(err)), attrHeld.Float64(ms(held)))
-		if l.token != 0 {
-			span.SetAttributes(attrToken.Int64(int64(l.token)))
-		}
-	}
-	switch {
-	case !l.c.debug(context.Background()):
-	case err != nil:
-		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token, "err", err)
-	default:
-		l.c.cfg.logger.Debug("redlock: lease released", "key", l.key, "held", held, "token", l.token)
 	}
 	endSpan(span, err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -230,3 +231,24 @@ func (c *Client) takeRound(ctx context.Context, key string) error {
 // freeRound gives back the slot of an attempt whose round's calls are
 // all over.
 func (c *Client) freeRound() { <-c.rounds }
+
+// newLease turns a won attempt into a lease, valid until ttl - drift after
+// the attempt started. It returns nil once Close has begun: a lease must
+// not be created that the Client's background work no longer looks after.
+func (c *Client) newLease(a *attempt) *Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	// The holder leaves the key's line on every node when it releases
+	// (granting nodes already dropped it): no place to go back to.
+	l := &Lease{c: c, key: a.key, value: a.value, token: a.token, meta: a.meta, rel: a.releaseArgs(false).Standalone(), prepared: a.release(false), ttl: a.ttl,
+		deadline: a.t0.Add(a.ttl - drift.Drift(a.ttl, c.cfg.factor)), done: make(chan struct{}), obtained: c.cfg.clock.Now()}
+	l.expiresBy = l.keyExpiry(a.t0, c.nodeTimeout(a.ttl), a.ttl)
+	c.held.Add(1)
+	l.mu.Lock()
+	l.armLocked()
+	l.mu.Unlock()
+	return l
+}
