@@ -186,3 +186,29 @@ func (c *Client) tally(replies []quorum.Reply[bool]) (yes, gone int, errs []erro
 	}
 	return yes, gone, errs
 }
+
+// newWaiter returns the waiter of a Lock call of c on key, by value: it
+// stays on the call's stack, and an uncontended Lock allocates nothing for
+// it.
+func (c *Client) newWaiter(key string, ttl time.Duration, cc *callConfig) waiter {
+	w := waiter{c: c, key: key, ttl: ttl, place: time.Now().UnixMicro(), retry: cc.retry, args: c.callArgs(cc)}
+	w.handoffs = c.handoffs && !w.args.fenced
+	if n := len(c.nodes); n > len(w.handedFew) {
+		w.handedMany = make([]string, n)
+	}
+	w.id = c.waiterID(ttl, w.place, w.handoffs)
+	return w
+}
+
+// waiterID returns a fresh id for a Lock call in a key's line: it starts
+// with this Client's id, so that a release's notice comes on the Client's
+// own channel, and, without fencing, ends in '~<place>+<ttl ms>': a
+// release may then hand the key itself to the call (see handedLease), and
+// other calls tell from the place whether it is ahead of them in line.
+func (c *Client) waiterID(ttl time.Duration, place int64, handoffs bool) string {
+	id := script.WaiterID{Client: c.wake.id, Nonce: newValue()}
+	if handoffs {
+		id.Place, id.TTL = place, ttl
+	}
+	return id.String()
+}

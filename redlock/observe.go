@@ -11,8 +11,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Traces and acquisition logs. The metrics are in metrics.go; both are
-// documented for users in docs/operations.md ("What to monitor").
+// Traces, acquisition logs, and the notices that a quarantine or an
+// unavailable lock service is why locks are refused (noticeQuarantine,
+// noticeUnavailable; QuarantineNotice is quarantine_notice.go). The
+// metrics are in metrics.go; both are documented for users in
+// docs/operations.md ("What to monitor").
 //
 // Spans are off unless WithTracerProvider names a provider. OpenTelemetry's
 // instrumentation libraries (otelhttp, go-redis's redisotel, otelpgx) use
@@ -268,4 +271,71 @@ func doEnded(span trace.Span, outcome string, err error) {
 		span.SetAttributes(attrOutcome.String(outcome))
 	}
 	endSpan(span, err)
+}
+
+// noticeQuarantine reports the attempt refused with e (ReasonQuarantine)
+// to the log and to WithQuarantineNotice's function, unless this episode
+// was reported already. An episode lasts until the quarantine that was
+// reported should have ended (one full quarantine when its end is
+// unknown); a refusal after that is a new one, except one that finds
+// the quarantine over (e.Wait = 0) within one more quarantine: that is
+// the reported episode's end, whose admission an attempt has not made
+// yet (it missed its node timeout on a busy host, say). A new episode
+// has time left, unless the attempt could not read it; such a refusal
+// this close to the last episode goes unreported (only the notice: the
+// refusal itself is returned as ever).
+func (c *Client) noticeQuarantine(e *NotObtainedError) {
+	now := c.cfg.clock.Now()
+	span := e.Wait
+	if span <= 0 {
+		span = c.set.quarantine()
+	}
+	c.notices.mu.Lock()
+	if now.Before(c.notices.until) ||
+		e.Wait <= 0 && !c.notices.until.IsZero() && now.Before(c.notices.until.Add(c.set.quarantine())) {
+		c.notices.mu.Unlock()
+		return
+	}
+	c.notices.until = now.Add(span)
+	c.notices.mu.Unlock()
+	n := QuarantineNotice{Key: e.Key, Quarantined: quarantined(e), HeldOff: heldOff(e), Nodes: e.Nodes, Left: e.Wait}
+	if n.Reconfiguring() {
+		c.cfg.logger.Warn("redlock: locks are refused until the hold-off of a reconfiguration to this client's settings ends; the nodes admit themselves then",
+			"key", keyText(n.Key), "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
+	} else {
+		c.cfg.logger.Warn("redlock: locks are refused until the nodes' restart quarantine ends (they are new or lost their data); they admit themselves then",
+			"key", keyText(n.Key), "quarantined_at_least", n.Quarantined, "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
+	}
+	if c.cfg.onQuarantine != nil {
+		c.cfg.onQuarantine(n)
+	}
+}
+
+// noticeUnavailable reports a waiting call's attempt that failed because
+// the lock service could not grant (err, IsUnavailable) to the log and to
+// WithUnavailableNotice's function, once per episode of this Client: the
+// episode ends when one of its attempts (TryLock's too) obtains a lease or
+// finds the key held, or a release hands it one (serviceAnswered). A
+// quarantine has a notice of its own (noticeQuarantine).
+func (c *Client) noticeUnavailable(err error) {
+	var e *NotObtainedError
+	if !errors.As(err, &e) || e.Reason == ReasonQuarantine || !c.unavailableSaid.CompareAndSwap(false, true) {
+		return
+	}
+	c.cfg.logger.Warn("redlock: the lock service cannot grant the lock now; waiting, with attempts backing off up to 1 s apart",
+		"key", keyText(e.Key), "reason", string(e.Reason), "detail", e.Detail)
+	if c.cfg.onUnavailable != nil {
+		// A copy: the call goes on with e, and its final error is built
+		// from the last attempt's (see Client.stopped), which f may keep.
+		cp := *e
+		c.cfg.onUnavailable(&cp)
+	}
+}
+
+// serviceAnswered ends the current unavailability episode (see
+// noticeUnavailable).
+func (c *Client) serviceAnswered() {
+	if c.unavailableSaid.Load() {
+		c.unavailableSaid.Store(false)
+	}
 }

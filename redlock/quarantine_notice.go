@@ -38,44 +38,6 @@ type notices struct {
 	until time.Time // the current episode's expected end
 }
 
-// noticeQuarantine reports the attempt refused with e (ReasonQuarantine)
-// to the log and to WithQuarantineNotice's function, unless this episode
-// was reported already. An episode lasts until the quarantine that was
-// reported should have ended (one full quarantine when its end is
-// unknown); a refusal after that is a new one, except one that finds
-// the quarantine over (e.Wait = 0) within one more quarantine: that is
-// the reported episode's end, whose admission an attempt has not made
-// yet (it missed its node timeout on a busy host, say). A new episode
-// has time left, unless the attempt could not read it; such a refusal
-// this close to the last episode goes unreported (only the notice: the
-// refusal itself is returned as ever).
-func (c *Client) noticeQuarantine(e *NotObtainedError) {
-	now := c.cfg.clock.Now()
-	span := e.Wait
-	if span <= 0 {
-		span = c.set.quarantine()
-	}
-	c.notices.mu.Lock()
-	if now.Before(c.notices.until) ||
-		e.Wait <= 0 && !c.notices.until.IsZero() && now.Before(c.notices.until.Add(c.set.quarantine())) {
-		c.notices.mu.Unlock()
-		return
-	}
-	c.notices.until = now.Add(span)
-	c.notices.mu.Unlock()
-	n := QuarantineNotice{Key: e.Key, Quarantined: quarantined(e), HeldOff: heldOff(e), Nodes: e.Nodes, Left: e.Wait}
-	if n.Reconfiguring() {
-		c.cfg.logger.Warn("redlock: locks are refused until the hold-off of a reconfiguration to this client's settings ends; the nodes admit themselves then",
-			"key", keyText(n.Key), "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
-	} else {
-		c.cfg.logger.Warn("redlock: locks are refused until the nodes' restart quarantine ends (they are new or lost their data); they admit themselves then",
-			"key", keyText(n.Key), "quarantined_at_least", n.Quarantined, "held_off_at_least", n.HeldOff, "nodes", n.Nodes, "left", n.Left)
-	}
-	if c.cfg.onQuarantine != nil {
-		c.cfg.onQuarantine(n)
-	}
-}
-
 // heldOff counts the nodes e found in a reconfiguration's hold-off.
 func heldOff(e *NotObtainedError) int { return countCauses(e, errHeldOff) }
 
