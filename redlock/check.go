@@ -1,18 +1,17 @@
 package redlock
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/nodesettings"
-	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
+
+// What Client.Check (inspect.go) reports of a deployment, how it judges
+// each node, and the ACL checks it asks the nodes to run.
 
 // CheckVerdict is Client.Check's judgement of a deployment.
 type CheckVerdict string
@@ -132,118 +131,6 @@ type CheckReport struct {
 // checkProbeKey is the key Check reads the nodes' admission through: in
 // the library's own namespace, so it never meets a caller's key.
 const checkProbeKey = script.Prefix + "check"
-
-// Check reads, in parallel and without writing anything, what the
-// deployment's safety and availability depend on, on every node: whether
-// it answers and how fast, its version and role, its replicas, its
-// eviction policy and persistence (RDB snapshots, AOF and its fsync
-// policy), its clock against this process's, whether it votes for this
-// client's settings (or serves a quarantine, and how long is left), and,
-// on Redis 7 or later, whether this client's ACL user may run every
-// command the library's scripts run, on the library's keys and on keys
-// (sample lock keys; none: only the library's own). It returns an error
-// only for a closed Client, a bad key, or a ctx that had already ended;
-// what it finds is in the report. Safe for concurrent use.
-func (c *Client) Check(ctx context.Context, keys ...string) (*CheckReport, error) {
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	for _, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redlock: Check not sent: %w", err)
-	}
-	n := len(c.nodes)
-	rep := &CheckReport{Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeCheck, n)}
-	done := make([]bool, n)
-	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeCheck, error) {
-		nc := c.checkNode(ctx, i, keys)
-		nc.judge(c)
-		return nc, nil
-	})
-	for _, rp := range r.Await(ctx, n, func(quorum.Reply[NodeCheck]) bool { return true }) {
-		rep.Nodes[rp.Node], done[rp.Node] = rp.Val, true
-	}
-	r.Cancel()
-	c.spawn(func() { r.Wait() })
-	for i := range rep.Nodes {
-		if !done[i] {
-			nc := NodeCheck{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: c.cause(i, cmp.Or(ctx.Err(), context.DeadlineExceeded))}
-			nc.judge(c)
-			rep.Nodes[i] = nc
-		}
-	}
-	rep.judge()
-	return rep, nil
-}
-
-// checkNode reads node i for Check; judge lists what it found wrong.
-func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck {
-	nd := c.nodes[i]
-	nc := NodeCheck{Node: i, Addr: nd.name, Identity: c.ident.proven()[i]}
-
-	// The clock first, alone, so that the round trip bounds the error.
-	t0 := time.Now()
-	tm, err := nd.uc.Time(ctx).Result()
-	nc.RTT = time.Since(t0)
-	switch {
-	case err == nil:
-		nc.ClockOffset, nc.ClockRead = tm.Sub(t0.Add(nc.RTT/2)), true
-	case refusal(err) == nil:
-		nc.Err, nc.Admission = c.cause(i, err), AdmissionUnknown
-		return nc
-	}
-
-	pipe := nd.uc.Pipeline()
-	info := pipe.Info(ctx)
-	save := pipe.ConfigGet(ctx, "save")
-	fsync := pipe.ConfigGet(ctx, "appendfsync")
-	acl := pipe.Eval(ctx, aclScript, nil, aclArgs(keys)...)
-	_, _ = pipe.Exec(ctx)
-	if s, err := info.Result(); err == nil {
-		// The server's version, role and uptime come with the Inspect
-		// read below.
-		nc.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
-		nc.Eviction = infoField(s, "maxmemory_policy")
-		nc.AppendOnly = infoField(s, "aof_enabled") == "1"
-	}
-	sv, serr := save.Result()
-	fv, ferr := fsync.Result()
-	if serr == nil && ferr == nil {
-		nc.ConfigRead, nc.Save, nc.AppendFsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
-	}
-	if res, err := acl.Result(); err == nil {
-		oks, ok := res.([]any)
-		if !ok {
-			nc.aclErr = errors.New("the node runs Redis before 7, which cannot tell")
-		}
-		if ok {
-			nc.ACLChecked = true
-			checks := aclChecks(keys)
-			for j, v := range oks {
-				if j < len(checks) && v != int64(1) {
-					nc.deny(checks[j])
-				}
-			}
-		}
-	} else {
-		// EVAL itself refused is this: the Inspect read below, a script
-		// too, then reports the node as refusing this client.
-		nc.aclErr = err
-	}
-
-	ns := c.inspectNode(ctx, i, checkProbeKey)
-	nc.Server = ns.Server
-	nc.Admission, nc.Settings, nc.ReconfiguringTo, nc.QuarantineLeft = ns.Admission, ns.Settings, ns.ReconfiguringTo, ns.QuarantineLeft
-	if ns.Err != nil {
-		nc.Err = ns.Err
-		nc.Admission = AdmissionUnknown
-	}
-	return nc
-}
 
 func (n *NodeCheck) deny(a aclCheck) {
 	n.denied = append(n.denied, a)

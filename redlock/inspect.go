@@ -5,100 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// Verdict is Inspect's reading of a key across the nodes.
-type Verdict string
-
-const (
-	VerdictHeld    Verdict = "held"    // one value is on a majority of the nodes
-	VerdictFree    Verdict = "free"    // no value can be on a majority, even counting every silent node
-	VerdictUnknown Verdict = "unknown" // too few nodes answered to tell
-)
-
-// Admission is whether a node may vote, as Inspect sees it.
-type Admission string
-
-const (
-	AdmissionAdmitted    Admission = "admitted"    // votes for clients with this client's settings
-	AdmissionQuarantined Admission = "quarantined" // serving a quarantine (see NodeState.QuarantineLeft)
-	AdmissionUnadmitted  Admission = "unadmitted"  // no marker and no quarantine yet: new, or lost its data; a client's next attempt starts the quarantine
-	AdmissionMismatch    Admission = "mismatch"    // admitted or quarantined under other settings, or being reconfigured to them or retired (NodeState.Settings holds its marker)
-	// AdmissionReconfiguring: a reconfiguration to this client's settings
-	// holds the node off (Client.Reconfigure); it admits itself when the
-	// hold-off ends (NodeState.QuarantineLeft).
-	AdmissionReconfiguring Admission = "reconfiguring"
-	AdmissionUnknown       Admission = "unknown" // did not answer
-)
-
-// ServerInfo is what a node's INFO says about the server.
-type ServerInfo struct {
-	Version string
-	Role    string
-	RunID   string
-	Uptime  time.Duration
-}
-
-// NodeState is one node's part of a KeyState.
-type NodeState struct {
-	Node      int
-	Addr      string
-	Err       error // why the node did not answer; nil when it did
-	Latency   time.Duration
-	Server    ServerInfo // zero when the client cannot ask (no INFO)
-	Admission Admission
-	Settings  string // the settings of its marker or of its quarantine, "" when it has neither
-	// ReconfiguringTo is, for a node a reconfiguration marked, the new
-	// settings it moves the node to ("" for none): with
-	// AdmissionReconfiguring they are this client's; with
-	// AdmissionMismatch the node refuses this client because of the change.
-	// Retired: the change took the node out of the deployment, and it
-	// refuses every client.
-	ReconfiguringTo string
-	Retired         bool
-	// QuarantineLeft is, for a quarantined node, how much of its
-	// quarantine is left on its own clock; 0 or less means it is over and
-	// the next attempt of any client admits it. For a reconfiguring node,
-	// it is the hold-off left (0: over), and -1 when none is stamped yet
-	// (the reconfiguration has not reached its second step: if it
-	// stopped, it must be run again).
-	QuarantineLeft time.Duration
-	Value          string        // the key's value, "" when the node does not hold it
-	TTL            time.Duration // the key's remaining life; -1 without expiry
-	Fence          uint64        // the key's fence value (0: none)
-	Metadata       string        // the metadata stored with Value (WithMetadata), "" for none
-}
-
-// KeyState is an advisory snapshot of one key on every node, from
-// Client.Inspect. It is a snapshot: keys expire and holders renew between
-// the moment it was read and the moment it is looked at, so it must never
-// be used to decide who may act as the holder (that is what a lease and
-// its fencing token are for).
-type KeyState struct {
-	Key      string
-	Settings string // the settings of the client that inspected
-	Quorum   int
-	Nodes    []NodeState
-	Answered int // nodes that answered
-	Voting   int // nodes that answered and are admitted with Settings
-	Verdict  Verdict
-	Holder   string // with VerdictHeld: the value a majority holds
-	Holders  int    // nodes holding Holder (otherwise: the most common value)
-	// ExpiresIn is, with VerdictHeld, how long until fewer than a majority
-	// hold the value unless its holder renews it; -1 when it has no expiry.
-	ExpiresIn time.Duration
-	MaxFence  uint64 // the highest fence value seen
-	Summary   string // one sentence for people
-	// Metadata is, with VerdictHeld, what the holder stored with the key
-	// (WithMetadata) on the nodes holding Holder; "" for none.
-	Metadata string
-}
+// The operator's reads of a deployment, which write nothing: Inspect, of
+// one key (what it reports is keystate.go), and Check, of what the
+// deployment's safety and availability depend on (check.go).
 
 // Inspect reads, in parallel and without changing anything, what every
 // node knows about key: whether it holds it and for how long, its fence,
@@ -204,89 +121,114 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	return ns
 }
 
-// judge fills in the verdict. held: one value is on a majority of the
-// nodes. free: no value can be on a majority, even counting every silent
-// node as holding it. unknown: anything else.
-func (ks *KeyState) judge() {
-	n := len(ks.Nodes)
-	counts := map[string]int{}
-	for _, ns := range ks.Nodes {
-		if ns.Admission == AdmissionUnknown {
-			continue
-		}
-		ks.Answered++
-		ks.MaxFence = max(ks.MaxFence, ns.Fence)
-		if ns.Admission == AdmissionAdmitted {
-			ks.Voting++
-		}
-		if ns.Value != "" {
-			counts[ns.Value]++
+// Check reads, in parallel and without writing anything, what the
+// deployment's safety and availability depend on, on every node: whether
+// it answers and how fast, its version and role, its replicas, its
+// eviction policy and persistence (RDB snapshots, AOF and its fsync
+// policy), its clock against this process's, whether it votes for this
+// client's settings (or serves a quarantine, and how long is left), and,
+// on Redis 7 or later, whether this client's ACL user may run every
+// command the library's scripts run, on the library's keys and on keys
+// (sample lock keys; none: only the library's own). It returns an error
+// only for a closed Client, a bad key, or a ctx that had already ended;
+// what it finds is in the report. Safe for concurrent use.
+func (c *Client) Check(ctx context.Context, keys ...string) (*CheckReport, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
 		}
 	}
-	for v, k := range counts {
-		if k > ks.Holders || (k == ks.Holders && v < ks.Holder) {
-			ks.Holder, ks.Holders = v, k
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: Check not sent: %w", err)
+	}
+	n := len(c.nodes)
+	rep := &CheckReport{Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeCheck, n)}
+	done := make([]bool, n)
+	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeCheck, error) {
+		nc := c.checkNode(ctx, i, keys)
+		nc.judge(c)
+		return nc, nil
+	})
+	for _, rp := range r.Await(ctx, n, func(quorum.Reply[NodeCheck]) bool { return true }) {
+		rep.Nodes[rp.Node], done[rp.Node] = rp.Val, true
+	}
+	r.Cancel()
+	c.spawn(func() { r.Wait() })
+	for i := range rep.Nodes {
+		if !done[i] {
+			nc := NodeCheck{Node: i, Addr: c.nodes[i].name, Admission: AdmissionUnknown, Err: c.cause(i, cmp.Or(ctx.Err(), context.DeadlineExceeded))}
+			nc.judge(c)
+			rep.Nodes[i] = nc
 		}
 	}
-	silent := n - ks.Answered
-	unread := "did not answer"
-	for _, ns := range ks.Nodes {
-		if errors.Is(ns.Err, ErrNodeRefused) {
-			unread = "did not answer or refused this client"
-			break
-		}
-	}
-	switch {
-	case ks.Holders >= ks.Quorum:
-		ks.Verdict = VerdictHeld
-		var ttls []time.Duration
-		for _, ns := range ks.Nodes {
-			if ns.Value == ks.Holder {
-				ttls = append(ttls, ns.TTL)
-			}
-		}
-		// It stops being held when the q-th longest of its ttls runs out;
-		// -1 (no expiry) is the longest.
-		slices.SortFunc(ttls, func(a, b time.Duration) int {
-			if a == -1 || b == -1 {
-				return cmpBool(b == -1, a == -1)
-			}
-			return cmp.Compare(b, a)
-		})
-		ks.ExpiresIn = ttls[ks.Quorum-1]
-		// The holder writes the same metadata on every node it holds;
-		// one that has none (its write was late, or lost) shows none.
-		for _, ns := range ks.Nodes {
-			if ns.Value == ks.Holder && ns.Metadata != "" {
-				ks.Metadata = ns.Metadata
-				break
-			}
-		}
-		until := "until it is released"
-		if ks.ExpiresIn >= 0 {
-			until = fmt.Sprintf("for about %v more unless its holder renews it", ks.ExpiresIn.Round(time.Millisecond))
-		}
-		ks.Summary = fmt.Sprintf("HELD: %d of %d nodes hold the same value (%d needed), %s.", ks.Holders, n, ks.Quorum, until)
-	case ks.Holders+silent < ks.Quorum:
-		ks.Verdict, ks.Holder = VerdictFree, ""
-		ks.Summary = fmt.Sprintf("FREE: no value is on a majority (%d of %d nodes)", ks.Quorum, n)
-		if silent > 0 {
-			ks.Summary += fmt.Sprintf(", and the %d node(s) that %s could not make one", silent, unread)
-		}
-		ks.Summary += "."
-	default:
-		ks.Verdict, ks.Holder = VerdictUnknown, ""
-		ks.Summary = fmt.Sprintf("UNKNOWN: %d of %d nodes answered; with %d that %s, a majority of %d may or may not hold the key.", ks.Answered, n, silent, unread, ks.Quorum)
-	}
+	rep.judge()
+	return rep, nil
 }
 
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
+// checkNode reads node i for Check; judge lists what it found wrong.
+func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck {
+	nd := c.nodes[i]
+	nc := NodeCheck{Node: i, Addr: nd.name, Identity: c.ident.proven()[i]}
+
+	// The clock first, alone, so that the round trip bounds the error.
+	t0 := time.Now()
+	tm, err := nd.uc.Time(ctx).Result()
+	nc.RTT = time.Since(t0)
 	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
+	case err == nil:
+		nc.ClockOffset, nc.ClockRead = tm.Sub(t0.Add(nc.RTT/2)), true
+	case refusal(err) == nil:
+		nc.Err, nc.Admission = c.cause(i, err), AdmissionUnknown
+		return nc
 	}
-	return -1
+
+	pipe := nd.uc.Pipeline()
+	info := pipe.Info(ctx)
+	save := pipe.ConfigGet(ctx, "save")
+	fsync := pipe.ConfigGet(ctx, "appendfsync")
+	acl := pipe.Eval(ctx, aclScript, nil, aclArgs(keys)...)
+	_, _ = pipe.Exec(ctx)
+	if s, err := info.Result(); err == nil {
+		// The server's version, role and uptime come with the Inspect
+		// read below.
+		nc.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
+		nc.Eviction = infoField(s, "maxmemory_policy")
+		nc.AppendOnly = infoField(s, "aof_enabled") == "1"
+	}
+	sv, serr := save.Result()
+	fv, ferr := fsync.Result()
+	if serr == nil && ferr == nil {
+		nc.ConfigRead, nc.Save, nc.AppendFsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
+	}
+	if res, err := acl.Result(); err == nil {
+		oks, ok := res.([]any)
+		if !ok {
+			nc.aclErr = errors.New("the node runs Redis before 7, which cannot tell")
+		}
+		if ok {
+			nc.ACLChecked = true
+			checks := aclChecks(keys)
+			for j, v := range oks {
+				if j < len(checks) && v != int64(1) {
+					nc.deny(checks[j])
+				}
+			}
+		}
+	} else {
+		// EVAL itself refused is this: the Inspect read below, a script
+		// too, then reports the node as refusing this client.
+		nc.aclErr = err
+	}
+
+	ns := c.inspectNode(ctx, i, checkProbeKey)
+	nc.Server = ns.Server
+	nc.Admission, nc.Settings, nc.ReconfiguringTo, nc.QuarantineLeft = ns.Admission, ns.Settings, ns.ReconfiguringTo, ns.QuarantineLeft
+	if ns.Err != nil {
+		nc.Err = ns.Err
+		nc.Admission = AdmissionUnknown
+	}
+	return nc
 }
