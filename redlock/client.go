@@ -273,18 +273,6 @@ func (c *Client) check(key string, ttl time.Duration) error {
 	return c.checkTTL(ttl)
 }
 
-// checkKey refuses a key no call accepts (an *InputError, ErrInvalidKey).
-func checkKey(key string) error {
-	switch {
-	case key == "":
-		return &InputError{Arg: "key", Reason: "empty key"}
-	case script.Reserved(key):
-		return &InputError{Arg: "key", Key: key,
-			Reason: fmt.Sprintf("key %s is in quorumlock's own namespace (%q...)", keyText(key), script.Prefix)}
-	}
-	return nil
-}
-
 // CheckTTL reports whether Lock, TryLock, Do and Extend of this client
 // accept ttl: a whole number of milliseconds, above its drift and at most
 // the client's max ttl. It contacts no node; tools use it to refuse a bad
@@ -333,39 +321,17 @@ func newValue() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// CheckKey reports whether Lock, TryLock, Do and Inspect accept key: not
-// empty, and not in quorumlock's own namespace (keys starting with
-// "quorumlock:"). It contacts no node; tools use it to refuse a bad key
-// before they start anything. A refusal is an *InputError (ErrInvalidKey).
-func CheckKey(key string) error { return checkKey(key) }
-
-// CheckTTL reports whether a Client built with opts would accept ttl for
-// Lock, TryLock, Do and Extend, without building one or contacting any
-// node: tools use it to refuse bad input before they start anything. It
-// also returns the options' own errors. A refused ttl is an *InputError
-// (ErrInvalidTTL).
-func CheckTTL(ttl time.Duration, opts ...Option) error {
-	cfg := defaults()
-	if err := applyOptions(&cfg, opts); err != nil {
-		return fmt.Errorf("redlock: %w", err)
-	}
-	return (&Client{cfg: cfg}).checkTTL(ttl)
+// callArgs returns the attempts' part of cc.
+func (c *Client) callArgs(cc *callConfig) callArgs {
+	return callArgs{meta: cc.meta, fenced: cc.fenced || c.cfg.fencing}
 }
 
-// applyOptions applies opts to cfg and checks the result. Its errors name
-// the option and carry no package prefix: New and CheckTTL add theirs
-// once.
-func applyOptions(cfg *config, opts []Option) error {
-	for _, o := range opts {
-		if o == nil {
-			return errors.New("nil option")
-		}
-		if err := o.apply(cfg); err != nil {
-			return err
-		}
+// callConfig returns the settings of a call with opts, or the error of an
+// invalid option. It touches no node.
+func (c *Client) callConfig(opts []CallOption) (callConfig, error) {
+	cc := callConfig{retry: c.cfg.retry, maxAttempts: c.cfg.maxAttempts}
+	if len(opts) == 0 {
+		return cc, nil
 	}
-	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
-		return fmt.Errorf("WithMaxTTL: %w", err)
-	}
-	return nil
+	return applyCall(cc, opts)
 }

@@ -73,6 +73,24 @@ func defaults() config {
 	}
 }
 
+// applyOptions applies opts to cfg and checks the result. Its errors name
+// the option and carry no package prefix: New and CheckTTL add theirs
+// once.
+func applyOptions(cfg *config, opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("nil option")
+		}
+		if err := o.apply(cfg); err != nil {
+			return err
+		}
+	}
+	if err := checkMaxTTL(cfg.maxTTL, cfg.factor); err != nil {
+		return fmt.Errorf("WithMaxTTL: %w", err)
+	}
+	return nil
+}
+
 // DefaultRetry is Lock's default delay between attempts: uniform in
 // [20ms, 100ms), fresh every attempt, so competing clients fall out of step.
 // Waiters are normally woken earlier, by the holder's release or by the

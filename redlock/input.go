@@ -4,7 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
+
+// What a call is given besides its ctx and ttl: its key, checked before
+// any node is contacted (the ttl is checked against the Client's settings:
+// Client.checkTTL), and its CallOptions.
 
 // CallOption configures one Lock, TryLock, Do or TryDo call, on top of the
 // Client's options. Options are validated before any node is touched; an
@@ -35,27 +41,12 @@ type callArgs struct {
 	fenced bool
 }
 
-// callArgs returns the attempts' part of cc.
-func (c *Client) callArgs(cc *callConfig) callArgs {
-	return callArgs{meta: cc.meta, fenced: cc.fenced || c.cfg.fencing}
-}
-
 // MaxMetadata is the largest metadata (in bytes) WithMetadata accepts.
 const MaxMetadata = 1024
 
 // ErrMetadataTooLarge is the input error of a call whose WithMetadata is
 // longer than MaxMetadata bytes. The call touches no node.
 var ErrMetadataTooLarge = fmt.Errorf("redlock: metadata longer than %d bytes", MaxMetadata)
-
-// callConfig returns the settings of a call with opts, or the error of an
-// invalid option. It touches no node.
-func (c *Client) callConfig(opts []CallOption) (callConfig, error) {
-	cc := callConfig{retry: c.cfg.retry, maxAttempts: c.cfg.maxAttempts}
-	if len(opts) == 0 {
-		return cc, nil
-	}
-	return applyCall(cc, opts)
-}
 
 // applyCall applies opts to cc. Apart from callConfig, so that a call
 // without options does not allocate its settings: an option's method
@@ -143,4 +134,35 @@ func WithMetadata(md string) CallOption {
 		c.meta = md
 		return nil
 	})
+}
+
+// checkKey refuses a key no call accepts (an *InputError, ErrInvalidKey).
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return &InputError{Arg: "key", Reason: "empty key"}
+	case script.Reserved(key):
+		return &InputError{Arg: "key", Key: key,
+			Reason: fmt.Sprintf("key %s is in quorumlock's own namespace (%q...)", keyText(key), script.Prefix)}
+	}
+	return nil
+}
+
+// CheckKey reports whether Lock, TryLock, Do and Inspect accept key: not
+// empty, and not in quorumlock's own namespace (keys starting with
+// "quorumlock:"). It contacts no node; tools use it to refuse a bad key
+// before they start anything. A refusal is an *InputError (ErrInvalidKey).
+func CheckKey(key string) error { return checkKey(key) }
+
+// CheckTTL reports whether a Client built with opts would accept ttl for
+// Lock, TryLock, Do and Extend, without building one or contacting any
+// node: tools use it to refuse bad input before they start anything. It
+// also returns the options' own errors. A refused ttl is an *InputError
+// (ErrInvalidTTL).
+func CheckTTL(ttl time.Duration, opts ...Option) error {
+	cfg := defaults()
+	if err := applyOptions(&cfg, opts); err != nil {
+		return fmt.Errorf("redlock: %w", err)
+	}
+	return (&Client{cfg: cfg}).checkTTL(ttl)
 }
