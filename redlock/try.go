@@ -78,78 +78,113 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, waiter 
 	return outcome{err: e, wait: e.Wait, took: a.elapsed, unadmitted: a.unadmitted, unverified: a.unverified, handed: a.handed, ahead: a.ahead, cleaned: a.cleaned}
 }
 
-// tryAdmitting is one attempt, plus one more right away when nodes that
+// tryAdmitting is one attempt, plus more right away while another can
+// succeed where it failed (see retryAfter): after a proof verified nodes
+// whose votes did not count, the whole procedure again; after nodes that
 // refused to vote because they were not admitted could be admitted at once
-// (their quarantine was over).
+// (their quarantine was over), one more try. Each try after the first
+// comes once the cleanup of the one before is over, and the outcome's
+// cleaned covers every try's cleanup: they all put the call back in line
+// where they land, so a line-leave or give-back must wait for them all.
 func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration, waiter string, place int64, ca callArgs) outcome {
+	var earlier []<-chan struct{} // the cleanups of the tries before at, oldest first
+	joined := func(o outcome) outcome {
+		for i := len(earlier) - 1; i >= 0; i-- {
+			o.cleaned = c.bothDone(earlier[i], o.cleaned)
+		}
+		return o
+	}
 	at := c.try(ctx, key, ttl, waiter, place, ca)
+	for {
+		next, o := c.retryAfter(ctx, at, ttl)
+		if next == noRetry {
+			return joined(o)
+		}
+		// The failed try's cleanup first: the next try would otherwise
+		// find its key still on the nodes the cleanup has not reached
+		// yet, held by "another owner" (docs/fencing.md, "The try after
+		// an admission").
+		if !c.awaitCleanup(ctx, at, ttl) {
+			return joined(at)
+		}
+		earlier = append(earlier, at.cleaned)
+		at = c.try(ctx, key, ttl, waiter, place, ca)
+		if next == retryOnce {
+			return joined(at)
+		}
+	}
+}
+
+// retryKind says what tryAdmitting does after a try.
+type retryKind int
+
+const (
+	noRetry   retryKind = iota // return the outcome retryAfter gives
+	retryAll                   // try again, and go on as after the first try
+	retryOnce                  // try once more, and return its outcome
+)
+
+// retryAfter decides what follows the try at: nothing when it won, ctx
+// ended, or nothing changed that could make another try win, with the
+// outcome to return; retryAll when a proof verified nodes that answered
+// before their identity was verified (see identity.go); retryOnce when
+// nodes that were not admitted were admitted now. The round stopped at its
+// decision, so more nodes than those that answered may be unadmitted: it
+// checks every node not yet seen admitted.
+func (c *Client) retryAfter(ctx context.Context, at outcome, ttl time.Duration) (retryKind, outcome) {
 	if at.err != nil && len(at.unverified) > 0 && ctx.Err() == nil {
-		// Nodes answered before their identity was verified, and their
-		// votes did not count: verify them now and try again if that
-		// verified any (see identity.go).
 		vctx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
 		more, err := c.verify(vctx)
 		cancel()
 		if err != nil {
-			return outcome{err: err, cleaned: at.cleaned}
+			return noRetry, outcome{err: err, cleaned: at.cleaned}
 		}
 		if more {
-			// The failed try's cleanup first, or the next try finds the
-			// key still held by it on the nodes it reached late.
-			if !c.awaitCleanup(ctx, at, ttl) {
-				return at
-			}
-			next := c.tryAdmitting(ctx, key, ttl, waiter, place, ca)
-			next.cleaned = c.bothDone(at.cleaned, next.cleaned)
-			return next
+			return retryAll, at
 		}
 	}
 	if at.err == nil || len(at.unadmitted) == 0 || ctx.Err() != nil {
-		return at
+		return noRetry, at
 	}
-	// The round stopped at its decision, so more nodes than those that
-	// answered may be unadmitted: check every node not yet seen admitted.
 	actx, cancel := context.WithTimeout(ctx, 4*c.nodeTimeout(ttl))
 	admitted, left, mismatch := c.admit.admitNow(actx, c.admit.unseen())
 	cancel()
-	if mismatch != nil {
-		return outcome{err: mismatch}
+	switch {
+	case mismatch != nil:
+		return noRetry, outcome{err: mismatch}
+	case !admitted:
+		c.stillQuarantined(&at, left)
+		return noRetry, at
 	}
-	if !admitted {
-		var e *NotObtainedError
-		if errors.As(at.err, &e) && e.Reason == ReasonQuarantine {
-			// Bootstrap is no remedy here: the attempt itself started
-			// the quarantines it found missing, and Bootstrap never ends
-			// one (docs/fencing.md, "Bootstrap").
-			what, remedy := "quarantine", " (Bootstrap admits only a deployment nobody has used yet)"
-			if k := heldOff(e); k > 0 && k == quarantined(e) {
-				// A change to these settings is under way: only its
-				// hold-off is left to wait out.
-				what, remedy = "hold-off", ""
-			}
-			when := "when their " + what + " ends"
-			if left > 0 {
-				e.Wait = left
-				when = fmt.Sprintf("when the first %s ends, in %v", what, left.Round(time.Millisecond))
-				at.wait = left
-			}
-			e.Detail += "; the nodes admit themselves " + when + remedy
-			c.noticeQuarantine(e)
-		}
-		return at
+	return retryOnce, at
+}
+
+// stillQuarantined completes the error of the try at, refused for want of
+// admitted nodes that the admission could not admit yet: when the first
+// quarantine (or hold-off) ends, left (0: unknown), and that waiting is
+// the remedy; and it sends the quarantine notice.
+func (c *Client) stillQuarantined(at *outcome, left time.Duration) {
+	var e *NotObtainedError
+	if !errors.As(at.err, &e) || e.Reason != ReasonQuarantine {
+		return
 	}
-	// The failed try's cleanup first, as after a proof above: the second
-	// try would otherwise find the first's key still on the nodes its
-	// cleanup has not reached yet, held by "another owner"
-	// (docs/fencing.md, "The try after an admission").
-	if !c.awaitCleanup(ctx, at, ttl) {
-		return at
+	// Bootstrap is no remedy here: the attempt itself started the
+	// quarantines it found missing, and Bootstrap never ends one
+	// (docs/fencing.md, "Bootstrap").
+	what, remedy := "quarantine", " (Bootstrap admits only a deployment nobody has used yet)"
+	if k := heldOff(e); k > 0 && k == quarantined(e) {
+		// A change to these settings is under way: only its hold-off is
+		// left to wait out.
+		what, remedy = "hold-off", ""
 	}
-	// Both tries' cleanups put the call back in line where they land: a
-	// line-leave or give-back must wait for the first's too.
-	second := c.try(ctx, key, ttl, waiter, place, ca)
-	second.cleaned = c.bothDone(at.cleaned, second.cleaned)
-	return second
+	when := "when their " + what + " ends"
+	if left > 0 {
+		e.Wait = left
+		when = fmt.Sprintf("when the first %s ends, in %v", what, left.Round(time.Millisecond))
+		at.wait = left
+	}
+	e.Detail += "; the nodes admit themselves " + when + remedy
+	c.noticeQuarantine(e)
 }
 
 // awaitCleanup waits until the cleanup of the failed try at is over, or
