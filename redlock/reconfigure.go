@@ -128,101 +128,53 @@ type reconfig struct {
 	readFrom bool
 }
 
+// run is the reconfiguration, one phase after the other: read every
+// node, check that each can be moved (or that nothing is left to do),
+// refuse the old settings and mark the new nodes (step 1), stamp the
+// hold-off on the new nodes (step 2), and wait it out to admit them.
 func (r *reconfig) run(ctx context.Context) error {
 	c := r.c
-	news := c.nodes
-	// Read every node first: who is who (a node in both lists is one
-	// server under two entries), and whether each is in a state this
-	// change may move. Nothing is written unless every new node and
-	// enough old nodes answer, to refuse the old settings on all but a
-	// minority of the old list, and every node that answers can be moved.
-	oldLook := fanOut(ctx, r.olds, r.look)
-	newLook := fanOut(ctx, news, r.look)
-	if r.readFrom {
-		old, err := r.oldFromLooks(oldLook)
-		if err != nil {
-			return err
-		}
-		r.from, r.holdOff = old.String(), max(old.quarantine(), c.set.quarantine())
+	oldLook, newLook, err := r.read(ctx)
+	if err != nil {
+		return err
 	}
-	need := script.ReconfigureNeed(len(r.olds))
-	var errs, down, newDown []error
-	var answered int
-	ids := map[string]string{}
-	var newIDs []string
-	for _, l := range newLook {
-		if l.err == nil {
-			newIDs = append(newIDs, l.id)
-		}
-	}
-	r.rec = script.ChangeRecord(r.from, r.to, newIDs)
-	check := func(side string, i int, nd *node, l look, want string) {
-		switch {
-		case l.err != nil:
-			// A refusal stays typed: running it again does not help.
-			e := &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, typed(l.err))}
-			down = append(down, e)
-			if side == "new" {
-				newDown = append(newDown, e)
-			}
-		case !r.movable(l):
-			errs = append(errs, r.unmovable(side, i, nd, l, want))
-		default:
-			if prev, ok := ids[side+l.id]; ok {
-				errs = append(errs, fmt.Errorf("redlock: Reconfigure: %s nodes %s and %s are one server", side, prev, nd.name))
-			}
-			ids[side+l.id] = nd.name
-			if side == "old" {
-				answered++
-			}
-		}
-	}
-	for i, l := range oldLook {
-		check("old", i, r.olds[i], l, r.from)
-	}
-	for i, l := range newLook {
-		check("new", i, news[i], l, r.to)
-	}
-	if errs != nil {
-		return errors.Join(append([]error{errors.New("redlock: Reconfigure refused: a node carries settings or marks that are not this change's to move (another deployment, another change under way, or the wrong old settings), or is listed twice; nothing was written")}, append(errs, down...)...)...)
-	}
-	if newDown != nil {
-		// The change is named by its new nodes' identities, and step 1
-		// marks every new node before any client of the new settings may
-		// start: each must answer.
-		return errors.Join(append([]error{fmt.Errorf("%w; %d of %d new nodes did not answer, and every new node must; nothing was written", ErrReconfigureIncomplete, len(newDown), len(news))}, newDown...)...)
-	}
-	if answered < need {
-		return errors.Join(append([]error{fmt.Errorf("%w; only %d of %d old nodes answered and %d must, to refuse the old settings on all but a minority of them; nothing was written", ErrReconfigureIncomplete, answered, len(r.olds), need)}, down...)...)
+	if err := r.check(oldLook, newLook); err != nil {
+		return err
 	}
 	stays := map[string]bool{}
 	for _, l := range newLook {
 		stays[l.id] = true
 	}
-	if r.from == r.to {
-		if script.ReconfigureUnchanged(r.from, r.to, lookIDs(oldLook), lookIDs(newLook)) {
-			return nil // nothing to change
-		}
-		// The nodes cannot tell a client of the old list from one of the
-		// new: both carry the same settings. After the change a client of
-		// the old list would still lock on the nodes that stay, and on a
-		// node that left once it came back (or was wiped and re-admitted
-		// by such a client), so a majority of the old list and one of the
-		// new could be disjoint.
-		return fmt.Errorf("redlock: Reconfigure refused: the node list changes but the settings (%s) do not, so the nodes cannot refuse clients of the old list; change the max ttl or the drift factor together with the nodes (one millisecond more max ttl will do); nothing was written", r.to)
-	}
-
-	if r.done(oldLook, newLook, stays) {
-		c.cfg.logger.Info("redlock: reconfiguration already done: every node of both lists carries its outcome; nothing was written",
-			"from", r.from, "to", r.to, "step", "done")
-		return nil
+	if done, err := r.nothingToDo(oldLook, newLook, stays); done || err != nil {
+		return err
 	}
 	c.cfg.logger.Info("redlock: reconfiguring: every node answered and can be moved", "from", r.from, "to", r.to,
 		"holdoff", r.holdOff, "step", "checked")
+	leftOld, err := r.refuseOld(ctx, oldLook, newLook, stays)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	waiting, leftNew := r.holdNew(ctx)
+	if leftNew, err = r.admitNew(ctx, waiting, leftNew, start); err != nil {
+		return err
+	}
+	if leftOld != nil || leftNew != nil {
+		return errors.Join(append(append([]error{fmt.Errorf("%w; the nodes named below did not take their step (the others did)", ErrReconfigureIncomplete)}, leftOld...), leftNew...)...)
+	}
+	c.cfg.logger.Info("redlock: reconfigured", "from", r.from, "to", r.to, "took", time.Since(start))
+	return nil
+}
 
-	// Step 1: refuse the old settings on the old nodes, and mark the new
-	// nodes that are not old ones, so that no new node is left bare for a
-	// client of the new settings to admit as a brand-new deployment.
+// refuseOld is step 1: it refuses the old settings on the old nodes, and
+// marks the new nodes that are not old ones, so that no new node is left
+// bare for a client of the new settings to admit as a brand-new
+// deployment. It returns the old nodes that did not take their step, or
+// an error when too few old or new nodes did.
+func (r *reconfig) refuseOld(ctx context.Context, oldLook, newLook []look, stays map[string]bool) ([]error, error) {
+	c := r.c
+	news := c.nodes
+	need := script.ReconfigureNeed(len(r.olds))
 	olds := map[string]bool{}
 	for _, l := range oldLook {
 		if l.err == nil {
@@ -272,14 +224,20 @@ func (r *reconfig) run(ctx context.Context) error {
 		}
 	}
 	if needNew := quorum.Majority(len(news)); acked < need || newMarked < needNew {
-		return errors.Join(append([]error{fmt.Errorf("%w; step 1 (refuse the old settings, mark the new nodes) reached %d of %d old nodes (%d must) and %d of %d new ones (%d must): the nodes it reached refuse the old settings now, no node was given a hold-off, and no client of either settings gets a lock on them until it is run again; do not start clients of the new settings yet", ErrReconfigureIncomplete, acked, len(r.olds), need, newMarked, len(news), needNew)}, append(leftOld, leftJoin...)...)...)
+		return nil, errors.Join(append([]error{fmt.Errorf("%w; step 1 (refuse the old settings, mark the new nodes) reached %d of %d old nodes (%d must) and %d of %d new ones (%d must): the nodes it reached refuse the old settings now, no node was given a hold-off, and no client of either settings gets a lock on them until it is run again; do not start clients of the new settings yet", ErrReconfigureIncomplete, acked, len(r.olds), need, newMarked, len(news), needNew)}, append(leftOld, leftJoin...)...)...)
 	}
 	// The attribute step=marked is what quorumlock reconfigure waits for
 	// to tell the operator to start the new clients.
 	c.cfg.logger.Info("redlock: reconfiguring: the old settings are refused and the new nodes marked; clients of the new settings may start (they wait out the hold-off)", "from", r.from, "to", r.to, "step", "marked")
+	return leftOld, nil
+}
 
-	// Step 2: stamp the hold-off on the new nodes, each on its own clock.
-	start := time.Now()
+// holdNew is step 2: it stamps the hold-off on the new nodes, each on its
+// own clock. It returns the nodes whose hold-off runs, with the time left
+// on it, and the nodes that did not take the step.
+func (r *reconfig) holdNew(ctx context.Context) (map[int]time.Duration, []error) {
+	c := r.c
+	news := c.nodes
 	held := fanOut(ctx, news, func(ctx context.Context, nd *node) stepResult {
 		return r.step(ctx, nd, script.StepHold)
 	})
@@ -295,9 +253,16 @@ func (r *reconfig) run(ctx context.Context) error {
 		}
 	}
 	c.cfg.logger.Info("redlock: reconfiguring: hold-off stamped", "from", r.from, "to", r.to, "holdoff", r.holdOff, "nodes", len(waiting))
+	return waiting, leftNew
+}
 
-	// Wait it out and admit the nodes with the new settings; clients of
-	// the new settings do the same on their own.
+// admitNew waits the hold-off out and admits the new nodes with the new
+// settings; clients of the new settings do the same on their own. It
+// returns leftNew with the nodes it could not admit added, or an error
+// when ctx ended first (start: when the hold-off was stamped).
+func (r *reconfig) admitNew(ctx context.Context, waiting map[int]time.Duration, leftNew []error, start time.Time) ([]error, error) {
+	c := r.c
+	news := c.nodes
 	for len(waiting) > 0 {
 		var soonest time.Duration
 		for _, left := range waiting {
@@ -310,7 +275,7 @@ func (r *reconfig) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w; the hold-off was stamped %v ago and ends by itself: clients of the new settings admit the nodes when it does: %w", ErrReconfigureIncomplete, time.Since(start).Round(time.Millisecond), ctx.Err())
+			return nil, fmt.Errorf("%w; the hold-off was stamped %v ago and ends by itself: clients of the new settings admit the nodes when it does: %w", ErrReconfigureIncomplete, time.Since(start).Round(time.Millisecond), ctx.Err())
 		case <-t.C:
 		}
 		for i := range waiting {
@@ -336,9 +301,5 @@ func (r *reconfig) run(ctx context.Context) error {
 			}
 		}
 	}
-	if leftOld != nil || leftNew != nil {
-		return errors.Join(append(append([]error{fmt.Errorf("%w; the nodes named below did not take their step (the others did)", ErrReconfigureIncomplete)}, leftOld...), leftNew...)...)
-	}
-	c.cfg.logger.Info("redlock: reconfigured", "from", r.from, "to", r.to, "took", time.Since(start))
-	return nil
+	return leftNew, nil
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// What a reconfiguration reads and writes per node: the look it takes at
-// each node first (identity, admission state, trace), what it makes of the
-// looks (may the node be moved, is the change done, what were the old
-// settings), and the step it writes.
+// What a reconfiguration reads before it writes anything (run's first
+// phases: read, check, nothingToDo), what it makes of the looks (may a
+// node be moved, is the change done, what were the old settings), and the
+// step it writes on one node.
 
 // look is one node's identity and admission state.
 type look struct {
@@ -21,6 +21,108 @@ type look struct {
 	st    script.State
 	trace string // the settings a reconfiguration moved the node from
 	err   error
+}
+
+// read looks at every node first: who is who (a node in both lists is one
+// server under two entries), and whether each is in a state this change
+// may move. With readFrom it reads the old settings from the old nodes'
+// looks. It names the change by its new nodes' identities (r.rec).
+func (r *reconfig) read(ctx context.Context) (oldLook, newLook []look, err error) {
+	c := r.c
+	news := c.nodes
+	oldLook = fanOut(ctx, r.olds, r.look)
+	newLook = fanOut(ctx, news, r.look)
+	if r.readFrom {
+		old, err := r.oldFromLooks(oldLook)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.from, r.holdOff = old.String(), max(old.quarantine(), c.set.quarantine())
+	}
+	var newIDs []string
+	for _, l := range newLook {
+		if l.err == nil {
+			newIDs = append(newIDs, l.id)
+		}
+	}
+	r.rec = script.ChangeRecord(r.from, r.to, newIDs)
+	return oldLook, newLook, nil
+}
+
+// check refuses the change, before anything is written, unless every new
+// node and enough old nodes answer, to refuse the old settings on all but a
+// minority of the old list, and every node that answers can be moved.
+func (r *reconfig) check(oldLook, newLook []look) error {
+	news := r.c.nodes
+	need := script.ReconfigureNeed(len(r.olds))
+	var errs, down, newDown []error
+	var answered int
+	ids := map[string]string{}
+	checkOne := func(side string, i int, nd *node, l look, want string) {
+		switch {
+		case l.err != nil:
+			// A refusal stays typed: running it again does not help.
+			e := &NodeError{Node: i, Addr: nd.name, Err: fmt.Errorf("%s node: %w", side, typed(l.err))}
+			down = append(down, e)
+			if side == "new" {
+				newDown = append(newDown, e)
+			}
+		case !r.movable(l):
+			errs = append(errs, r.unmovable(side, i, nd, l, want))
+		default:
+			if prev, ok := ids[side+l.id]; ok {
+				errs = append(errs, fmt.Errorf("redlock: Reconfigure: %s nodes %s and %s are one server", side, prev, nd.name))
+			}
+			ids[side+l.id] = nd.name
+			if side == "old" {
+				answered++
+			}
+		}
+	}
+	for i, l := range oldLook {
+		checkOne("old", i, r.olds[i], l, r.from)
+	}
+	for i, l := range newLook {
+		checkOne("new", i, news[i], l, r.to)
+	}
+	if errs != nil {
+		return errors.Join(append([]error{errors.New("redlock: Reconfigure refused: a node carries settings or marks that are not this change's to move (another deployment, another change under way, or the wrong old settings), or is listed twice; nothing was written")}, append(errs, down...)...)...)
+	}
+	if newDown != nil {
+		// The change is named by its new nodes' identities, and step 1
+		// marks every new node before any client of the new settings may
+		// start: each must answer.
+		return errors.Join(append([]error{fmt.Errorf("%w; %d of %d new nodes did not answer, and every new node must; nothing was written", ErrReconfigureIncomplete, len(newDown), len(news))}, newDown...)...)
+	}
+	if answered < need {
+		return errors.Join(append([]error{fmt.Errorf("%w; only %d of %d old nodes answered and %d must, to refuse the old settings on all but a minority of them; nothing was written", ErrReconfigureIncomplete, answered, len(r.olds), need)}, down...)...)
+	}
+	return nil
+}
+
+// nothingToDo reports whether the change has nothing left to write: the
+// settings and the node list are unchanged, or an earlier run finished
+// it. A change of the node list alone is refused.
+func (r *reconfig) nothingToDo(oldLook, newLook []look, stays map[string]bool) (bool, error) {
+	c := r.c
+	if r.from == r.to {
+		if script.ReconfigureUnchanged(r.from, r.to, lookIDs(oldLook), lookIDs(newLook)) {
+			return true, nil // nothing to change
+		}
+		// The nodes cannot tell a client of the old list from one of the
+		// new: both carry the same settings. After the change a client of
+		// the old list would still lock on the nodes that stay, and on a
+		// node that left once it came back (or was wiped and re-admitted
+		// by such a client), so a majority of the old list and one of the
+		// new could be disjoint.
+		return false, fmt.Errorf("redlock: Reconfigure refused: the node list changes but the settings (%s) do not, so the nodes cannot refuse clients of the old list; change the max ttl or the drift factor together with the nodes (one millisecond more max ttl will do); nothing was written", r.to)
+	}
+	if r.done(oldLook, newLook, stays) {
+		c.cfg.logger.Info("redlock: reconfiguration already done: every node of both lists carries its outcome; nothing was written",
+			"from", r.from, "to", r.to, "step", "done")
+		return true, nil
+	}
+	return false, nil
 }
 
 // movable reports whether a node may take part: it carries the old
