@@ -336,7 +336,7 @@ func (cl *cluster) splitAgainstAGoneCall(t *testing.T, key, waiter string) {
 		}
 		require.NoError(t, uc.Set(ctx, key, waiter, 5*time.Second).Err())
 		require.NoError(t, uc.ZRem(ctx, keyLine(key), waiter).Err())
-		require.NoError(t, uc.Publish(ctx, chanWakeID(clientIDOf(waiter)), handOffNotice(waiter, uc.Get(ctx, keyIdent).Val(), key)).Err())
+		require.NoError(t, uc.Publish(ctx, chanWakeID(clientIDOf(waiter)), handOffNotice(t, waiter, uc.Get(ctx, keyIdent).Val(), key)).Err())
 	}
 }
 

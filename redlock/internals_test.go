@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +51,11 @@ func chanWake(c *Client) string { return script.WakeChannel(c.wake.id) }
 // chanWakeID is chanWake for a Client known by its id only.
 func chanWakeID(id string) string { return script.WakeChannel(id) }
 
-// clientIDOf is the id of the Client that made waiter id.
+// clientIDOf is the id of the Client that made waiter id (id itself
+// when it has no Client part).
 func clientIDOf(id string) string {
-	for i := range len(id) {
-		if id[i] == '.' {
-			return id[:i]
-		}
+	if w, ok := script.ParseWaiterID(id); ok {
+		return w.Client
 	}
 	return id
 }
@@ -164,24 +162,27 @@ func missedLast(c *Client, i int) bool { return c.missedLast(i) }
 // handOffWaiter is a waiter id that takes hand-offs, of a Client with
 // id cid, for a call placed in line at place (µs) with a ttl of ttlMs.
 func handOffWaiter(cid string, place, ttlMs int64) string {
-	return cid + ".x~" + strconv.FormatInt(place, 10) + "+" + strconv.FormatInt(ttlMs, 10)
+	return script.WaiterID{Client: cid, Nonce: "x", Place: place, TTL: time.Duration(ttlMs) * time.Millisecond}.String()
 }
 
 // placeOf is the place in line a hand-off waiter id carries.
 func placeOf(t *testing.T, id string) int64 {
 	t.Helper()
-	p, err := strconv.ParseInt(id[strings.LastIndex(id, "~")+1:strings.LastIndex(id, "+")], 10, 64)
-	require.NoError(t, err)
-	return p
+	w, ok := script.ParseWaiterID(id)
+	require.True(t, ok && w.TTL > 0, "%q is no hand-off waiter id", id)
+	return w.Place
 }
 
 // takesHandOffs reports whether waiter id offers to take the key inside
-// a release.
-func takesHandOffs(id string) bool { return strings.Contains(id, "+") }
+// a release: it carries a place and a ttl.
+func takesHandOffs(id string) bool {
+	w, ok := script.ParseWaiterID(id)
+	return ok && w.TTL > 0
+}
 
 // handedTo reports whether a key's value is a waiter id a release handed
-// the key to.
-func handedTo(v string) bool { return strings.Contains(v, "~") }
+// the key to (a lease's own value is no such id).
+func handedTo(v string) bool { return takesHandOffs(v) }
 
 // isGiveBack reports whether c is a Lock call giving handed keys back
 // under a new id (a release with the old id, the new id and its place).
@@ -189,11 +190,26 @@ func isGiveBack(c *call) bool { return c.Script == "release" && len(c.Args) == 1
 
 // handOffNotice is what a release publishes on a Client's channel when
 // it handed key to waiter id, on the server whose identity is server.
-func handOffNotice(id, server, key string) string { return "!" + id + " " + server + "|" + key }
+// The script package reads notices (ParseNotice) but builds none (only
+// release.lua does), so the test writes this one; t fails if
+// ParseNotice does not read it back as that hand-off.
+func handOffNotice(t *testing.T, id, server, key string) string {
+	t.Helper()
+	p := "!" + id + " " + server + "|" + key
+	n, ok := script.ParseNotice(chanWakeID("x"), p)
+	require.True(t, ok, "ParseNotice does not read %q", p)
+	require.Equal(t, script.Notice{Key: key, Names: id, Handed: true, Server: server}, n, "ParseNotice reads %q otherwise", p)
+	return p
+}
 
-// wakeNotice is what a release publishes on a Client's channel when it
-// named waiter id first in key's line.
-func wakeNotice(id, key string) string { return id + "|" + key }
+// wakeNotice reads payload, heard on Client channel ch, as a release's
+// notice that did not hand the key over.
+func wakeNotice(t *testing.T, ch, payload string) script.Notice {
+	t.Helper()
+	n, ok := script.ParseNotice(ch, payload)
+	require.True(t, ok, "%q on %q is no notice", payload, ch)
+	return n
+}
 
 // bootstrapWindowOf is how long c's Bootstrap may take to claim every node.
 func bootstrapWindowOf(c *Client) time.Duration { return c.set.bootstrapWindow() }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // Waking Lock's waiters: the Pub/Sub notices a release sends, who hears
@@ -224,7 +225,7 @@ func TestWake_ANoticeGoesToTheNamedClientsOnly(t *testing.T) {
 		got := heard[chanWake(w)]
 		require.NotEmpty(t, got, "waiter %d's Client was never told", i)
 		for _, p := range got {
-			require.Equal(t, wakeNotice(line[i], key), p, "waiter %d's Client heard a notice for another", i)
+			require.Equal(t, script.Notice{Key: key, Names: line[i]}, wakeNotice(t, chanWake(w), p), "waiter %d's Client heard a notice for another", i)
 		}
 	}
 	// The key's channel carries only "nobody is in line" (d's release,
@@ -509,7 +510,7 @@ func TestWaker_RegisterWithAHandOffAndANoticeDoesNotBlockOverPubSub(t *testing.T
 	ctx := context.Background()
 	since := time.Now()
 	late := w.id + ".late"
-	require.NoError(t, ucs[0].Publish(ctx, chanWake(c), handOffNotice(late, ucs[0].Get(ctx, keyIdent).Val(), key)).Err())
+	require.NoError(t, ucs[0].Publish(ctx, chanWake(c), handOffNotice(t, late, ucs[0].Get(ctx, keyIdent).Val(), key)).Err())
 	require.NoError(t, ucs[1].Publish(ctx, chanReleased(key), "").Err())
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
