@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -250,23 +251,17 @@ func skewedCluster(t *testing.T, offsets ...time.Duration) *cluster {
 // waitFenceGone waits until no node holds key's fence, failing after limit.
 func (cl *cluster) waitFenceGone(t *testing.T, key string, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		var left []int
+	left := func() []int {
+		var out []int
 		for i, raw := range cl.raw {
-			n, err := raw.Exists(context.Background(), keyFence(key)).Result()
-			require.NoError(t, err)
-			if n == 1 {
-				left = append(left, i)
+			if n, err := raw.Exists(context.Background(), keyFence(key)).Result(); err != nil || n == 1 {
+				out = append(out, i)
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fence of %q is still on nodes %v %v after its lease was released: fences never expire", key, left, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return out
+	}
+	if !assert.Eventually(t, func() bool { return len(left()) == 0 }, limit, 20*time.Millisecond) {
+		t.Fatalf("the fence of %q is still on nodes %v %v after its lease was released: fences never expire", key, left(), limit)
 	}
 }
 
@@ -396,7 +391,17 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 			}()
 			_, err := c.TryLock(ctx, key, maxTTL)
 			require.ErrorIs(t, err, ErrNotObtained)
-			time.Sleep(20 * time.Millisecond)
+			// The waiter tried and waits in line on a majority (a node
+			// may have missed the attempt's deadline) before the release.
+			require.Eventually(t, func() bool {
+				in := 0
+				for _, raw := range cl.raw {
+					if n, err := raw.ZCard(ctx, keyLine(key)).Result(); err == nil && n == 1 {
+						in++
+					}
+				}
+				return in >= 3
+			}, 3*time.Second, time.Millisecond, "key %d: the waiter never joined the line", i)
 			require.NoError(t, l.Release(ctx))
 			require.NoError(t, <-done)
 			if <-handed && len(opts) > 0 {
@@ -442,25 +447,24 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 		require.Subset(t, keys, []string{keyMarker, keyIdent}, "node %d: keys without an expiry", i)
 	}
 	// Everything else goes within the longest life a key gets: a fence's.
-	deadline := time.Now().Add(fenceKeepOf(fenced, maxTTL) + 3*time.Second)
-	for {
-		var extra []string
+	extra := func() []string {
+		var out []string
 		for i, raw := range cl.raw {
 			keys, err := raw.Keys(ctx, "*").Result()
-			require.NoError(t, err)
+			if err != nil {
+				out = append(out, fmt.Sprintf("node %d: %v", i, err))
+				continue
+			}
 			for _, k := range keys {
 				if !slices.Contains(persistentKeys(), k) {
-					extra = append(extra, fmt.Sprintf("node %d: %s", i, k))
+					out = append(out, fmt.Sprintf("node %d: %s", i, k))
 				}
 			}
 		}
-		if len(extra) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("keys still on the nodes long after every lease and line ended: %v", extra)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return out
+	}
+	if !assert.Eventually(t, func() bool { return len(extra()) == 0 }, fenceKeepOf(fenced, maxTTL)+3*time.Second, 50*time.Millisecond) {
+		t.Fatalf("keys still on the nodes long after every lease and line ended: %v", extra())
 	}
 }
 
