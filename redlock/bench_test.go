@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -50,11 +51,14 @@ func benchLockRelease(b *testing.B, nodes []redis.UniversalClient, before func()
 	// Release returns at a majority; its last deletes land just after.
 	// Wait for them: with nodes frozen by before, the first attempt needs
 	// every other node free.
-	for _, n := range nodes {
-		for n.Exists(ctx, key).Val() != 0 {
-			time.Sleep(time.Millisecond)
+	require.Eventually(b, func() bool {
+		for _, n := range nodes {
+			if n.Exists(ctx, key).Val() != 0 {
+				return false
+			}
 		}
-	}
+		return true
+	}, 5*time.Second, time.Millisecond, "the warm-up's key is still on a node")
 	if before != nil {
 		before()
 	}

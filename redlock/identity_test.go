@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -203,12 +204,10 @@ func TestIdentity_AHandOffDoesNotCountAServerTwice(t *testing.T) {
 	cl.drop(t, key, 2, 3, 4)
 	cl.hold(t, key, ttl, 2, 3, 4)
 	require.ErrorIs(t, lg.Release(ctx), ErrNotHeld, "the first holder still held nodes 2-4")
-	handed := false
-	for end := time.Now().Add(time.Second); !handed && time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		handed = handedTo(cl.value(t, 0, key)) && handedTo(cl.value(t, 1, key))
-	}
+	handed := assert.Eventually(t, func() bool { return handedTo(cl.value(t, 0, key)) && handedTo(cl.value(t, 1, key)) },
+		time.Second, 2*time.Millisecond, "the release did not hand nodes 0 and 1 to the waiter: the test proves nothing")
 	require.NoError(t, <-got)
-	require.True(t, handed, "the release did not hand nodes 0 and 1 to the waiter: the test proves nothing")
+	require.True(t, handed)
 	require.False(t, verifiedOn(bad, 0) || verifiedOn(bad, 1), "node 0's names were verified: the test proves nothing")
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
@@ -730,21 +731,20 @@ func renewInChunks(t *testing.T, frozen ...int) {
 		}
 		return n
 	}
-	limit := time.Now().Add(30 * time.Second)
-	for {
+	renewedAll := func() bool {
 		mu.Lock()
-		n, errs, most := len(renewed), append([]error(nil), failed...), largest
+		defer mu.Unlock()
+		return len(failed) > 0 || len(renewed) == leases && moved() == leases
+	}
+	if !assert.Eventually(t, renewedAll, 30*time.Second, 10*time.Millisecond) {
+		mu.Lock()
+		n := len(renewed)
 		mu.Unlock()
-		require.Empty(t, errs, "extend calls failed (the largest carried %d leases)", most)
-		m := moved()
-		if n == leases && m == leases {
-			break
-		}
-		require.True(t, time.Now().Before(limit), "in 30 s, %d of %d leases renewed on node 0, %d on a majority (their deadline moved)", n, leases, m)
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("in 30 s, %d of %d leases renewed on node 0, %d on a majority (their deadline moved)", n, leases, moved())
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	require.Empty(t, failed, "extend calls failed (the largest carried %d leases)", largest)
 	require.LessOrEqual(t, largest, chunk, "an extend call carried more leases than a chunk")
 	for _, l := range ls {
 		require.False(t, l.over(), "a renewed lease is over")
@@ -806,13 +806,18 @@ func TestRenew_EachLeaseOfABatchKeepsItsOwnTTL(t *testing.T) {
 	// Sample both deadlines until five batches carrying both leases were
 	// applied (one about every second): a lease's deadline is at most its
 	// ttl after the round's start, so never more than ttl ahead of now.
+	// The samples run one at a time, in Eventually's goroutine; what they
+	// found is read once Eventually returned.
 	var firstBatch time.Time
-	limit := time.Now().Add(20 * time.Second)
-	for batches.Load() < 5 {
-		require.True(t, time.Now().Before(limit), "only %d renewals carried both leases in 20 s", batches.Load())
+	var broken error
+	var mu sync.Mutex
+	sample := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
 		now := time.Now()
 		if ahead := ls.Deadline().Sub(now); ahead > short {
-			t.Fatalf("the %v lease trusts itself %v ahead, past its ttl", short, ahead)
+			broken = fmt.Errorf("the %v lease trusts itself %v ahead, past its ttl", short, ahead)
+			return true
 		}
 		// After the first batch the long lease must keep well over the
 		// short ttl: a renewal every second, and a failed one retried
@@ -822,11 +827,18 @@ func TestRenew_EachLeaseOfABatchKeepsItsOwnTTL(t *testing.T) {
 		}
 		if !firstBatch.IsZero() {
 			if ahead := ll.Deadline().Sub(now); ahead < short {
-				t.Fatalf("the %v lease has only %v left after a renewal in a batch with the %v lease", long, ahead, short)
+				broken = fmt.Errorf("the %v lease has only %v left after a renewal in a batch with the %v lease", long, ahead, short)
+				return true
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
+		return batches.Load() >= 5
 	}
+	sampled := assert.Eventually(t, sample, 20*time.Second, 2*time.Millisecond)
+	mu.Lock()
+	err := broken
+	mu.Unlock()
+	require.NoError(t, err)
+	require.True(t, sampled, "only %d renewals carried both leases in 20 s", batches.Load())
 	close(stop)
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -56,19 +57,28 @@ func stoppedWithALease(t *testing.T, cl *cluster, oldIdx, newIdx []int) (string,
 // reports a lease granted before it (nil: none was).
 func untilDeadline(t *testing.T, c *Client, key string, ttl time.Duration, deadline time.Time) *Lease {
 	t.Helper()
-	for time.Now().Before(deadline.Add(50 * time.Millisecond)) {
+	var early, late *Lease // a lease of a try started before the deadline, or after it
+	tried := assert.Eventually(t, func() bool {
+		if !time.Now().Before(deadline.Add(50 * time.Millisecond)) {
+			return true
+		}
 		start := time.Now()
 		l, err := c.TryLock(context.Background(), key, ttl)
-		if err == nil {
-			if start.Before(deadline) {
-				return l
-			}
-			require.NoError(t, l.Release(context.Background()))
-			return nil
+		switch {
+		case err != nil:
+			return false
+		case start.Before(deadline):
+			early = l
+		default:
+			late = l
 		}
-		time.Sleep(5 * time.Millisecond)
+		return true
+	}, time.Until(deadline)+5*time.Second, 5*time.Millisecond, "the tries did not end")
+	require.True(t, tried)
+	if late != nil {
+		require.NoError(t, late.Release(context.Background()))
 	}
-	return nil
+	return early
 }
 
 // A change to a node list disjoint from the old one, stopped between its

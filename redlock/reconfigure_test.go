@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -88,14 +89,26 @@ func lockAfter(t *testing.T, c *Client, key string, ttl, within time.Duration) (
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	for {
-		l, err := c.TryLock(ctx, key, ttl)
-		if err == nil {
-			return l, time.Now()
+	var l *Lease
+	var at time.Time
+	var mu sync.Mutex
+	var last error
+	if !assert.Eventually(t, func() bool {
+		got, err := c.TryLock(ctx, key, ttl)
+		if err != nil {
+			mu.Lock()
+			last = err
+			mu.Unlock()
+			return false
 		}
-		require.NoError(t, ctx.Err(), "no lease of the new settings within %v: %v", within, err)
-		time.Sleep(5 * time.Millisecond)
+		l, at = got, time.Now()
+		return true
+	}, within, 5*time.Millisecond) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("no lease of the new settings within %v: %v", within, last)
 	}
+	return l, at
 }
 
 // reconfigureCase moves a deployment over oldIdx with oldTTL to newIdx with
