@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -393,16 +392,16 @@ func TestHandOff_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 	// The Client stays open (its waiters' notice channel subscribed), as
 	// a process whose call gave up goes on.
 	require.Eventually(t, func() bool { return landed.Load() }, 2*time.Second, time.Millisecond, "the give-back never reached node 3")
-	cid := line[0][:strings.Index(line[0], ".")]
+	cid := clientIDOf(line[0])
 	retired := func() (int, string) {
 		for i := range 5 {
-			if v := cl.value(t, i, key); strings.Contains(v, cid) {
+			if v := cl.value(t, i, key); clientIDOf(v) == cid {
 				return i, "holds the key for " + v
 			}
 			in, err := cl.raw[i].ZRange(ctx, keyLine(key), 0, -1).Result()
 			require.NoError(t, err)
 			for _, id := range in {
-				if strings.Contains(id, cid) {
+				if clientIDOf(id) == cid {
 					return i, "has in line " + id
 				}
 			}
@@ -411,17 +410,13 @@ func TestHandOff_AGiveBackLandsBeforeTheLineLeaveOfTheNewID(t *testing.T) {
 	}
 	// The line-leave goes out once the give-back landed, and is bounded
 	// by the cleanup timeout: past that, what is left stays.
-	for deadline := time.Now().Add(cleanup + 2*time.Second); ; time.Sleep(5 * time.Millisecond) {
+	if !assert.Eventually(t, func() bool { i, _ := retired(); return i < 0 }, cleanup+2*time.Second, 5*time.Millisecond) {
 		i, what := retired()
-		if i < 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a retired id of the waiter is left: node %d %s", i, what)
-		}
+		t.Fatalf("a retired id of the waiter is left: node %d %s", i, what)
 	}
-	// and stays gone: nothing of the call is still on its way
-	time.Sleep(200 * time.Millisecond)
+	// and stays gone: once every script call the Client sent returned,
+	// nothing of the call is still on its way
+	f.requireIdle(t)
 	i, what := retired()
 	require.Negative(t, i, "node %d %s", i, what)
 }
