@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
 // The one fault harness of the package's tests. A cluster is N real
@@ -697,6 +698,26 @@ func (cl *cluster) requireLineLen(t *testing.T, key string, n int64, what string
 		t.Logf("node %d holds %q, line %v (%v)", i, cl.value(t, i, key), q, err)
 	}
 	t.FailNow()
+}
+
+// requireQuarantineOver waits until each of the given nodes carries a
+// pending mark whose quarantine is over on the node's own clock, as the
+// admission check reads it (script.State): the next admission check
+// there may admit it.
+func (cl *cluster) requireQuarantineOver(t *testing.T, idx ...int) {
+	t.Helper()
+	over := func(i int) bool {
+		st, err := script.NewNode(cl.raw[i], time.Second).State(context.Background())
+		return err == nil && st.Pending != "" && st.Quarantine.Left() <= 0
+	}
+	require.Eventually(t, func() bool {
+		for _, i := range idx {
+			if !over(i) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the quarantine of nodes %v never ended", idx)
 }
 
 // line returns key's line on node i, first in line first.

@@ -208,7 +208,7 @@ func TestLine_ALeaveWaitsForTheCleanupsOfBothTriesOfAnAttempt(t *testing.T) {
 	}
 	key := testenv.Key(t)
 	cl.hold(t, key, 30*time.Second, 0, 1, 2, 3)
-	time.Sleep(maxTTL + 300*time.Millisecond) // the quarantine is over
+	cl.requireQuarantineOver(t, 0, 1, 2)
 
 	wctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()

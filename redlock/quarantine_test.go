@@ -263,7 +263,7 @@ func TestQuarantine_SurvivesTheClientThatStartedIt(t *testing.T) {
 	require.NoError(t, c1.Close())
 	require.Empty(t, cl.value(t, 2, keyMarker), "node 2 admitted before its quarantine ended")
 
-	time.Sleep(maxTTL + 50*time.Millisecond)
+	cl.requireQuarantineOver(t, 2)
 	c2 := cl.client(t, WithMaxTTL(maxTTL))
 	_, err = c2.TryLock(ctx, key, maxTTL)
 	require.NoError(t, err, "a new client did not finish the quarantine it found already served")
@@ -284,7 +284,7 @@ func (cl *cluster) servedQuarantineOnNode2(t *testing.T, maxTTL time.Duration) s
 	_, err := c1.TryLock(context.Background(), key, maxTTL)
 	require.ErrorIs(t, err, ErrNodeQuarantined)
 	require.NoError(t, c1.Close())
-	time.Sleep(quarantineOf(c1) + 50*time.Millisecond)
+	cl.requireQuarantineOver(t, 2)
 	return key
 }
 
