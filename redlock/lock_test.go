@@ -303,14 +303,20 @@ func (cl *cluster) contend(t *testing.T, c *Client, key string) {
 	ctx := context.Background()
 	other, err := c.TryLock(ctx, key, 300*time.Millisecond)
 	require.NoError(t, err)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = other.Release(ctx)
-	}()
 	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	l, err := c.Lock(lctx, key, 300*time.Millisecond)
-	require.NoError(t, err)
+	var l *Lease
+	got := make(chan error, 1)
+	go func() {
+		var err error
+		l, err = c.Lock(lctx, key, 300*time.Millisecond)
+		got <- err
+	}()
+	// The Lock call tried once and waits in the key's line: only then
+	// does the other lease go.
+	cl.requireLineLen(t, key, 1, "the Lock call never waited in the key's line")
+	_ = other.Release(ctx)
+	require.NoError(t, <-got)
 	require.NoError(t, l.Release(ctx))
 	require.Eventually(t, func() bool {
 		for i := range cl.raw {
