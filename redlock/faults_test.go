@@ -97,7 +97,7 @@ func (cl *cluster) build(t *testing.T, conf func(*redis.Options), opts ...Option
 	t.Cleanup(func() { _ = c.Close() })
 	// Runs before Close, which waits for calls a hold keeps.
 	t.Cleanup(f.releaseAll)
-	settleProofs(c)
+	settleProofs(t, c)
 	return c, f
 }
 
@@ -120,10 +120,11 @@ func withTestNodeTimeout(opts []Option) []Option {
 // then fail for want of a majority where a test cuts another node off. A
 // node that is down (frozen, cut off by the test) stays unproven: after
 // a second the test goes on without it.
-func settleProofs(c *Client) {
-	for deadline := time.Now().Add(time.Second); !c.ident.allVerified() && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+func settleProofs(t *testing.T, c *Client) {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, func() bool { return c.ident.allVerified() || time.Since(start) >= time.Second },
+		5*time.Second, time.Millisecond)
 }
 
 // universal returns the raw clients typed for New.

@@ -30,7 +30,7 @@ func (cl *cluster) open(t *testing.T, cfg Config, opts ...Option) *Client {
 	c, err := Open(context.Background(), cfg, withTestNodeTimeout(opts)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	settleProofs(c)
+	settleProofs(t, c)
 	return c
 }
 
@@ -211,7 +211,7 @@ func TestOpen_AReleaseAfterCloseIsUnconfirmed(t *testing.T) {
 	cl := newCluster(t, 3)
 	c, err := Open(ctx, cl.config(), withTestNodeTimeout(nil)...)
 	require.NoError(t, err)
-	settleProofs(c)
+	settleProofs(t, c)
 	l, err := c.TryLock(ctx, testenv.Key(t), 2*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())

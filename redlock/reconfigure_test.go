@@ -28,7 +28,7 @@ func (cl *cluster) over(t *testing.T, f *faults, idx []int, opts ...Option) *Cli
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	t.Cleanup(f.releaseAll)
-	settleProofs(c)
+	settleProofs(t, c)
 	return c
 }
 

@@ -62,7 +62,7 @@ func TestUnavailable_OneNodeFailingAndTheKeyHeldIsHeld(t *testing.T) {
 	const ttl = 5 * time.Second // node timeout 250 ms: the delay below fits
 	cl := newCluster(t, 5)
 	c, f := cl.ready(t)
-	settleProofs(c)
+	settleProofs(t, c)
 	ctx := context.Background()
 	key := heldByAnother(t, cl)
 	require.NoError(t, cl.raw[4].ConfigSet(ctx, "maxmemory", "1").Err())
