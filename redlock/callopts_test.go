@@ -191,11 +191,13 @@ func TestLock_BadCallOptionsTouchNoNode(t *testing.T) {
 }
 
 // requireCalls checks that f counts n calls of script on all nodes once
-// the calls still on their way arrived (a round returns at its decision).
+// the calls still on their way arrived (a round returns at its decision)
+// and every call sent returned: a call too many of the Lock call, which
+// returned before, would be among them.
 func requireCalls(t *testing.T, f *faults, script string, n int64, what string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return f.count(script, -1) >= n }, 2*time.Second, time.Millisecond, what)
-	time.Sleep(50 * time.Millisecond) // room for a call too many
+	f.requireIdle(t)
 	require.Equal(t, n, f.count(script, -1), what)
 }
 
@@ -331,7 +333,11 @@ func TestLock_WaitAtMostLeavesNothingBehind(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotObtained)
 	require.Greater(t, attempts, 1, "one attempt only: the test proves nothing about later ones")
 	cl.requireLineLen(t, key, 0, "the call that gave up is still in the key's line")
-	time.Sleep(200 * time.Millisecond)
+	// The call left its gate and its wait for notices, and every script
+	// call the Client sent returned: nothing of it is left to try again.
+	require.Eventually(t, func() bool { return gateRefs(c, key) == 0 && waitersOf(c, key) == 0 },
+		2*time.Second, time.Millisecond, "the call that gave up still waits in the Client")
+	f.requireIdle(t)
 	mu.Lock()
 	require.Empty(t, late, "attempts went out after Lock returned")
 	mu.Unlock()

@@ -145,6 +145,16 @@ func subscriptionLive(c *Client, key string) bool {
 	return kw != nil && !kw.liveSince.IsZero()
 }
 
+// waitersOf is how many of c's Lock calls wait for key's release notices.
+func waitersOf(c *Client, key string) int {
+	c.wake.mu.Lock()
+	defer c.wake.mu.Unlock()
+	if kw := c.wake.waiters[key]; kw != nil {
+		return len(kw.set)
+	}
+	return 0
+}
+
 // gateRefs is how many of c's Lock calls hold or wait at key's gate.
 func gateRefs(c *Client, key string) int {
 	c.gates.mu.Lock()
