@@ -249,8 +249,17 @@ func TestLine_ALeaveWaitsForTheCleanupsOfBothTriesOfAnAttempt(t *testing.T) {
 	// this test holds back.
 	require.GreaterOrEqual(t, acquires.Load(), int32(2), "the call did not try twice")
 	require.Eventually(t, func() bool { return landed.Load() }, 2*time.Second, time.Millisecond, "the first try's cleanup never reached node 4")
-	time.Sleep(200 * time.Millisecond) // anything still on its way
-	in, err := cl.raw[4].ZRange(ctx, keyLine(key), 0, -1).Result()
-	require.NoError(t, err)
-	require.Empty(t, in, "node 4 has the call that gave up in its line")
+	// The call's line-leave follows the cleanup: node 4's line empties,
+	// and stays empty once every call the Client sent returned. A "back
+	// in place" that landed after the leave would keep the call there
+	// for the line's lifetime (10 s), past this wait.
+	inLine := func() []string {
+		in, err := cl.raw[4].ZRange(ctx, keyLine(key), 0, -1).Result()
+		require.NoError(t, err)
+		return in
+	}
+	require.Eventually(t, func() bool { return len(inLine()) == 0 }, 2*time.Second, time.Millisecond,
+		"node 4 has the call that gave up in its line")
+	f.requireIdle(t)
+	require.Empty(t, inLine(), "node 4 has the call that gave up in its line")
 }
