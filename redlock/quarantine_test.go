@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -354,7 +355,22 @@ func TestQuarantine_FirstAdmissionNeedsEveryPeer(t *testing.T) {
 	f.fail(errors.New("connection refused"), "", 4)
 	_, err := c.TryLock(ctx, key, maxTTL)
 	require.ErrorIs(t, err, ErrNodeQuarantined)
-	time.Sleep(3 * maxTTL)
+	// Once the quarantine is over, the client's background checks go on
+	// failing for want of node 4: two more checks of each node (a pending
+	// call each) mean that the first of them ran to its end.
+	cl.requireQuarantineOver(t, 0, 1, 2, 3)
+	var base [4]int64
+	for i := range base {
+		base[i] = f.count("pending", i)
+	}
+	require.Eventually(t, func() bool {
+		for i := range base {
+			if !cl.admittedOn(t, i) && f.count("pending", i) < base[i]+2 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the client stopped checking the nodes after their quarantine")
 	for i := range 4 {
 		require.Empty(t, cl.value(t, i, keyMarker), "node %d admitted while a peer could not be asked", i)
 	}
@@ -379,7 +395,9 @@ func TestQuarantine_FirstAdmissionRefusesOtherSettingsInProgress(t *testing.T) {
 	key := testenv.Key(t)
 	_, err := c.TryLock(ctx, key, maxTTL)
 	require.Error(t, err)
-	time.Sleep(3 * maxTTL)
+	// The client's background checks end once a quarantine's end shows
+	// the settings in progress on node 3 (or, wrongly, admit the node).
+	settled(t, c, 5*time.Second)
 	for i := range 5 {
 		require.Empty(t, cl.value(t, i, keyMarker), "node %d admitted while node 3 is being admitted with other settings", i)
 	}
@@ -605,11 +623,20 @@ func TestQuarantine_AShorterMaxTTLCannotShortenIt(t *testing.T) {
 	cl.drop(t, key, 3, 4)
 	b := cl.client(t, WithMaxTTL(short))
 	// B keeps trying for several of its own quarantines.
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	var bad string // what went wrong, once the condition said so
+	if !assert.Never(t, func() bool {
 		l2, err := b.TryLock(ctx, key, short)
-		require.True(t, time.Now().Before(l1.Deadline()), "test too slow: the first lease ended before the check")
-		require.Error(t, err, "double grant by a client with a shorter max ttl: %v and %v", l1, l2)
-		require.Nil(t, l2)
+		switch {
+		case !time.Now().Before(l1.Deadline()):
+			bad = "test too slow: the first lease ended before the check"
+		case err == nil || l2 != nil:
+			bad = fmt.Sprintf("double grant by a client with a shorter max ttl: %v and %v", l1, l2)
+		default:
+			return false
+		}
+		return true
+	}, 1500*time.Millisecond, 50*time.Millisecond) {
+		t.Fatal(bad)
 	}
 }
 
@@ -628,12 +655,20 @@ func TestQuarantine_OtherSettingsCannotTakeOverAWipedMajority(t *testing.T) {
 		cl.restartEmpty(t, i)
 	}
 	b := cl.client(t, WithMaxTTL(short))
-	for end := time.Now().Add(4 * short); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	var bad string // what went wrong, once the condition said so
+	if !assert.Never(t, func() bool {
 		l, err := b.TryLock(ctx, "k", short)
-		require.Nil(t, l, "a client with other settings got a lease")
-		if err != nil && !errors.Is(err, ErrConfigMismatch) && !errors.Is(err, ErrNotObtained) {
-			t.Fatalf("unexpected error class: %v", err)
+		switch {
+		case l != nil:
+			bad = "a client with other settings got a lease"
+		case err != nil && !errors.Is(err, ErrConfigMismatch) && !errors.Is(err, ErrNotObtained):
+			bad = fmt.Sprintf("unexpected error class: %v", err)
+		default:
+			return false
 		}
+		return true
+	}, 4*short, 20*time.Millisecond) {
+		t.Fatal(bad)
 	}
 	require.Eventually(t, func() bool { // B's background admissions give up too
 		for i := range 4 {
@@ -674,7 +709,7 @@ func TestQuarantine_AMisconfiguredClientStartsNone(t *testing.T) {
 	}
 	_, err = b.TryLock(ctx, "k", maxTTL)
 	require.Error(t, err)
-	time.Sleep(100 * time.Millisecond) // background admissions, if any, write their marks
+	settled(t, b, 5*time.Second) // background admissions, if any, write their marks
 	for i := range 5 {
 		sett, err := cl.raw[i].HGet(ctx, keyPending, "settings").Result()
 		if err == nil {
