@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -71,28 +73,28 @@ func downtime(b *testing.B, nodes []redis.UniversalClient, from, to time.Duratio
 	}
 	refused := make(chan time.Time, 1)
 	go func() {
-		for {
+		var at time.Time
+		assert.Eventually(b, func() bool {
 			_, err := oldc.TryLock(ctx, testenv.Key(b), from)
-			if errors.Is(err, redlock.ErrConfigMismatch) {
-				refused <- time.Now()
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+			at = time.Now()
+			return errors.Is(err, redlock.ErrConfigMismatch)
+		}, time.Minute, time.Millisecond, "the old client was never refused")
+		refused <- at
 	}()
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- newc.Reconfigure(ctx, nodes, redlock.WithMaxTTL(from)) }()
-	for {
-		l, err := newc.TryLock(ctx, key, to)
-		if err == nil {
-			at := time.Now()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			_ = l.Release(ctx)
-			return at.Sub(start), at.Sub(<-refused)
-		}
-		time.Sleep(time.Millisecond)
+	var l *redlock.Lease
+	var at time.Time
+	require.Eventually(b, func() bool {
+		var err error
+		l, err = newc.TryLock(ctx, key, to)
+		at = time.Now()
+		return err == nil
+	}, time.Minute, time.Millisecond, "no lease of the new settings")
+	if err := <-done; err != nil {
+		b.Fatal(err)
 	}
+	_ = l.Release(ctx)
+	return at.Sub(start), at.Sub(<-refused)
 }
