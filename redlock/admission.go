@@ -11,7 +11,7 @@ import (
 )
 
 // Restart quarantine (docs/design.md, "Restarts, settings and bootstrap";
-// the proof is in docs/fencing.md).
+// the proof is in docs/protocol.md).
 //
 // A node votes only while it carries an admission marker holding the
 // deployment's settings; the acquire script refuses to take a lock on a
@@ -42,7 +42,7 @@ import (
 // other than the deployment's can never take hold: it admits only if a
 // peer is already admitted with its settings, or every peer answered and
 // none carries a marker or a pending mark with other settings (the first
-// admission of a deployment). See docs/fencing.md for why.
+// admission of a deployment). See docs/protocol.md for why.
 //
 // Rejected designs: keying restarts on INFO's run_id (it changes on every
 // clean restart with appendfsync always that lost nothing, and needs a

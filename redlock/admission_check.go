@@ -111,7 +111,7 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 		case script.PeerMoving:
 			// A peer held off by a reconfiguration to these settings: not
 			// yet evidence that they took hold, and not a first admission
-			// either (docs/fencing.md, "Changing the settings of a live
+			// either (docs/reconfiguration.md, "Changing the settings of a live
 			// deployment"). Wait until a peer is admitted with them.
 			errs = append(errs, c.nodeErr(rep.Node, errors.New("being reconfigured to this client's settings: its hold-off is not over")))
 		case script.PeerOther:

@@ -136,7 +136,7 @@ func (a *attempt) won(ctx context.Context) bool {
 		drift.Validity(a.ttl, a.elapsed, a.c.cfg.factor) > 0
 }
 
-// commit is the fencing round (docs/fencing.md, "The protocol"): the
+// commit is the fencing round (docs/protocol.md, "The protocol"): the
 // token (fenceToken) is raised on every node where our key still holds
 // our value, and is usable only with a quorum of commits. The validity is
 // recomputed to the end of this round.
@@ -251,7 +251,7 @@ func (a *attempt) leave() {
 // canceled" instead of with the node's word, which would cost a release
 // (and a tombstone) where a refusal needs none, and would hide a wiped
 // node's "not admitted": like leave, the background starts the admission
-// of a node whose late reply says so (docs/fencing.md, Liveness).
+// of a node whose late reply says so (docs/protocol.md, Liveness).
 func (a *attempt) abandon() {
 	c := a.c
 	granted := make(map[int]bool, len(a.replies))

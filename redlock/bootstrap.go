@@ -35,7 +35,7 @@ import (
 //
 // A deployment whose every node lost its data looks exactly like a new one;
 // Bootstrap then admits it at once, which is safe only if no lease from
-// before the loss is still trusted (docs/fencing.md, "Bootstrap" and "The
+// before the loss is still trusted (docs/protocol.md, "Bootstrap" and "The
 // residual case"). Safe for concurrent use.
 func (c *Client) Bootstrap(ctx context.Context) (err error) {
 	defer func() { c.countConfigError(err) }()

@@ -14,7 +14,7 @@ import (
 	"github.com/quorumlock/quorumlock/internal/testenv"
 )
 
-// Bootstrap is safe to run at every start (docs/fencing.md, "Bootstrap").
+// Bootstrap is safe to run at every start (docs/protocol.md, "Bootstrap").
 // Each test here came from a red-team review that reproduced a double grant
 // on redis-server with the Bootstrap before: it admitted a node of a
 // deployment in use at once.
@@ -206,7 +206,7 @@ func TestBootstrap_IsSafeToRunAtEveryStart(t *testing.T) {
 }
 
 // Bootstrap's claims must all land within its window on the client's
-// clock (docs/fencing.md, "Bootstrap"): a claim round slower than that is
+// clock (docs/protocol.md, "Bootstrap"): a claim round slower than that is
 // stamped anew, and after three slow rounds Bootstrap gives up admitting
 // nothing, so that it never relies on claims older than the window.
 func TestBootstrap_ClaimsLandWithinTheWindow(t *testing.T) {

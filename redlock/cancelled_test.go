@@ -88,7 +88,7 @@ func TestCancelled_ExtendAndReleaseSendNothingAndKeepTheLease(t *testing.T) {
 // caller then drops does not keep its key forever: the key expires with
 // its ttl on the nodes, and the lease's timer passes this Client's local
 // line for the key on at its deadline, so the next Lock of the same
-// Client gets it (docs/fencing.md, "A call whose ctx has already ended
+// Client gets it (docs/protocol.md, "A call whose ctx has already ended
 // sends nothing").
 func TestCancelled_ADroppedLeaseFreesTheKeyAtItsDeadline(t *testing.T) {
 	const ttl = 500 * time.Millisecond

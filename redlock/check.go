@@ -94,7 +94,7 @@ type NodeCheck struct {
 	Denied     []string
 	// Identity is the server identity (quorumlock:node) this client
 	// proved the entry reaches, "" while it is not verified: the entry's
-	// votes count only once it is (docs/fencing.md, "One server, one
+	// votes count only once it is (docs/protocol.md, "One server, one
 	// vote").
 	Identity string
 	Problems []Problem

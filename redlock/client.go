@@ -110,7 +110,7 @@ func (c *Client) handoffWindow(ttl time.Duration) time.Duration {
 // service may start before its nodes). Two entries that reach one server
 // are refused here when both answer (*DuplicateNodeError); an entry that
 // did not answer is checked against the others when it first answers, and
-// its vote counts only after that (docs/fencing.md, "One server, one
+// its vote counts only after that (docs/protocol.md, "One server, one
 // vote").
 //
 // An even number of nodes is logged as a warning (WithLogger): 4 nodes

@@ -15,7 +15,7 @@ import (
 // exactly (acquire.lua compares them), so a client built with another max
 // ttl, drift factor or number of nodes gets ErrConfigMismatch instead of a
 // lock, and the quarantine a restarted node serves is the deployment's,
-// whichever client ends it. See docs/fencing.md, "The restart quarantine".
+// whichever client ends it. See docs/protocol.md, "The restart quarantine".
 
 // settingsVersion names the layout of the settings string and of the
 // admission keys; nodes written by a different layout never match.
@@ -73,7 +73,7 @@ func (s settings) quarantine() time.Duration {
 // is read directly whenever the key was released or expired normally, and
 // a fence that did expire was committed at least one quarantine before it
 // is missed, which the time floor covers while node clocks differ by less
-// than that (docs/fencing.md, "Fences expire").
+// than that (docs/protocol.md, "Fences expire").
 func (s settings) fenceKeep(ttl time.Duration) time.Duration {
 	return ttl + s.quarantine()
 }
@@ -83,7 +83,7 @@ func (s settings) fenceKeep(ttl time.Duration) time.Duration {
 // on the node's clock. Two windows, each measured with a rate error of at
 // most the drift factor, end before any claim is a quarantine old, so
 // every node Bootstrap admits is admitted before the ordinary admission
-// could admit any node on Bootstrap's claims (docs/fencing.md,
+// could admit any node on Bootstrap's claims (docs/protocol.md,
 // "Bootstrap"). About 0.45 Q.
 func (s settings) bootstrapWindow() time.Duration {
 	q := float64(s.quarantine())

@@ -33,7 +33,7 @@
 // from its first use, or is admitted at once by Client.Bootstrap (the
 // quorumlock bootstrap command). A deployment in use changes its settings
 // or its nodes with Client.Reconfigure (quorumlock reconfigure), at the
-// cost of one quarantine without locks. docs/fencing.md has the proofs. Run the
+// cost of one quarantine without locks. docs/protocol.md has the proofs. Run the
 // nodes with maxmemory-policy noeviction: an evicted lock key is a
 // forgotten lock.
 //

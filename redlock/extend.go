@@ -128,7 +128,7 @@ func (c *Client) noteMissed(ls []*Lease, early []extended, late []quorum.Reply[s
 // extendCalls prepares each node's call of an extend round for ls: one
 // call shared by every node, and one of its own for a node that may
 // re-create a lease's key, that is, a node that did not renew some lease
-// of ls in the lease's last round (docs/fencing.md, "Extends re-create
+// of ls in the lease's last round (docs/protocol.md, "Extends re-create
 // what a restart lost"). Without the restart quarantine nothing is
 // re-created: the nodes carry no settings to check.
 func (c *Client) extendCalls(ls []*Lease, args []script.ExtendArgs) []*script.Extend {

@@ -9,12 +9,12 @@ import (
 
 // The fencing token of a lease: computed from what the acquire round read
 // and committed to a quorum before the lease is handed out, so that every
-// later holder of the key gets a larger one (docs/fencing.md proves it).
+// later holder of the key gets a larger one (docs/protocol.md proves it).
 // This file is the Go home of that rule (the attempt's commit round,
 // attempt.commit, applies it); commit.lua holds its node side.
 
 // fenceToken is the token rule (script.Token, shared with the model
-// checker; docs/fencing.md, "The protocol"): one
+// checker; docs/protocol.md, "The protocol"): one
 // more than the largest fence the acquire round read, and at least the
 // largest server time it read, in µs. The fences make tokens increase
 // while the nodes keep their data; the time floor keeps them increasing

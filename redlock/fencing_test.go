@@ -20,7 +20,7 @@ import (
 
 // Fencing tokens: how a token is made, that tokens increase in grant
 // order through faults, wipes and expired fences, and that everything the
-// library writes expires (docs/fencing.md, "The protocol", "Fences
+// library writes expires (docs/protocol.md, "The protocol", "Fences
 // expire").
 
 // TestFencing_TokensIncreaseThroughFreezesAndARestart checks that tokens strictly increase in
@@ -232,7 +232,7 @@ func TestFencing_TheTimeFloorSurvivesALostFence(t *testing.T) {
 	require.Greater(t, b.FencingToken(), a.FencingToken(), "token inversion after a lost fence")
 }
 
-// Fences expire (docs/fencing.md, "Fences expire"). A red-team review found
+// Fences expire (docs/protocol.md, "Fences expire"). A red-team review found
 // that a worker locking one key per payment WithFencing left one fence key
 // per payment on every node for ever; with noeviction, memory grew until
 // Redis refused writes.
@@ -329,7 +329,7 @@ func TestFencing_TokensIncreaseAfterTheFenceExpired(t *testing.T) {
 				require.Greater(t, t2, t1, "a fence that expired must not let tokens go back while node clocks agree within the bound")
 			} else {
 				// Beyond the stated clock bound the floor cannot help: this
-				// is why docs/fencing.md states it.
+				// is why docs/protocol.md states it.
 				require.Less(t, t2, t1, "with node clocks %v apart the token is expected to go back", 2*tc.skew)
 			}
 		})
@@ -468,14 +468,14 @@ func TestKeys_EverythingTheLibraryWritesExpires(t *testing.T) {
 	}
 }
 
-// The residual case (docs/fencing.md): when every node loses its data
+// The residual case (docs/protocol.md): when every node loses its data
 // while a lease is trusted, a client with a shorter max TTL that comes
 // first decides the deployment's settings and can be granted the lock
 // before the old lease ends. No node keeps anything to refuse it with.
 // What still holds is fencing: the time floor gives the new holder a
 // larger token than the old one, so a fenced resource refuses the old
 // holder's late writes. If the first check fails, the residual case has
-// been closed: update docs/fencing.md and turn this test around.
+// been closed: update docs/protocol.md and turn this test around.
 func TestFencing_AfterAFullWipeTokensStillIncrease(t *testing.T) {
 	cl := newCluster(t, 5)
 	ctx := context.Background()
@@ -504,7 +504,7 @@ func TestFencing_AfterAFullWipeTokensStillIncrease(t *testing.T) {
 	lctx, cancel := context.WithTimeout(ctx, maxTTL/2)
 	defer cancel()
 	lb, err := b.Lock(lctx, "k", short)
-	require.NoError(t, err, "the residual case no longer grants: docs/fencing.md describes it as open")
+	require.NoError(t, err, "the residual case no longer grants: docs/protocol.md describes it as open")
 	require.True(t, time.Now().Before(la.Deadline()), "A's lease ended before B was granted: the test did not reach the overlap")
 	require.Greater(t, lb.FencingToken(), la.FencingToken(),
 		"after a full wipe the new holder's token must still be above the old holder's")

@@ -17,7 +17,7 @@ import (
 
 // What a release does for the first Lock call in line: it reserves the
 // free key for it, or with WithKeyHandOff hands the key itself over
-// (docs/fencing.md, "Hand-off inside the release").
+// (docs/protocol.md, "Hand-off inside the release").
 
 // A Lock that has not waited yet goes behind the Locks already waiting,
 // and a release wakes the first in line by name: a holder that locks again

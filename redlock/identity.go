@@ -18,7 +18,7 @@ import (
 // two grants from one server, and a client gets a lease that another
 // client validly holds. So an entry of the node list votes only once it is
 // verified: proven to reach another server than every verified entry. Its
-// replies count for nothing until then (docs/fencing.md, "One server, one
+// replies count for nothing until then (docs/protocol.md, "One server, one
 // vote").
 //
 // A proof is one round of the ident script on every entry: each server

@@ -47,7 +47,7 @@ func (cl *cluster) listedTwice(t *testing.T, sock string, opts ...Option) *Clien
 	return c
 }
 
-// One server, one vote (docs/fencing.md). From a red-team review: a client
+// One server, one vote (docs/protocol.md). From a red-team review: a client
 // whose node list named one server twice, and that could not reach it when
 // it started, later counted it as two of five votes and got a lease while
 // another client validly held the key.
@@ -317,7 +317,7 @@ func repointTo(t *testing.T, cl *cluster, px *switchProxy, uc redis.UniversalCli
 		"the re-pointed entry never reached node %d", i)
 }
 
-// I1 (docs/fencing.md, "One server, one vote"): an entry of the node list
+// I1 (docs/protocol.md, "One server, one vote"): an entry of the node list
 // is verified on the server it reached when it was proven. Here entry 0 is
 // a proxy in front of node 0 when New runs, and is then re-pointed to
 // node 1, which entry 1 reaches too: go-redis reconnects, and the acquire

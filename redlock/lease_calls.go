@@ -22,7 +22,7 @@ import (
 // expired or was taken over; it sets the key again only on a node that
 // did not renew it last round (one that lost it in a restart) and is
 // admitted with this Client's settings, and counts the round only if it
-// was decided before the deadline (docs/fencing.md, "Extends re-create
+// was decided before the deadline (docs/protocol.md, "Extends re-create
 // what a restart lost"). It never shortens a key: a node keeps the
 // later of its current expiry and ttl from now, and Deadline becomes the
 // later of the current deadline and the one this round earned, so
@@ -85,7 +85,7 @@ func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error
 		// trusted: a key it re-created after the lease lapsed may stand
 		// where another holder's was granted and released meanwhile, and
 		// the lease must not be trusted again across that holder
-		// (docs/fencing.md, "Extends re-create what a restart lost").
+		// (docs/protocol.md, "Extends re-create what a restart lost").
 		if !t0.Add(elapsed).Before(l.deadline) {
 			err := fmt.Errorf("%w: %s lapsed before its extend round was decided", ErrNotHeld, keyText(l.key))
 			l.lostBy = err

@@ -22,7 +22,7 @@ import (
 )
 
 // A lease after the grant: its deadline, Extend, Release, expiry, and
-// Do's renewal (docs/fencing.md, "Leases after the grant").
+// Do's renewal (docs/protocol.md, "Leases after the grant").
 
 func TestLease_ExtendAndRelease(t *testing.T) {
 	cl := newCluster(t, 5)
@@ -1077,7 +1077,7 @@ func TestLease_KeepRenewedRenewsInBatchesWithNoGoroutinePerLease(t *testing.T) {
 // A lease held under Do, alone on its deployment, outlives three rolling
 // restarts that each empty another node: a renewal that meets the
 // restarted node starts its admission, and once it is admitted the next
-// renewal puts the key back there (docs/fencing.md, "Extends re-create
+// renewal puts the key back there (docs/protocol.md, "Extends re-create
 // what a restart lost"). Without it each restart takes one node's copy
 // for good, and the third loses the lease: the first restarted node never
 // holds the key again.
@@ -1104,7 +1104,7 @@ func TestDo_ALeaseSurvivesThreeRollingEmptyRestarts(t *testing.T) {
 // lease valid again, although every node renewed it: the holder stopped
 // trusting it in between, and since an extend may re-create a key a node
 // lost, another holder may have been granted and gone meanwhile
-// (docs/fencing.md, "Extends re-create what a restart lost"). Without
+// (docs/protocol.md, "Extends re-create what a restart lost"). Without
 // the rule the deadline moved forward here.
 func TestExtend_ARoundDecidedAfterTheDeadlineDoesNotReviveTheLease(t *testing.T) {
 	cl := newCluster(t, 5)
@@ -1151,7 +1151,7 @@ func (lateTimers) AfterFunc(d time.Duration, f func()) Timer {
 // which expired there while its renewals could not reach it. Once it
 // answers again, the lease's next renewal puts the key back: it did not
 // renew there last round, the node is admitted with our settings and has
-// no tombstone of the value (docs/fencing.md, "Extends re-create what a
+// no tombstone of the value (docs/protocol.md, "Extends re-create what a
 // restart lost"). Without re-creation the node never held the key again,
 // and the lease stood on four nodes.
 func TestDo_ANodeFrozenPastTheTTLGetsTheKeyBack(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 // leaveLine) or gives it back, or it expires: no attempt and no other
 // release writes a key that holds it. So once a majority told the call,
 // that majority holds the id until first + ttl on their clocks at the
-// least (docs/fencing.md, "Hand-off inside the release"). nil: the
+// least (docs/protocol.md, "Hand-off inside the release"). nil: the
 // validity is used up, or the Client is closing.
 //
 // A call that waited most of its ttl gets a lease with little validity
@@ -146,7 +146,7 @@ func (c *Client) bothDone(a, b <-chan struct{}) <-chan struct{} {
 // (nil: at once): the last failed attempt's cleanup puts the call back in
 // its place where it reaches a node, and p must come after it there. A
 // call that misses a node leaves the Lock call in that node's line until
-// the node drops it, or names it once (docs/fencing.md, "The line of
+// the node drops it, or names it once (docs/protocol.md, "The line of
 // waiters"). The returned channel is closed once p's calls are over.
 func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{}, p *script.Release) <-chan struct{} {
 	done := make(chan struct{})

@@ -373,7 +373,7 @@ func TestLock_CallerKeysCannotCollideWithInternalKeys(t *testing.T) {
 // nodes answer. Where such a late reply is a refusal, the node is settled
 // (its script ran and did not take the key) and needs no release; where it
 // is a grant, or an error that leaves the outcome unknown, it gets one
-// (docs/fencing.md, "A release beats a late acquire"). Here nodes 3 and 4
+// (docs/protocol.md, "A release beats a late acquire"). Here nodes 3 and 4
 // answer 50 ms late: their requests are on the wire when the attempt gives
 // up, and their replies arrive.
 func TestTryLock_AFailedAttemptReleasesWhereALateReplyGrantedOnly(t *testing.T) {

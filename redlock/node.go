@@ -131,7 +131,7 @@ const downWaitMin = 100 * time.Millisecond
 // instead of ctx's longer bound: waiting the cleanup timeout for it kept a
 // process from exiting (Close waits for the calls) long after it knew its
 // outcome, and a release it misses costs that node's key for one ttl,
-// never a second holder (docs/fencing.md, "A release beats a late
+// never a second holder (docs/protocol.md, "A release beats a late
 // acquire").
 func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release, ttl time.Duration) (bool, error) {
 	if c.seemsDown(i) {

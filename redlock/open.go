@@ -114,7 +114,7 @@ func ConfigFromEnv() (Config, error) {
 // are tolerated, two entries for one server are refused.
 //
 // Then it calls Bootstrap with ctx, which is safe at every start
-// (docs/fencing.md, "Bootstrap"): on a new deployment it admits every
+// (docs/protocol.md, "Bootstrap"): on a new deployment it admits every
 // node; on one in use, or where a node does not answer, it admits
 // nothing, and Open logs why at Info or Warn (WithLogger) and returns the
 // Client, whose locks then wait as New's would. Only a node that keeps

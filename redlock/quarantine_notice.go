@@ -11,7 +11,7 @@ import (
 // and each serves its restart quarantine before it votes. Waiting is the
 // remedy: the nodes are admitted when it ends, without any call. Bootstrap
 // admits only a deployment that shows no sign of use, so it cannot end a
-// quarantine that an attempt has already started (docs/fencing.md,
+// quarantine that an attempt has already started (docs/protocol.md,
 // "Bootstrap").
 //
 // A reconfiguration to the client's settings (Client.Reconfigure) holds

@@ -20,7 +20,7 @@ import (
 // The restart quarantine and admission: a node that lost its data votes
 // again only one quarantine (max ttl plus its drift) after an attempt
 // found it empty, under the deployment's settings only
-// (docs/fencing.md, "The restart quarantine").
+// (docs/protocol.md, "The restart quarantine").
 
 // TestQuarantine_RestartedNodeDoesNotVote is the Redlock spec's own
 // counterexample: A holds exactly nodes 0, 1, 2; node 2 is killed and
@@ -292,7 +292,7 @@ func (cl *cluster) servedQuarantineOnNode2(t *testing.T, maxTTL time.Duration) s
 // An attempt that admits nodes whose quarantine is over tries once more at
 // once; that second try waits for the first try's cleanup, or it finds the
 // first try's key still on a node the cleanup has not reached and counts it
-// as held by another owner (docs/fencing.md, "The try after an admission").
+// as held by another owner (docs/protocol.md, "The try after an admission").
 // Seen as a rare failure of the test above under load.
 func TestQuarantine_TheTryAfterAnAdmissionWaitsForTheFirstCleanup(t *testing.T) {
 	const maxTTL = 200 * time.Millisecond
@@ -813,7 +813,7 @@ func (cl *cluster) requireStartsQuarantine(t *testing.T, c *Client, msg string) 
 // reply became "context canceled", and nothing looked at late replies of
 // failed attempts anyway. A waiter whose calls to the wiped node are
 // always a little slower than the others' kept the node out for as long
-// as it waited (docs/fencing.md, Liveness: a wiped node is re-admitted one
+// as it waited (docs/protocol.md, Liveness: a wiped node is re-admitted one
 // quarantine after the first attempt that reaches it, also when its reply
 // arrives after the decision).
 func TestQuarantine_AFailedAttemptStartsItOnANodeThatAnswersLate(t *testing.T) {

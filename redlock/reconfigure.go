@@ -12,7 +12,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// Changing the settings of a live deployment (docs/fencing.md, "Changing
+// Changing the settings of a live deployment (docs/reconfiguration.md, "Changing
 // the settings of a live deployment"). The nodes refuse every client whose
 // settings differ from their marker, so a new max ttl, drift factor or
 // node list cannot simply be started: the old clients must stop getting

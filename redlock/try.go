@@ -102,7 +102,7 @@ func (c *Client) tryAdmitting(ctx context.Context, key string, ttl time.Duration
 		}
 		// The failed try's cleanup first: the next try would otherwise
 		// find its key still on the nodes the cleanup has not reached
-		// yet, held by "another owner" (docs/fencing.md, "The try after
+		// yet, held by "another owner" (docs/protocol.md, "The try after
 		// an admission").
 		if !c.awaitCleanup(ctx, at, ttl) {
 			return joined(at)
@@ -170,7 +170,7 @@ func (c *Client) stillQuarantined(at *outcome, left time.Duration) {
 	}
 	// Bootstrap is no remedy here: the attempt itself started the
 	// quarantines it found missing, and Bootstrap never ends one
-	// (docs/fencing.md, "Bootstrap").
+	// (docs/protocol.md, "Bootstrap").
 	what, remedy := "quarantine", " (Bootstrap admits only a deployment nobody has used yet)"
 	if k := heldOff(e); k > 0 && k == quarantined(e) {
 		// A change to these settings is under way: only its hold-off is

@@ -107,7 +107,7 @@ func TestWake_AReleaseByAnotherClientWakesTheWaiter(t *testing.T) {
 // is first in line there. Its cleanup must not wake it: it would try again
 // at once, win the same nodes, clean up, wake itself, and so on, one
 // attempt per round trip until the holder lets go, instead of waiting for
-// the holder's release or its retry delay (docs/fencing.md, "A cleanup
+// the holder's release or its retry delay (docs/protocol.md, "A cleanup
 // does not wake its own call").
 func TestWake_ACleanupDoesNotWakeItsOwnCall(t *testing.T) {
 	for _, tc := range []struct {
