@@ -49,7 +49,7 @@ func (m *machine) startAttempt(t *state, c int) {
 }
 
 // readAcquire is what the acquire round's tally learns of the admission
-// from a reply (acquire.go): a node that grants or holds the key is seen
+// from a reply (redlock's tally.go): a node that grants or holds the key is seen
 // admitted, one held off by a reconfiguration to the client's settings
 // is one in quarantine (and ends a conflict), one under other settings is
 // a conflict.
@@ -68,7 +68,7 @@ func (m *machine) readAcquire(cl *client, c, i int, rep script.AcquireReply) {
 	}
 }
 
-// tallyAcquire counts one acquire reply: the rule of acquire.go's tally
+// tallyAcquire counts one acquire reply: the rule of redlock's tally (tally.go)
 // (docs/protocol.md, "The protocol" steps 1-2, and DESIGN's acquire steps
 // 2-4): a majority of grants with validity left wins; a round that can no
 // longer reach a majority fails and is cleaned up.
