@@ -68,10 +68,11 @@ func (m *machine) readAcquire(cl *client, c, i int, rep script.AcquireReply) {
 	}
 }
 
-// tallyAcquire counts one acquire reply: the rule of redlock's tally (tally.go)
-// (docs/protocol.md, "The protocol" steps 1-2, and DESIGN's acquire steps
-// 2-4): a majority of grants with validity left wins; a round that can no
-// longer reach a majority fails and is cleaned up.
+// tallyAcquire counts one acquire reply: the rule of redlock's tally
+// (tally.go; docs/protocol.md, "The protocol" steps 1-2, and
+// docs/design.md, "The lock protocol"): a majority of grants with
+// validity left wins; a round that can no longer reach a majority fails
+// and is cleaned up.
 func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) string {
 	cl := &t.clients[c]
 	cc := m.cfg.Clients[c]
