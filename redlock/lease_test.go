@@ -707,17 +707,7 @@ func renewInChunks(t *testing.T, frozen ...int) {
 		}
 	})
 	cl.freeze(t, frozen...)
-	granted := make([]time.Time, len(ls)) // each lease's deadline before its renewal
-	for i, l := range ls {
-		granted[i] = l.Deadline()
-		c.renew.add(l, ttl)
-	}
-	t.Cleanup(func() {
-		for _, l := range ls {
-			c.renew.remove(l)
-			_ = l.Release(ctx)
-		}
-	})
+	granted := renewAll(t, c, ls, ttl) // each lease's deadline before its renewal
 	// One renewal of every lease: a round that failed would retry, and
 	// show in failed. Node 0 answering is not the end of a round: the
 	// deadlines move once a majority did (a stress run checked them in

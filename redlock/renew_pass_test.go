@@ -62,17 +62,7 @@ func TestRenew_TheChunksOfAPassAreOutTogether(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	granted := make([]time.Time, len(ls))
-	for i, l := range ls {
-		granted[i] = l.Deadline()
-		c.renew.add(l, ttl)
-	}
-	t.Cleanup(func() {
-		for _, l := range ls {
-			c.renew.remove(l)
-			_ = l.Release(ctx)
-		}
-	})
+	granted := renewAll(t, c, ls, ttl)
 	// Every lease renewed once (its deadline moved), and none ended
 	// before: a lease renewed after its validity is over for good.
 	ended := -1
@@ -95,4 +85,23 @@ func TestRenew_TheChunksOfAPassAreOutTogether(t *testing.T) {
 	// calls per node wait in the hook at once (one at a time would be at
 	// most 5).
 	require.Greater(t, most, 5, "at most %d extend calls were out at once", most)
+}
+
+// renewAll hands ls to c's renewer at once, as Do does for each lease, so
+// that all of them fall due in one pass, and returns each lease's
+// deadline before its first renewal. The leases leave the renewer and are
+// released when t ends.
+func renewAll(t *testing.T, c *Client, ls []*Lease, ttl time.Duration) []time.Time {
+	granted := make([]time.Time, len(ls))
+	for i, l := range ls {
+		granted[i] = l.Deadline()
+		c.renew.add(l, ttl)
+	}
+	t.Cleanup(func() {
+		for _, l := range ls {
+			c.renew.remove(l)
+			_ = l.Release(context.Background())
+		}
+	})
+	return granted
 }
