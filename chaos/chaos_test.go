@@ -284,6 +284,40 @@ func TestChaosNemesis(t *testing.T) {
 	}
 }
 
+// TestChaosNemesisElection: 30 s of the nemesis's faults with every
+// worker a candidate in one leader election: no two leaderships valid at
+// once, terms that only grow at the grant and at the resource, no lost
+// update, and more than one candidate led.
+func TestChaosNemesisElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 30 s of faults on five redis-server processes and PostgreSQL")
+	}
+	p, err := faultRuns(t, "soak", "nemesis-election").Lasting(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runNemesis(t, p, 17)
+	if r.ValidOverlaps != 0 || r.Overlaps != 0 {
+		t.Errorf("leaderships valid at once: %d (to the section's end %d), want 0", r.ValidOverlaps, r.Overlaps)
+	}
+	if r.GrantInversions != 0 || r.TokenInversions != 0 {
+		t.Errorf("terms that went backwards: %d in grant order, %d at the resource; want 0", r.GrantInversions, r.TokenInversions)
+	}
+	if r.LostUpdates != 0 || r.Accepted == 0 {
+		t.Errorf("claim-first: %d lost of %d committed, want 0 of > 0", r.LostUpdates, r.Accepted)
+	}
+	led := 0
+	for _, w := range r.Nemesis {
+		if w.Granted > 0 {
+			led++
+		}
+	}
+	if led < 2 {
+		t.Errorf("%d candidates led, want at least 2: %+v", led, r.Nemesis)
+	}
+	t.Logf("faults: %v", r.FaultCounts)
+}
+
 // TestChaosNemesisReconfig: 30 s of the nemesis with the deployment
 // reconfigured from one settings to the other and back, under the node
 // faults, with runs cut short and rerun: no overlap, no inversion, no lost

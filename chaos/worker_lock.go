@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/redlock"
+	"github.com/quorumlock/quorumlock/redlock/election"
 )
 
 // redlockService is a redlock client over the worker's proxies to the
@@ -127,6 +128,9 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (a
 	}
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
+	if w.cfg.Style == styleElection {
+		return w.attemptLeadership(ctx, lctx, lc, ttl, s)
+	}
 	if w.cfg.HoldMs > 0 || w.cfg.Style != "" {
 		return w.attemptDo(ctx, lctx, lc, ttl, s)
 	}
@@ -171,6 +175,27 @@ func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl ti
 	if outcome != outcomeNotLocked {
 		err = serr // a lost lease is what the scenario is about, not an error
 	}
+	return outcome, err
+}
+
+// attemptLeadership campaigns in the election named after the key and
+// runs the section as its leader: the leadership is a lease kept renewed
+// by the Client, whose fencing token is the term, so the run's checks of
+// lease windows and tokens are the election's (at most one valid leader
+// at a time, terms that only grow). The section then resigns.
+func (w *worker) attemptLeadership(ctx, lctx context.Context, lc *redlock.Client, ttl time.Duration, s *section) (attemptOutcome, error) {
+	e, err := election.New(lc, w.cfg.Key, ttl)
+	if err != nil {
+		return outcomeNotLocked, err
+	}
+	lease, err := e.Campaign(lctx, fmt.Sprintf("worker-%d", w.cfg.ID))
+	if err != nil {
+		return outcomeNotLocked, err
+	}
+	outcome, err := w.section(ctx, lease, s)
+	s.heldNs = stampNs()
+	_ = lease.Release(context.WithoutCancel(ctx))
+	s.releaseNs = stampNs()
 	return outcome, err
 }
 
