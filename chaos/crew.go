@@ -22,7 +22,7 @@ func newWorkerConfig(e *env, dsn string, w int) workerConfig {
 		NodeMs: int(e.topo.nodeTimeout(sc.TTL).Milliseconds()), LockMs: 10_000,
 		Sections: sc.Sections, NoQuar: !sc.Quarantine(),
 		StallRate: sc.StallRate, StallMin: int(sc.StallMin.Milliseconds()), StallMax: int(sc.StallMax.Milliseconds()),
-		Seed: e.seed, PollMs: int(sc.Poll.Milliseconds()),
+		Seed: e.seed, PollMs: int(sc.Poll.Milliseconds()), Style: sc.Style,
 	}
 	for n := range e.cluster.lockN {
 		cfg.Nodes = append(cfg.Nodes, e.cluster.nodes[n].Addr())

@@ -129,6 +129,47 @@ func (p Profile) Polling(every time.Duration) (Profile, error) {
 	return out, nil
 }
 
+// Electing keeps the runs whose workers take a redlock lease, whose
+// fault leaves the workers' style alone and whose lock is not broken on
+// purpose (no run that expects overlaps), and makes every worker a
+// candidate in one leader election (redlock/election): each section is a
+// leadership, a lease kept renewed whose fencing token is the term, so
+// the runs' checks become the election's. on == false leaves p as it is.
+func (p Profile) Electing(on bool) (Profile, error) {
+	if !on {
+		return p, nil
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		t, f := lookupTopology(s.Topology), lookupFault(s.Fault)
+		if t == nil || f == nil || t.lock != lockRedlock || s.Expect.Overlaps == Positive || s.Poll > 0 || !leavesStyle(f, s) {
+			continue
+		}
+		s.Style = styleElection
+		out.Runs = append(out.Runs, s)
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: the election applies to runs on redlock topologies whose fault leaves the workers' style alone, and the selected runs of profile %s have none", p.Name)
+	}
+	return out, nil
+}
+
+// leavesStyle reports whether f's worker hook, if any, leaves every worker
+// of s taking its lock with Lock: it sets no style and no Do hold cap.
+func leavesStyle(f *fault, s Scenario) bool {
+	if f.worker == nil {
+		return true
+	}
+	for w := range s.Workers {
+		cfg := workerConfig{ID: w, Lock: lockRedlock, TTLms: int(s.TTL.Milliseconds()), Nodes: []string{"a", "b", "c", "d", "e"}}
+		f.worker(w, &cfg)
+		if cfg.Style != "" || cfg.HoldMs > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Lasting makes the timed runs of p (the soak profile's) last d in all:
 // each becomes runs of at most soakSegment, numbered as repeats, whose
 // durations add up to d. d must be at least 10 s; p must have timed runs.

@@ -336,3 +336,48 @@ func (fakeNode) Pause() error                  { return nil }
 func (fakeNode) Resume() error                 { return nil }
 func (fakeNode) JumpClock(time.Duration) error { return nil }
 func (fakeNode) Stop() error                   { return nil }
+
+// TestElecting: --election keeps the quick profile's runs on redlock
+// topologies whose lock is not broken on purpose and whose fault lets the
+// workers take the lock their own way, each worker a candidate, named so;
+// it refuses a selection with none.
+func TestElecting(t *testing.T) {
+	quick, err := LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := quick.Electing(false); err != nil || len(p.Runs) != len(quick.Runs) {
+		t.Fatalf("Electing(false) changed the profile: %d of %d runs, %v", len(p.Runs), len(quick.Runs), err)
+	}
+	p, err := quick.Electing(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range p.Runs {
+		names = append(names, s.Name())
+		f, tp := lookupFault(s.Fault), lookupTopology(s.Topology)
+		switch {
+		case s.Style != styleElection || !strings.HasSuffix(s.Name(), "/election"):
+			t.Errorf("%s: style %q", s.Name(), s.Style)
+		case tp.lock != lockRedlock:
+			t.Errorf("%s: not a redlock topology", s.Name())
+		case s.Expect.Overlaps == Positive:
+			t.Errorf("%s: a run whose lock is broken on purpose", s.Name())
+		case f.name == "renewal-hang":
+			t.Errorf("%s: its workers run under Do", s.Name())
+		}
+	}
+	for _, want := range []string{"redlock-5/kill-2/none/election", "redlock-5/restart-empty/none/election", "redlock-5/worker-freeze/claim-first/election"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s is not kept: %v", want, names)
+		}
+	}
+	etcd, err := quick.Filter([]string{Etcd3}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Electing(true); err == nil || !strings.Contains(err.Error(), "redlock topologies") {
+		t.Errorf("Electing on etcd runs: %v, want an error", err)
+	}
+}

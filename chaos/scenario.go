@@ -23,6 +23,10 @@ type Scenario struct {
 	StallMax  time.Duration
 	Repeat    int           // which of several identical runs (full profile)
 	Poll      time.Duration // > 0: waiters poll TryLock this often instead of waiting in Lock
+	// Style, when set, is every worker's style (workerConfig.Style), unless
+	// the fault sets its workers' own: "election" makes each a candidate
+	// in one leader election (Profile.Electing).
+	Style string
 	// Duration > 0 makes a timed run: the workers go on until it is up,
 	// and Sections is no limit.
 	Duration time.Duration
@@ -37,6 +41,9 @@ func (s Scenario) Name() string {
 	}
 	if s.Poll > 0 {
 		n += fmt.Sprintf("/poll=%v", s.Poll)
+	}
+	if s.Style != "" {
+		n += "/" + s.Style
 	}
 	if s.Repeat > 0 {
 		n += fmt.Sprintf("#%d", s.Repeat)

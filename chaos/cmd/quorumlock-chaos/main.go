@@ -65,6 +65,7 @@ type chaosConfig struct {
 	markdown string
 	history  string
 	poll     time.Duration
+	election bool
 	duration time.Duration
 	run      string
 	seed     uint64
@@ -115,6 +116,7 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.json, "json", "", "write the JSON report to `file`")
 	fs.StringVar(&cc.run, "run", "", "only runs whose name contains `text` (names as the table prints them, e.g. stall=0.1%)")
 	fs.DurationVar(&cc.duration, "duration", 0, "how long the soak profile's nemesis runs, in all (e.g. 1h; default 1m); longer than 10m is split into runs of 10m")
+	fs.BoolVar(&cc.election, "election", false, "keep the runs on redlock topologies whose fault leaves the workers alone, with every worker a candidate in one leader election (redlock/election) instead of a Lock caller")
 	fs.DurationVar(&cc.poll, "poll", 0, "keep only the stall runs, and have their waiters poll TryLock every `interval` (e.g. 100ms) instead of waiting in Lock")
 	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
@@ -189,6 +191,9 @@ func suiteMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err == nil {
 		prof, err = prof.Polling(cc.poll)
+	}
+	if err == nil {
+		prof, err = prof.Electing(cc.election)
 	}
 	if err != nil {
 		return usageError(stderr, errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
