@@ -118,7 +118,8 @@ func newLockClient(cfg workerConfig) (lc *redlock.Client, release func(), err er
 
 // attempt takes the lock and runs one section under it. With a hold cap
 // the section runs under Do, which keeps the lease extended up to the
-// cap; otherwise under a plain lease released afterwards.
+// cap; otherwise under a plain lease (or a leadership, in the election
+// style) released afterwards.
 func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (attemptOutcome, error) {
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
 	lockWait := time.Duration(w.cfg.LockMs) * time.Millisecond
@@ -128,13 +129,16 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (a
 	}
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	if w.cfg.Style == styleElection {
-		return w.attemptLeadership(ctx, lctx, lc, ttl, s)
-	}
-	if w.cfg.HoldMs > 0 || w.cfg.Style != "" {
+	if w.cfg.HoldMs > 0 || (w.cfg.Style != "" && w.cfg.Style != styleElection) {
 		return w.attemptDo(ctx, lctx, lc, ttl, s)
 	}
-	lease, err := w.lock(lctx, lc, ttl)
+	var lease *redlock.Lease
+	var err error
+	if w.cfg.Style == styleElection {
+		lease, err = w.campaign(lctx, lc, ttl)
+	} else {
+		lease, err = w.lock(lctx, lc, ttl)
+	}
 	if err != nil {
 		return outcomeNotLocked, err
 	}
@@ -178,25 +182,17 @@ func (w *worker) attemptDo(ctx, lctx context.Context, lc *redlock.Client, ttl ti
 	return outcome, err
 }
 
-// attemptLeadership campaigns in the election named after the key and
-// runs the section as its leader: the leadership is a lease kept renewed
-// by the Client, whose fencing token is the term, so the run's checks of
-// lease windows and tokens are the election's (at most one valid leader
-// at a time, terms that only grow). The section then resigns.
-func (w *worker) attemptLeadership(ctx, lctx context.Context, lc *redlock.Client, ttl time.Duration, s *section) (attemptOutcome, error) {
+// campaign takes the lock as a candidate in the election named after the
+// key: the leadership is a lease kept renewed by the Client, whose fencing
+// token is the term, so the run's checks of lease windows and tokens are
+// the election's (at most one valid leader at a time, terms that only
+// grow). Releasing it afterwards is resigning.
+func (w *worker) campaign(ctx context.Context, lc *redlock.Client, ttl time.Duration) (*redlock.Lease, error) {
 	e, err := election.New(lc, w.cfg.Key, ttl)
 	if err != nil {
-		return outcomeNotLocked, err
+		return nil, err
 	}
-	lease, err := e.Campaign(lctx, fmt.Sprintf("worker-%d", w.cfg.ID))
-	if err != nil {
-		return outcomeNotLocked, err
-	}
-	outcome, err := w.section(ctx, lease, s)
-	s.heldNs = stampNs()
-	_ = lease.Release(context.WithoutCancel(ctx))
-	s.releaseNs = stampNs()
-	return outcome, err
+	return e.Campaign(ctx, fmt.Sprintf("worker-%d", w.cfg.ID))
 }
 
 // errPanic is what fn panics with in the do-panic style.
