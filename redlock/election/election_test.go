@@ -52,7 +52,7 @@ func TestElection_OneLeaderAtATimeAndTermsGrow(t *testing.T) {
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := e2.Observe(octx, 20*time.Millisecond)
-	first := <-seen
+	first := recv(t, seen)
 	require.Empty(t, first.Value, "somebody led before anyone campaigned")
 
 	l1, err := e1.Campaign(ctx, "node-a:8080")
@@ -61,7 +61,7 @@ func TestElection_OneLeaderAtATimeAndTermsGrow(t *testing.T) {
 	ld, err := e2.Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, election.Leader{Value: "node-a:8080", Term: l1.FencingToken(), ExpiresIn: ld.ExpiresIn}, ld)
-	require.Equal(t, "node-a:8080", (<-seen).Value)
+	require.Equal(t, "node-a:8080", recv(t, seen).Value)
 
 	second := make(chan *redlock.Lease, 1)
 	errs := make(chan error, 1)
@@ -87,14 +87,91 @@ func TestElection_OneLeaderAtATimeAndTermsGrow(t *testing.T) {
 	require.NoError(t, <-errs)
 	l2 := <-second
 	require.Greater(t, l2.FencingToken(), l1.FencingToken(), "the next leader's term is larger")
-	next := <-seen
+	next := recv(t, seen)
 	for next.Value == "" { // a reading between the two leaderships
-		next = <-seen
+		next = recv(t, seen)
 	}
 	require.Equal(t, election.Leader{Value: "node-b:8080", Term: l2.FencingToken(), ExpiresIn: next.ExpiresIn}, next)
 	require.NoError(t, l2.Release(ctx))
 	_, err = e1.Leader(ctx)
 	require.ErrorIs(t, err, election.ErrNoLeader)
+
+	// Observe closes its channel once its ctx ends.
+	stop()
+	require.Eventually(t, func() bool {
+		select {
+		case _, ok := <-seen:
+			return !ok
+		default:
+			return false
+		}
+	}, 5*time.Second, 5*time.Millisecond, "Observe's channel stayed open after its ctx ended")
+}
+
+// recv is the next value from ch, failing t after 5 s without one.
+func recv(t *testing.T, ch <-chan election.Leader) election.Leader {
+	t.Helper()
+	select {
+	case ld, ok := <-ch:
+		require.True(t, ok, "Observe's channel closed")
+		return ld
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observe sent nothing in 5 s")
+		return election.Leader{}
+	}
+}
+
+// With two of three nodes frozen nobody can tell who leads: Leader says
+// so instead of ErrNoLeader (which would invite a takeover), Campaign
+// gets no leadership, and Observe sends nothing for the readings that
+// cannot tell, then the leader once the nodes answer again.
+func TestElection_TooFewNodesCannotTell(t *testing.T) {
+	client, nodes := deployment(t)
+	ctx := context.Background()
+	name := testenv.Key(t)
+	e1, err := election.New(client(), name, 2*time.Second)
+	require.NoError(t, err)
+	e2, err := election.New(client(), name, 2*time.Second)
+	require.NoError(t, err)
+	l, err := e1.Campaign(ctx, "a")
+	require.NoError(t, err)
+	defer func() { _ = l.Release(ctx) }()
+
+	for _, n := range nodes[1:] {
+		require.NoError(t, n.Pause())
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, n := range nodes[1:] {
+				require.NoError(t, n.Resume())
+			}
+		}
+	}
+	defer thaw()
+	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = e2.Leader(rctx)
+	cancel()
+	require.Error(t, err)
+	require.NotErrorIs(t, err, election.ErrNoLeader, "a reading of one node in three said nobody leads")
+	require.ErrorContains(t, err, "cannot tell")
+
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = e2.Campaign(cctx, "b")
+	cancel()
+	require.Error(t, err, "a candidate led with two of three nodes frozen")
+
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen := e2.Observe(octx, 50*time.Millisecond)
+	select {
+	case ld := <-seen:
+		t.Fatalf("Observe sent %+v while two of three nodes were frozen", ld)
+	case <-time.After(300 * time.Millisecond):
+	}
+	thaw()
+	require.Equal(t, "a", recv(t, seen).Value)
 }
 
 // A leadership whose keys are gone from a majority ends: its lease's Done
