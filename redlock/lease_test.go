@@ -653,21 +653,15 @@ func TestRenew_ChunksRenewOnAMajorityWhileTwoNodesAreFrozen(t *testing.T) {
 }
 
 // renewInChunks is TestRenew_ManyLeasesDueTogetherAreSentInChunks with
-// the nodes frozen frozen after the leases are taken; their calls' errors
-// are expected.
+// the nodes frozen after the leases are taken; their calls' errors are
+// expected.
 func renewInChunks(t *testing.T, frozen ...int) {
 	cl := newCluster(t, 5)
 	const leases, chunk, perLease = 50, 10, 30 * time.Millisecond
 	const ttl = 6 * time.Second // renewed every 2 s
-	ctx := context.Background()
 	c, f := cl.ready(t, WithNodeTimeout(time.Second))
 	c.renew.chunk = chunk
-	ls := make([]*Lease, leases)
-	for i := range ls {
-		l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", testenv.Key(t), i), ttl)
-		require.NoError(t, err)
-		ls[i] = l
-	}
+	ls := takeLeases(t, c, leases, ttl)
 	var mu sync.Mutex
 	renewed := map[string]bool{} // keys a call to node 0 renewed
 	var largest int              // the most leases one extend call carried

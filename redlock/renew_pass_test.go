@@ -31,12 +31,7 @@ func TestRenew_TheChunksOfAPassAreOutTogether(t *testing.T) {
 	ctx := context.Background()
 	c, f := cl.ready(t, WithMaxTTL(ttl))
 	c.renew.chunk = chunk
-	ls := make([]*Lease, leases)
-	for i := range ls {
-		l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", testenv.Key(t), i), ttl)
-		require.NoError(t, err)
-		ls[i] = l
-	}
+	ls := takeLeases(t, c, leases, ttl)
 	// One extend first, so that the nodes have the script cached: a
 	// NOSCRIPT and the script sent again would cost every call two trips.
 	require.NoError(t, ls[0].Extend(ctx, ttl))
@@ -104,4 +99,16 @@ func renewAll(t *testing.T, c *Client, ls []*Lease, ttl time.Duration) []time.Ti
 		}
 	})
 	return granted
+}
+
+// takeLeases takes n leases of ttl on c, on keys of t's own.
+func takeLeases(t *testing.T, c *Client, n int, ttl time.Duration) []*Lease {
+	t.Helper()
+	ls := make([]*Lease, n)
+	for i := range ls {
+		l, err := c.TryLock(context.Background(), fmt.Sprintf("%s-%d", testenv.Key(t), i), ttl)
+		require.NoError(t, err)
+		ls[i] = l
+	}
+	return ls
 }

@@ -44,10 +44,7 @@ func TestElection_OneLeaderAtATimeAndTermsGrow(t *testing.T) {
 	client, _ := deployment(t)
 	ctx := context.Background()
 	name := testenv.Key(t)
-	e1, err := election.New(client(), name, 2*time.Second)
-	require.NoError(t, err)
-	e2, err := election.New(client(), name, 2*time.Second)
-	require.NoError(t, err)
+	e1, e2 := candidate(t, client(), name), candidate(t, client(), name)
 
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -108,6 +105,14 @@ func TestElection_OneLeaderAtATimeAndTermsGrow(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "Observe's channel stayed open after its ctx ended")
 }
 
+// candidate is the election name on c, with a 2 s ttl.
+func candidate(t *testing.T, c *redlock.Client, name string) *election.Election {
+	t.Helper()
+	e, err := election.New(c, name, 2*time.Second)
+	require.NoError(t, err)
+	return e
+}
+
 // recv is the next value from ch, failing t after 5 s without one.
 func recv(t *testing.T, ch <-chan election.Leader) election.Leader {
 	t.Helper()
@@ -129,10 +134,7 @@ func TestElection_TooFewNodesCannotTell(t *testing.T) {
 	client, nodes := deployment(t)
 	ctx := context.Background()
 	name := testenv.Key(t)
-	e1, err := election.New(client(), name, 2*time.Second)
-	require.NoError(t, err)
-	e2, err := election.New(client(), name, 2*time.Second)
-	require.NoError(t, err)
+	e1, e2 := candidate(t, client(), name), candidate(t, client(), name)
 	l, err := e1.Campaign(ctx, "a")
 	require.NoError(t, err)
 	defer func() { _ = l.Release(ctx) }()
