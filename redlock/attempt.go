@@ -148,7 +148,7 @@ func (a *attempt) commit(ctx context.Context) {
 		a.fail(err)
 		return
 	}
-	p := script.NewCommit(script.CommitArgs{Key: a.key, Value: a.value, Token: token, Keep: c.set.fenceKeep(a.ttl)})
+	p := script.NewCommit(script.CommitArgs{Key: a.key, Value: a.value, Token: token, Keep: c.dep.fenceKeep(a.ttl)})
 
 	// Like the acquire round, commits to the nodes that did not count
 	// still go out after success: a fence raised on more nodes survives

@@ -97,7 +97,7 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 		}
 		olds[i] = &node{idx: i, name: addrOf(uc, i), uc: uc, sn: script.NewNode(uc, c.cfg.cleanup)}
 	}
-	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.settings, holdOff: max(old.quarantine(), c.set.quarantine()), readFrom: readFrom}
+	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.dep.marker, holdOff: max(old.quarantine(), c.dep.quarantine()), readFrom: readFrom}
 	return r.run(ctx)
 }
 

@@ -37,7 +37,7 @@ func (r *reconfig) read(ctx context.Context) (oldLook, newLook []look, err error
 		if err != nil {
 			return nil, nil, err
 		}
-		r.from, r.holdOff = old.String(), max(old.quarantine(), c.set.quarantine())
+		r.from, r.holdOff = old.String(), max(old.quarantine(), c.dep.quarantine())
 	}
 	var newIDs []string
 	for _, l := range newLook {
