@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
@@ -298,16 +297,19 @@ func (a *attempt) abandon() {
 		// error, which leaves the outcome unknown, gets the release; a
 		// refusal settles the node. A node that is not admitted starts
 		// its admission, as in leave.
-		var wg sync.WaitGroup
+		var release []int
 		for _, r := range late {
 			switch {
 			case acquired(r) || r.Err != nil:
-				wg.Go(func() { c.releaseOne(a.key, r.Node, ra, a.ttl) })
+				release = append(release, r.Node)
 			case r.Val.Status == script.Unadmitted:
 				c.admit.lost(r.Node)
 				c.admit.kick(r.Node)
 			}
 		}
-		wg.Wait()
+		quorum.Start(nil, context.Background(), len(release), func(_ context.Context, j int) (struct{}, error) {
+			c.releaseOne(a.key, release[j], ra, a.ttl) // bounded by the cleanup timeout
+			return struct{}{}, nil
+		}).Wait()
 	})
 }
