@@ -85,7 +85,9 @@ func TestLeaseSet_TakesEveryKeyInByteOrderAndReleasesThemAll(t *testing.T) {
 func TestLeaseSet_InputErrorsTouchNoNode(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, f := cl.ready(t)
-	ctx := context.Background()
+	// Bounded: a key listed twice that got through would wait for itself.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	k := testenv.Key(t)
 	fn := func(context.Context, *LeaseSet) error { return errors.New("fn ran") }
 	calls := map[string]func(keys []string) error{
