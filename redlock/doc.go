@@ -72,6 +72,15 @@
 // on stderr by default; this package leaves that logger to the
 // application.
 //
+// Client.LockAll, TryLockAll and DoAll take one lease over several keys,
+// all or nothing, as a *LeaseSet: the keys are taken in byte order (so two
+// callers that list them in other orders cannot deadlock), the keys taken
+// first are kept renewed while the call waits for the later ones, and a
+// failure releases every key taken before the call returns. The set has a
+// *Lease per key, each with its own fencing token, and one Deadline, the
+// earliest of theirs; its Done closes when any of them ends, and Extend
+// and Release act on every lease.
+//
 // A lease is not reentrant, as sync.Mutex is not: a second Lock of a key
 // by the Client that holds it waits for that lease like anyone's, and
 // TryLock finds the key held. Take the lock at the level that owns the

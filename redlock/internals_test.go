@@ -229,3 +229,17 @@ func bootstrapWindowOf(c *Client) time.Duration { return c.set.bootstrapWindow()
 func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// renewedAny reports whether c's renewer keeps any lease.
+func renewedAny(c *Client) bool {
+	c.renew.mu.Lock()
+	defer c.renew.mu.Unlock()
+	return len(c.renew.kept) > 0
+}
+
+// renewed reports whether c's renewer keeps l.
+func renewed(c *Client, l *Lease) bool {
+	c.renew.mu.Lock()
+	defer c.renew.mu.Unlock()
+	return c.renew.kept[l] != nil
+}
