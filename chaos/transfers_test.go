@@ -69,8 +69,13 @@ func TestChaosTransfers(t *testing.T) {
 	if fenced.Rejected == 0 {
 		t.Errorf("worker-freeze, claim-first: the frozen holder's transfer was not refused (%d section errors: %s)", fenced.SectionErrors, fenced.SectionError)
 	}
-	if control.LostUpdates == 0 || control.Transfers.Mismatched == 0 || control.StaleOverlaps == 0 {
-		t.Errorf("worker-freeze without fencing: %d legs lost, %d accounts off the ledger, %d stale overlaps; want > 0 each",
-			control.LostUpdates, control.Transfers.Mismatched, control.StaleOverlaps)
+	// Every other worker's first transfer is between the frozen holder's
+	// two accounts, so at least one of them commits while it is frozen,
+	// and its stale write erases that transfer's leg on each account. (The
+	// balances then differ from the ledger's replay too, unless the
+	// amounts it erased happen to add up to nothing, so that is logged
+	// above and not asserted.)
+	if control.LostUpdates < 2 || control.StaleOverlaps == 0 {
+		t.Errorf("worker-freeze without fencing: %d legs lost, %d stale overlaps; want >= 2 and > 0", control.LostUpdates, control.StaleOverlaps)
 	}
 }
