@@ -87,3 +87,58 @@ func ExampleWithFencing() {
 	// older than one it has seen (see package fencing).
 	fmt.Println("token", l.FencingToken())
 }
+
+// A transfer between two accounts holds both accounts' keys at once. The
+// order the keys are listed in does not matter: every caller takes them in
+// byte order, so two transfers in opposite directions cannot deadlock.
+func ExampleClient_DoAll() {
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg, redlock.WithFencing())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	from, to := "accounts:42", "accounts:17"
+	err = c.DoAll(ctx, []string{from, to}, 5*time.Second, func(ctx context.Context, s *redlock.LeaseSet) error {
+		// ctx ends as soon as any one of the leases is lost. Each account
+		// is fenced with the token of its own key.
+		tokens := map[string]uint64{}
+		for _, l := range s.Leases() {
+			tokens[l.Key()] = l.FencingToken()
+		}
+		return transfer(ctx, from, tokens[from], to, tokens[to], 100)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// transfer would move amount between the two rows in one database
+// transaction, checking each row against its own key's token (see package
+// fencing).
+func transfer(ctx context.Context, from string, fromToken uint64, to string, toToken uint64, amount int) error {
+	return nil
+}
+
+func ExampleClient_TryLockAll() {
+	ctx := context.Background()
+	c, err := redlock.Open(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s, err := c.TryLockAll(ctx, []string{"shelves:3", "shelves:1"}, 10*time.Second)
+	if redlock.IsHeld(err) {
+		// Nothing is held: the keys taken before the busy one were released.
+		fmt.Println("a shelf is busy:", err)
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Release(ctx)
+	// Act as the holder of both shelves until the earliest deadline.
+	fmt.Println("both held until", s.Deadline())
+}

@@ -129,7 +129,7 @@ func (c *Client) takeAll(ctx context.Context, call string, keys []string, ttl ti
 				h.watched = true
 				c.renew.add(l, ttl)
 				l.setOnLoss(func() {
-					why := c.lossError(l)
+					why := c.lostWaiting(l)
 					cancel(why)
 					h.lost <- why
 				})
@@ -157,6 +157,17 @@ func lostWhileWaiting(taken []*held, key string) error {
 		}
 	}
 	return nil
+}
+
+// lostWaiting is the error of a lease LockAll took and lost while it
+// waited for a later key: it wraps ErrNotHeld and what ended it (the
+// renewal that found it lost, or its last failed round).
+func (c *Client) lostWaiting(l *Lease) error {
+	why := c.renew.why(l)
+	if errors.Is(why, ErrNotHeld) {
+		return fmt.Errorf("redlock: lease on %s ended: %w", keyText(l.key), why)
+	}
+	return fmt.Errorf("%w: lease on %s ended: %w", ErrNotHeld, keyText(l.key), why)
 }
 
 // keepWhileWaiting stops watching the leases for loss, and stops their

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,4 +185,356 @@ func TestDoAll_RunsFnHoldingEveryKey(t *testing.T) {
 		cl.requireGone(t, k, "after DoAll")
 	}
 	assert.False(t, renewedAny(c), "DoAll left leases in the renewal")
+}
+
+// Two Clients lock the same two keys, listed in opposite orders, round
+// after round: neither deadlocks (every call returns within its ctx), and
+// no key ever has two holders at once (each holder counts itself in on
+// every key of its set while it holds it).
+//
+// Guards against: taking the keys in the order they are listed, where
+// each Client holds its first key and waits for the other's forever.
+func TestLockAll_OppositeOrdersNeitherDeadlockNorShareAKey(t *testing.T) {
+	cl := newCluster(t, 5)
+	a, _ := cl.ready(t, roomy)
+	b := cl.client(t, roomy)
+	keys := setKeys(t, 2)
+	orders := [][]string{{keys[0], keys[1]}, {keys[1], keys[0]}}
+	const rounds = 25
+	var occupied [2]atomic.Int32
+	var overlaps, sections atomic.Int32
+	errs := make(chan error, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, c := range []*Client{a, b} {
+		wg.Go(func() {
+			for range rounds {
+				s, err := c.LockAll(ctx, orders[i], 2*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for k := range occupied {
+					if occupied[k].Add(1) > 1 {
+						overlaps.Add(1)
+					}
+				}
+				sections.Add(1)
+				time.Sleep(time.Millisecond) // the section's work, for the other to run into
+				for k := range occupied {
+					occupied[k].Add(-1)
+				}
+				if err := s.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a LockAll round failed (a deadlock ends with the ctx): %v", err)
+	}
+	require.Zero(t, overlaps.Load(), "a key had two holders at once")
+	require.EqualValues(t, 2*rounds, sections.Load())
+}
+
+// While LockAll waits for a later key for longer than the ttl, the keys it
+// took first stay held: they are renewed meanwhile. Once it returns, that
+// renewal stops: the set is renewed only by its Extend.
+//
+// Guards against: taking the keys one by one with nothing renewing the
+// earlier ones, which expire under a long wait (and LockAll then returns a
+// set whose first key anyone may hold).
+func TestLockAll_KeepsTheKeysItTookRenewedWhileItWaits(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, roomy)
+	other := cl.client(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	var renewals atomic.Int32 // extend rounds carrying the first key (node 0's calls)
+	f.before(func(_ context.Context, x *call) error {
+		if x.Script == "extend" && x.Node == 0 && slices.Contains(x.Keys, keys[0]) {
+			renewals.Add(1)
+		}
+		return nil
+	})
+	lb, err := other.TryLock(ctx, keys[1], 5*time.Second)
+	require.NoError(t, err)
+
+	const ttl = 300 * time.Millisecond
+	got := make(chan *LeaseSet, 1)
+	go func() {
+		s, err := c.LockAll(ctx, keys, ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	cl.requireLineLen(t, keys[1], 1, "LockAll never waited for the second key")
+	// A renewal every ttl/3: six of them span two ttls of waiting.
+	require.Eventually(t, func() bool { return renewals.Load() >= 6 }, 5*time.Second, time.Millisecond,
+		"the first key was not renewed while LockAll waited (%d renewals)", renewals.Load())
+	ks, err := c.Inspect(ctx, keys[0])
+	require.NoError(t, err)
+	require.Equal(t, VerdictHeld, ks.Verdict, "the first key expired while LockAll waited: %s", ks.Summary)
+
+	require.NoError(t, lb.Release(ctx))
+	var s *LeaseSet
+	select {
+	case s = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("LockAll did not get the second key once it was released")
+	}
+	require.NotNil(t, s)
+	releaseOnCleanup(t, s)
+	ls := s.Leases()
+	require.Equal(t, ks.Holder, ls[0].Value(), "the first key's holder changed")
+	require.True(t, ls[0].Deadline().After(time.Now()), "the first lease is past its deadline")
+	for _, l := range ls {
+		require.False(t, renewed(c, l), "LockAll left %s in the renewal", l.Key())
+	}
+	require.NoError(t, s.Release(ctx))
+}
+
+// LockAll that gives up (its ctx ends while it waits for the second key)
+// releases the first key before it returns, and names the key it waited
+// for.
+func TestLockAll_ReleasesWhatItTookWhenItsCtxEnds(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	other := cl.client(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	lb, err := other.TryLock(ctx, keys[1], 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lb.Release(ctx) })
+
+	lctx, cancel := context.WithCancel(ctx)
+	failed := make(chan error, 1)
+	go func() {
+		_, err := c.LockAll(lctx, keys, 5*time.Second)
+		failed <- err
+	}()
+	cl.requireLineLen(t, keys[1], 1, "LockAll never waited for the second key")
+	cancel()
+	var lerr error
+	select {
+	case lerr = <-failed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("LockAll did not return when its ctx ended")
+	}
+	require.ErrorIs(t, lerr, ErrNotObtained)
+	require.ErrorIs(t, lerr, context.Canceled)
+	require.Contains(t, lerr.Error(), keyText(keys[1]))
+	ks, err := c.Inspect(ctx, keys[0])
+	require.NoError(t, err)
+	require.Equal(t, VerdictFree, ks.Verdict, "the first key is still held: %s", ks.Summary)
+	require.False(t, renewedAny(c), "a lease of the failed call is still renewed")
+}
+
+// LockAll gives up when a key it took is lost while it waits for a later
+// one, and releases the rest.
+func TestLockAll_GivesUpWhenAnEarlierKeyIsLostWhileItWaits(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, f := cl.ready(t, roomy)
+	other := cl.client(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 3)
+	var renewals atomic.Int32
+	f.before(func(_ context.Context, x *call) error {
+		if x.Script == "extend" && x.Node == 0 && slices.Contains(x.Keys, keys[1]) {
+			renewals.Add(1)
+		}
+		return nil
+	})
+	lc, err := other.TryLock(ctx, keys[2], 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Release(ctx) })
+
+	failed := make(chan error, 1)
+	go func() {
+		_, err := c.LockAll(ctx, keys, 300*time.Millisecond)
+		failed <- err
+	}()
+	cl.requireLineLen(t, keys[2], 1, "LockAll never waited for the last key")
+	require.Eventually(t, func() bool { return renewals.Load() >= 1 }, 5*time.Second, time.Millisecond)
+	// An operator deletes the second key on every node: its next renewal
+	// finds it lost.
+	cl.drop(t, keys[1], cl.all()...)
+	var lerr error
+	select {
+	case lerr = <-failed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("LockAll went on waiting after an earlier key was lost")
+	}
+	require.ErrorIs(t, lerr, ErrNotObtained)
+	require.ErrorIs(t, lerr, ErrNotHeld)
+	require.Contains(t, lerr.Error(), keyText(keys[1])+" was lost")
+	ks, err := c.Inspect(ctx, keys[0])
+	require.NoError(t, err)
+	require.Equal(t, VerdictFree, ks.Verdict, "the first key is still held: %s", ks.Summary)
+}
+
+// The set's Deadline is the earliest of its leases' deadlines, whichever
+// lease that is, and follows Extend.
+//
+// Guards against: a set deadline taken from one lease (the last key's,
+// or the first's), which promises the holder time another key no longer
+// has.
+func TestLeaseSet_DeadlineIsTheEarliestOfItsLeases(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	ctx := context.Background()
+	s, err := c.TryLockAll(ctx, setKeys(t, 3), time.Second)
+	require.NoError(t, err)
+	releaseOnCleanup(t, s)
+	ls := s.Leases()
+	earliest := func() time.Time {
+		d := ls[0].Deadline()
+		for _, l := range ls[1:] {
+			if l.Deadline().Before(d) {
+				d = l.Deadline()
+			}
+		}
+		return d
+	}
+	require.Equal(t, earliest(), s.Deadline())
+	// The last key's lease runs longest: the set ends with an earlier one.
+	require.NoError(t, ls[2].Extend(ctx, 3*time.Second))
+	require.True(t, ls[2].Deadline().After(ls[0].Deadline()))
+	require.Equal(t, earliest(), s.Deadline())
+	require.True(t, s.Deadline().Before(ls[2].Deadline()), "the set trusts the last key's deadline")
+	// Now the first key's runs longest too: the middle one ends first.
+	require.NoError(t, ls[0].Extend(ctx, 3*time.Second))
+	require.Equal(t, ls[1].Deadline(), s.Deadline(), "the set's deadline is not the middle lease's, the earliest")
+	// Extend of the set: the minimum again.
+	require.NoError(t, s.Extend(ctx, 2*time.Second))
+	require.Equal(t, earliest(), s.Deadline())
+	require.True(t, s.Deadline().After(time.Now().Add(time.Second)))
+}
+
+// Done closes as soon as any one lease ends, here released on its own.
+func TestLeaseSet_DoneClosesWhenAnyLeaseEnds(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	ctx := context.Background()
+	s, err := c.TryLockAll(ctx, setKeys(t, 3), time.Second)
+	require.NoError(t, err)
+	releaseOnCleanup(t, s)
+	select {
+	case <-s.Done():
+		t.Fatal("Done closed on a live set")
+	default:
+	}
+	require.NoError(t, s.Leases()[1].Release(ctx))
+	requireSetDone(t, s, "after one lease was released")
+	// The other leases are the holder's to release: Release gives them
+	// back and reports the one already released.
+	require.ErrorIs(t, s.Release(ctx), ErrNotHeld)
+	for _, l := range s.Leases() {
+		cl.requireGone(t, l.Key(), "after the set's Release")
+	}
+}
+
+// An Extend that fails on one key ends the set: Done closes, every lease
+// is released, and the error wraps ErrNotHeld and names the key.
+func TestLeaseSet_AFailedExtendEndsTheSet(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 3)
+	s, err := c.TryLockAll(ctx, keys, 2*time.Second)
+	require.NoError(t, err)
+	releaseOnCleanup(t, s)
+	for _, k := range keys {
+		cl.requireHeld(t, k) // every node, so that the thief's key below is the only one
+	}
+	cl.set(t, keys[1], "thief", time.Minute, cl.all()...)
+	err = s.Extend(ctx, 2*time.Second)
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Contains(t, err.Error(), "failed on "+keyText(keys[1]))
+	requireSetDone(t, s, "after a failed Extend")
+	for _, k := range []string{keys[0], keys[2]} {
+		cl.requireGone(t, k, "after the set's failed Extend")
+	}
+	require.Equal(t, "thief", cl.value(t, 0, keys[1]), "the thief's key was touched")
+}
+
+// DoAll cancels fn's ctx as soon as one of its leases is lost (here its
+// key deleted on a majority of nodes), with a cause that names the key,
+// and returns an error wrapping ErrNotHeld; the other keys are released.
+func TestDoAll_CancelsFnWhenOneLeaseIsLost(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	keys := setKeys(t, 2)
+	var cause error
+	err := c.DoAll(context.Background(), keys, 300*time.Millisecond, func(ctx context.Context, s *LeaseSet) error {
+		cl.drop(t, keys[1], 0, 1, 2)
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's ctx outlived a lost lease of its set")
+		}
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, cause, ErrNotHeld)
+	require.Contains(t, cause.Error(), keyText(keys[1]))
+	cl.requireGone(t, keys[0], "after DoAll")
+	require.False(t, renewedAny(c), "DoAll left leases in the renewal")
+}
+
+// With fencing, each lease of a set carries its own key's token, minted by
+// that key's counter: it is above the token of the key's single-key
+// holder before it, and below the next one's.
+func TestLeaseSet_FencingTokenPerKey(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy, WithFencing())
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	// The second key has had holders before: its counter is ahead.
+	for range 3 {
+		l, err := c.TryLock(ctx, keys[1], time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
+	la, err := c.TryLock(ctx, keys[0], time.Second)
+	require.NoError(t, err)
+	before := la.FencingToken()
+	require.NoError(t, la.Release(ctx))
+	lb, err := c.TryLock(ctx, keys[1], time.Second)
+	require.NoError(t, err)
+	beforeB := lb.FencingToken()
+	require.NoError(t, lb.Release(ctx))
+
+	var prev []uint64
+	for round := range 2 {
+		s, err := c.TryLockAll(ctx, keys, time.Second)
+		require.NoError(t, err)
+		ls := s.Leases()
+		tokens := []uint64{ls[0].FencingToken(), ls[1].FencingToken()}
+		require.Greater(t, tokens[0], before, "round %d: the first key's token is not above its last holder's", round)
+		require.Greater(t, tokens[1], beforeB, "round %d: the second key's token is not above its last holder's", round)
+		for i, k := range keys {
+			ks, err := c.Inspect(ctx, k)
+			require.NoError(t, err)
+			require.Equal(t, ks.MaxFence, tokens[i], "round %d: %s's token is not its own counter's", round, k)
+		}
+		if prev != nil {
+			require.Greater(t, tokens[0], prev[0])
+			require.Greater(t, tokens[1], prev[1])
+		}
+		prev = tokens
+		require.NoError(t, s.Release(ctx))
+	}
+	// A single-key holder after the set is ordered after it.
+	l, err := c.TryLock(ctx, keys[0], time.Second)
+	require.NoError(t, err)
+	require.Greater(t, l.FencingToken(), prev[0])
+	require.NoError(t, l.Release(ctx))
 }
