@@ -9,20 +9,21 @@ import (
 // TestChaosTransfers runs the transfers style on five redis-server
 // processes and PostgreSQL: workers move money between five accounts,
 // each transfer under one lease on both accounts' keys (LockAll), fenced
-// per account. With claim-first, no fault and a holder frozen past its
-// lease both end with every reported transfer in the ledger once, the
-// total unchanged, the balances exactly the ledger's replay and no two
-// valid leases on one account; the frozen holder's transfer is refused.
-// The same freeze without fencing must show the damage the checks look
-// for (the holder's stale transfer overwrites both accounts), so that
-// their zeros above mean something.
+// per account. With claim-first, under no fault, a holder frozen past
+// its lease and a node's clock jump that grants one of the holder's keys
+// twice, every reported transfer is in the ledger once, the total is
+// unchanged and the balances are exactly the ledger's replay; the stale
+// holder's transfer is refused, whole, though only one of its two
+// accounts was taken over meanwhile. The same freeze without fencing
+// must show the damage the checks look for (the holder's stale write
+// overwrites a newer transfer), so that their zeros mean something.
 func TestChaosTransfers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five redis-server processes and PostgreSQL")
 	}
 	p, err := chaos.LookupProfile("quick")
 	if err == nil {
-		p, err = p.Filter([]string{chaos.Redlock5}, []string{"none", "worker-freeze"}, []string{"none", "claim-first"})
+		p, err = p.Filter([]string{chaos.Redlock5}, []string{"none", "worker-freeze", "clock-jump"}, []string{"none", "claim-first"})
 	}
 	if err == nil {
 		p, err = p.Transferring(true)
@@ -31,11 +32,13 @@ func TestChaosTransfers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := runProfile(t, p, 35, "")
-	if len(rep.Runs) != 3 {
-		t.Fatalf("%d runs reported, want 3 (none and worker-freeze fenced, worker-freeze unfenced)", len(rep.Runs))
+	if len(rep.Runs) != len(p.Runs) || len(p.Runs) != 4 {
+		t.Fatalf("%d runs reported of %d, want 4 (none, clock-jump and worker-freeze fenced, worker-freeze unfenced)", len(rep.Runs), len(p.Runs))
 	}
+	runs := map[string]chaos.Result{}
 	for i, r := range rep.Runs {
 		sc := p.Runs[i]
+		runs[r.Fault+"/"+r.Fencing] = r
 		x := r.Transfers
 		if x == nil {
 			t.Fatalf("%s: no transfers in the report", sc.Name())
@@ -48,7 +51,7 @@ func TestChaosTransfers(t *testing.T) {
 		if x.Lost != 0 || x.Doubled != 0 {
 			t.Errorf("%s: %d lost and %d doubled transfers, want 0", sc.Name(), x.Lost, x.Doubled)
 		}
-		if r.Overlaps != 0 || r.ValidOverlaps != 0 {
+		if r.Fault != "clock-jump" && (r.Overlaps != 0 || r.ValidOverlaps != 0) {
 			t.Errorf("%s: %d overlaps of valid leases on one account (%d up to the release), want 0", sc.Name(), r.Overlaps, r.ValidOverlaps)
 		}
 		if sc.Fencing == "none" {
@@ -62,20 +65,18 @@ func TestChaosTransfers(t *testing.T) {
 				sc.Name(), x.Drift, x.Mismatched, r.LostUpdates, r.TokenInversions)
 		}
 	}
-	control, fenced := rep.Runs[1], rep.Runs[2]
-	if control.Fault != "worker-freeze" || control.Fencing != "none" || fenced.Fault != "worker-freeze" || fenced.Fencing != "claim-first" {
-		t.Fatalf("runs %s/%s and %s/%s, want worker-freeze without fencing, then with claim-first", control.Fault, control.Fencing, fenced.Fault, fenced.Fencing)
+	for _, f := range []string{"worker-freeze/claim-first", "clock-jump/claim-first"} {
+		if r := runs[f]; r.Rejected == 0 {
+			t.Errorf("%s: the stale holder's transfer was not refused (%d section errors: %s)", f, r.SectionErrors, r.SectionError)
+		}
 	}
-	if fenced.Rejected == 0 {
-		t.Errorf("worker-freeze, claim-first: the frozen holder's transfer was not refused (%d section errors: %s)", fenced.SectionErrors, fenced.SectionError)
-	}
-	// Every other worker's first transfer is between the frozen holder's
-	// two accounts, so at least one of them commits while it is frozen,
-	// and its stale write erases that transfer's leg on each account. (The
-	// balances then differ from the ledger's replay too, unless the
-	// amounts it erased happen to add up to nothing, so that is logged
-	// above and not asserted.)
-	if control.LostUpdates < 2 || control.StaleOverlaps == 0 {
-		t.Errorf("worker-freeze without fencing: %d legs lost, %d stale overlaps; want >= 2 and > 0", control.LostUpdates, control.StaleOverlaps)
+	// Every other worker's first transfer is between account 2, one of
+	// the frozen holder's, and account 3, so at least one of them commits
+	// while it is frozen, and its stale write erases that transfer's leg
+	// on account 2. (The balances then differ from the ledger's replay
+	// too, unless the amounts it erased happen to add up to nothing, so
+	// that is logged above and not asserted.)
+	if r := runs["worker-freeze/none"]; r.LostUpdates < 1 || r.StaleOverlaps == 0 {
+		t.Errorf("worker-freeze without fencing: %d legs lost, %d stale overlaps; want > 0 each", r.LostUpdates, r.StaleOverlaps)
 	}
 }

@@ -49,12 +49,18 @@ type transfer struct {
 
 // nextTransfer picks the worker's next transfer: two distinct accounts
 // at random, except on an attempt the coordinator gates (a scripted
-// fault's holder and challenger), which is between accounts 1 and 2, so
-// that the workers the script plays against each other want the same
-// keys.
+// fault's holder and the others it plays against it). There the holder
+// (worker 0) transfers between accounts 1 and 2 and the others between 2
+// and 3: they want one of the holder's keys, not both, so that a stale
+// holder finds one of its rows taken over by a newer holder and the other
+// not, and its transfer must still be refused whole (the row taken over
+// is the one it writes second).
 func (w *worker) nextTransfer(attempt int) transfer {
 	w.made++
 	from, to := 1, 2
+	if w.cfg.ID != 0 {
+		from, to = 2, 3
+	}
 	if attempt >= w.cfg.GateUntil || len(w.cfg.Gates) == 0 {
 		from = 1 + w.rng.IntN(transferAccounts)
 		to = 1 + w.rng.IntN(transferAccounts-1)
