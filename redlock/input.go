@@ -12,7 +12,8 @@ import (
 // any node is contacted (the ttl is checked against the Client's settings:
 // Client.checkTTL), and its CallOptions.
 
-// CallOption configures one Lock, TryLock, Do or TryDo call, on top of the
+// CallOption configures one Lock, TryLock, Do or TryDo call (or a
+// LockAll, TryLockAll or DoAll call, for each of its keys), on top of the
 // Client's options. Options are validated before any node is touched; an
 // invalid one makes the call fail rather than run with other settings than
 // asked for.

@@ -220,7 +220,10 @@ func (c *Client) abandon(ctx context.Context, call string, taken []*held, key st
 		// is the failure.
 		return fmt.Errorf("redlock: %s gave up at key %d of %d, every key taken was released: %w", call, i+1, n, lost)
 	}
-	return fmt.Errorf("redlock: %s failed on %s (key %d of %d), every key taken before it was released: %w", call, keyText(key), i+1, n, err)
+	if i == 0 {
+		return fmt.Errorf("redlock: %s failed on %s, the first of %d keys, and holds none: %w", call, keyText(key), n, err)
+	}
+	return fmt.Errorf("redlock: %s failed on %s (key %d of %d), the %d taken before it were released: %w", call, keyText(key), i+1, n, i, err)
 }
 
 // releaseAll releases the leases concurrently, detached from ctx with the

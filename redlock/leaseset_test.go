@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,9 @@ func TestLeaseSet_TakesEveryKeyInByteOrderAndReleasesThemAll(t *testing.T) {
 func TestLeaseSet_InputErrorsTouchNoNode(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, f := cl.ready(t)
-	ctx := context.Background()
+	// Bounded: a key listed twice that got through would wait for itself.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	k := testenv.Key(t)
 	fn := func(context.Context, *LeaseSet) error { return errors.New("fn ran") }
 	calls := map[string]func(keys []string) error{
@@ -537,4 +540,96 @@ func TestLeaseSet_FencingTokenPerKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, l.FencingToken(), prev[0])
 	require.NoError(t, l.Release(ctx))
+}
+
+// DoAll keeps every lease of its set renewed for as long as fn runs,
+// across several ttls: the renewal that kept the first keys while the
+// call waited goes on, and the last key joins it.
+//
+// Guards against: the last key (or the first ones) left out of DoAll's
+// renewal, which ends fn's ctx one ttl into the section.
+func TestDoAll_KeepsEveryLeaseRenewedWhileFnRuns(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, WithNodeTimeout(60*time.Millisecond))
+	keys := setKeys(t, 3)
+	err := c.DoAll(context.Background(), keys, 240*time.Millisecond, func(ctx context.Context, s *LeaseSet) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the set ended during a 900ms section with a 240ms ttl: %w", context.Cause(ctx))
+		case <-time.After(900 * time.Millisecond): // the section's work
+		}
+		if !s.Deadline().After(time.Now()) {
+			return errors.New("the set's deadline is behind")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for _, k := range keys {
+		cl.requireGone(t, k, "after DoAll")
+	}
+	require.False(t, renewedAny(c), "DoAll left leases in the renewal")
+}
+
+// A panic in DoAll's fn stops the renewal and releases every key, then
+// goes on.
+func TestDoAll_APanicInFnReleasesEveryKey(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	func() {
+		defer func() { require.Equal(t, "boom", recover()) }()
+		_ = c.DoAll(ctx, keys, 10*time.Second, func(context.Context, *LeaseSet) error { panic("boom") })
+	}()
+	// The ttl is 10 s: only the release empties the nodes within 2 s.
+	for _, k := range keys {
+		cl.requireGone(t, k, "after the panic")
+	}
+	require.False(t, renewedAny(c), "the panic left leases in the renewal")
+}
+
+// WaitAtMost bounds LockAll as a whole, not each key's wait: the first
+// key comes free after most of the bound has passed, the second never
+// does, and the call gives up when the bound passes (not a whole bound
+// after the first key), with the first key free again.
+func TestLockAll_WaitAtMostBoundsTheWholeCall(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	other := cl.client(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	la, err := other.TryLock(ctx, keys[0], 10*time.Second)
+	require.NoError(t, err)
+	lb, err := other.TryLock(ctx, keys[1], 10*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lb.Release(ctx) })
+
+	const bound = 2 * time.Second
+	start := time.Now()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := c.LockAll(ctx, keys, 5*time.Second, WaitAtMost(bound))
+		failed <- err
+	}()
+	cl.requireLineLen(t, keys[0], 1, "LockAll never waited for the first key")
+	// The first key is freed half-way through the bound: a bound per key
+	// would wait another whole bound for the second one.
+	require.Eventually(t, func() bool { return time.Since(start) >= bound/2 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, la.Release(ctx))
+	var lerr error
+	select {
+	case lerr = <-failed:
+	case <-time.After(3 * bound):
+		t.Fatal("LockAll did not return")
+	}
+	took := time.Since(start)
+	require.ErrorIs(t, lerr, ErrNotObtained)
+	require.True(t, IsHeld(lerr), "%v", lerr)
+	require.Contains(t, lerr.Error(), keyText(keys[1]))
+	require.Contains(t, lerr.Error(), "WaitAtMost")
+	require.GreaterOrEqual(t, took, bound)
+	require.Less(t, took, bound+bound/3, "LockAll waited past its bound: each key had a bound of its own")
+	ks, err := c.Inspect(ctx, keys[0])
+	require.NoError(t, err)
+	require.Equal(t, VerdictFree, ks.Verdict, "the first key is still held: %s", ks.Summary)
 }
