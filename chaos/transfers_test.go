@@ -45,8 +45,11 @@ func TestChaosTransfers(t *testing.T) {
 		}
 		t.Logf("%s: %d sections, %d transfers, %d refused, %d overlaps (stale %d), %d legs lost, %d accounts off the ledger, drift %d",
 			sc.Name(), r.Sections, x.Committed, r.Rejected, r.Overlaps, r.StaleOverlaps, r.LostUpdates, x.Mismatched, x.Drift)
-		if want := sc.Workers * sc.Sections; x.Committed != want || x.Reported != want {
-			t.Errorf("%s: %d transfers in the ledger, %d reported; want %d of each", sc.Name(), x.Committed, x.Reported, want)
+		// Each worker stops at its number of committed transfers. The
+		// ledger may hold more only where a commit's outcome was unknown
+		// to its worker, which made a new transfer instead.
+		if want := sc.Workers * sc.Sections; x.Reported != want || x.Committed < want {
+			t.Errorf("%s: %d transfers reported, %d in the ledger; want %d and at least as many", sc.Name(), x.Reported, x.Committed, want)
 		}
 		if x.Lost != 0 || x.Doubled != 0 {
 			t.Errorf("%s: %d lost and %d doubled transfers, want 0", sc.Name(), x.Lost, x.Doubled)
