@@ -27,18 +27,19 @@ func readHistory(ctx context.Context, dsn string) (*history, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	h := &history{}
-	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns FROM sections ORDER BY got_ns`)
+	rows, err := conn.Query(ctx, `SELECT worker, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns, row2, token2
+		FROM sections ORDER BY got_ns`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var s check.Section
-		var tok int64
+		var tok, tok2 int64
 		var outcome string
-		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome, &s.Row, &s.Held); err != nil {
+		if err := rows.Scan(&s.Worker, &tok, &s.Call, &s.Got, &s.Deadline, &s.End, &s.Release, &s.ReadAt, &s.Read, &outcome, &s.Row, &s.Held, &s.Row2, &tok2); err != nil {
 			return nil, err
 		}
-		s.Token = uint64(tok)
+		s.Token, s.Token2 = uint64(tok), uint64(tok2)
 		if s.Outcome, err = check.ParseOutcome(outcome); err != nil {
 			return nil, fmt.Errorf("chaos: read the history: %w", err)
 		}

@@ -24,13 +24,13 @@ func writeHistory(dir string, sc Scenario, seed uint64, ss []check.Section) erro
 		return fmt.Errorf("chaos: history: %w", err)
 	}
 	w := csv.NewWriter(f)
-	_ = w.Write([]string{"worker", "token", "call_ns", "got_ns", "deadline_ns", "end_ns", "release_ns", "read_ns", "read", "outcome"})
+	_ = w.Write([]string{"worker", "token", "call_ns", "got_ns", "deadline_ns", "end_ns", "release_ns", "read_ns", "read", "outcome", "row", "row2", "token2"})
 	for _, s := range ss {
 		_ = w.Write([]string{
 			strconv.Itoa(s.Worker), strconv.FormatUint(s.Token, 10),
 			strconv.FormatInt(s.Call, 10), strconv.FormatInt(s.Got, 10), strconv.FormatInt(s.Deadline, 10),
 			strconv.FormatInt(s.End, 10), strconv.FormatInt(s.Release, 10), strconv.FormatInt(s.ReadAt, 10), strconv.FormatInt(s.Read, 10),
-			s.Outcome.String(),
+			s.Outcome.String(), strconv.Itoa(s.Row), strconv.Itoa(s.Row2), strconv.FormatUint(s.Token2, 10),
 		})
 	}
 	w.Flush()

@@ -154,6 +154,52 @@ func (p Profile) Electing(on bool) (Profile, error) {
 	return out, nil
 }
 
+// Transferring keeps the runs on redlock topologies whose fault leaves
+// the workers' style alone, whose lock is not broken on purpose (no run
+// that expects overlaps) and that expect grants, and makes every worker
+// move money between accounts (styleTransfers): each section locks two
+// accounts' keys at once and makes one transfer. Transfers are fenced:
+// a run the profile lists without fencing becomes claim-first, unless
+// its fault's runs in the profile compare fencing modes (then it stays
+// the unfenced control, a fenced twin being there). Every fenced run
+// except write-only's must lose nothing. on == false leaves p as it is.
+func (p Profile) Transferring(on bool) (Profile, error) {
+	if !on {
+		return p, nil
+	}
+	out := Profile{Name: p.Name}
+	for _, s := range p.Runs {
+		t, f := lookupTopology(s.Topology), lookupFault(s.Fault)
+		if t == nil || f == nil || t.lock != lockRedlock || s.Expect.Overlaps == Positive || s.Expect.NoQuorum ||
+			s.Poll > 0 || s.Style != "" || !leavesStyle(f, s) {
+			continue
+		}
+		s.Style = styleTransfers
+		if s.Fencing == "none" && !comparesFencing(f, p.Name, s.Topology) {
+			s.Fencing = "claim-first"
+		}
+		if s.Fencing == "claim-first" || s.Fencing == "fence-table" {
+			s.Expect.Lost = Zero
+		}
+		out.Runs = append(out.Runs, s)
+	}
+	if len(out.Runs) == 0 {
+		return out, fmt.Errorf("chaos: the transfers apply to runs on redlock topologies whose fault leaves the workers' style alone and grants locks, and the selected runs of profile %s have none", p.Name)
+	}
+	return out, nil
+}
+
+// comparesFencing reports whether f's runs in profile list topo with a
+// fencing mode other than none.
+func comparesFencing(f *fault, profile, topo string) bool {
+	for _, s := range f.runs[profile] {
+		if s.Topology == topo && s.Fencing != "none" {
+			return true
+		}
+	}
+	return false
+}
+
 // leavesStyle reports whether f's worker hook, if any, leaves every worker
 // of s taking its lock with Lock: it sets no style and no Do hold cap.
 func leavesStyle(f *fault, s Scenario) bool {

@@ -381,3 +381,65 @@ func TestElecting(t *testing.T) {
 		t.Errorf("Electing on etcd runs: %v, want an error", err)
 	}
 }
+
+// TestTransferring: --transfers keeps the quick profile's redlock runs
+// that are not broken on purpose and expect grants, each worker moving
+// money between accounts; the runs become fenced, except the unfenced
+// control of a fault whose runs compare fencing modes, and every fenced
+// run but write-only's must lose nothing. A selection with none is
+// refused.
+func TestTransferring(t *testing.T) {
+	quick, err := LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := quick.Transferring(false); err != nil || len(p.Runs) != len(quick.Runs) {
+		t.Fatalf("Transferring(false) changed the profile: %d of %d runs, %v", len(p.Runs), len(quick.Runs), err)
+	}
+	p, err := quick.Transferring(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]Scenario{}
+	for _, s := range p.Runs {
+		names[s.Name()] = s
+		switch {
+		case s.Style != styleTransfers || !strings.HasSuffix(s.Name(), "/transfers"):
+			t.Errorf("%s: style %q", s.Name(), s.Style)
+		case lookupTopology(s.Topology).lock != lockRedlock:
+			t.Errorf("%s: not a redlock topology", s.Name())
+		case s.Expect.Overlaps == Positive || s.Expect.NoQuorum:
+			t.Errorf("%s: a run that expects overlaps or no grant", s.Name())
+		case (s.Fencing == "claim-first" || s.Fencing == "fence-table") && s.Expect.Lost != Zero:
+			t.Errorf("%s: fenced, but lost updates %s", s.Name(), s.Expect.Lost)
+		}
+	}
+	for _, want := range []string{
+		"redlock-5/none/claim-first/transfers", "redlock-5/kill-1/claim-first/transfers",
+		"redlock-5/pause-primary-2/claim-first/transfers", "redlock-5/partition-2/claim-first/transfers",
+		"redlock-5/restart-empty/claim-first/transfers", "redlock-5/clock-jump/claim-first/transfers",
+		"redlock-5/worker-freeze/none/transfers", "redlock-5/worker-freeze/fence-table/transfers",
+	} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("%s is not kept", want)
+		}
+	}
+	for _, gone := range []string{"redlock-5/none/none/transfers", "redlock-5/kill-3/claim-first/transfers", "redlock-5/renewal-hang/claim-first/transfers"} {
+		if _, ok := names[gone]; ok {
+			t.Errorf("%s is kept", gone)
+		}
+	}
+	if s := names["redlock-5/worker-freeze/none/transfers"]; s.Expect.Lost != Positive {
+		t.Errorf("the unfenced control under worker-freeze expects lost updates %s, want >0", s.Expect.Lost)
+	}
+	if s := names["redlock-5/worker-freeze/claim-first/transfers"]; !s.Expect.Rejection {
+		t.Error("worker-freeze under claim-first no longer expects a refused transfer")
+	}
+	etcd, err := quick.Filter([]string{Etcd3}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Transferring(true); err == nil || !strings.Contains(err.Error(), "redlock topologies") {
+		t.Errorf("Transferring on etcd runs: %v, want an error", err)
+	}
+}

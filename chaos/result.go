@@ -55,6 +55,11 @@ type Result struct {
 	Unfenced *UnfencedRow `json:"unfenced_row,omitempty"`
 	// Nemesis is what the nemesis's mixed clients did, per worker.
 	Nemesis []NemesisWorker `json:"nemesis_workers,omitempty"`
+	// Style is how the workers took the lock, where not with Lock on the
+	// counter's key: "election" or "transfers".
+	Style string `json:"style,omitempty"`
+	// Transfers is the ledger's verdict of a transfers run.
+	Transfers *TransferResult `json:"transfers,omitempty"`
 
 	Expect  string   `json:"expect"`
 	Pass    bool     `json:"pass"`
@@ -68,6 +73,29 @@ type UnfencedRow struct {
 	Accepted    int64 `json:"accepted"`
 	Final       int64 `json:"final"`
 	LostUpdates int64 `json:"lost_updates"`
+}
+
+// TransferResult is what a transfers run's ledger shows. In such a run
+// the measures of the sections (overlaps, token inversions, ...) are
+// taken per account key and summed, rejected counts transfers refused as
+// stale, and lost_updates counts transfer legs (one account's part of a
+// transfer) whose write on the account a stale write overwrote.
+type TransferResult struct {
+	Accounts  int `json:"accounts"`
+	Committed int `json:"committed"` // rows in the transfers table
+	Reported  int `json:"reported"`  // transfers the workers reported committed
+	// Lost are transfers a worker reported committed that the table
+	// lacks; Doubled, ids the table holds more than once.
+	Lost    int `json:"lost_transfers"`
+	Doubled int `json:"doubled_transfers"`
+	// Mismatched are accounts whose final balance is not what the table,
+	// replayed from the opening balances, gives; Drift is the final total
+	// minus the opening total (transfers only move money).
+	Mismatched int   `json:"mismatched_accounts"`
+	Drift      int64 `json:"balance_drift"`
+	// Examples of what went wrong, a few of each.
+	LostIDs    []string `json:"lost_ids,omitempty"`
+	DoubledIDs []string `json:"doubled_ids,omitempty"`
 }
 
 // evaluate checks the run against what its scenario must show.
@@ -115,6 +143,7 @@ func (r *Result) evaluate(e Expect, runErr error) {
 		// A fenced resource must never accept an older token.
 		f = append(f, fmt.Sprintf("%d writes accepted with an older token", r.TokenInversions))
 	}
+	f = append(f, r.Transfers.failures(e)...)
 	f = append(f, r.judged...)
 	r.Failure, r.Pass = f, len(f) == 0
 }
@@ -153,4 +182,30 @@ func (r *Report) Failed() []Result {
 		}
 	}
 	return out
+}
+
+// failures is what a transfers run's ledger shows wrong: a transfer
+// reported but lost, or entered twice, whatever the fencing (the worker
+// enters a transfer in the transaction that makes it, and makes again
+// only one that was refused); no transfer at all; and, where the run
+// must lose nothing, money made or destroyed and balances the ledger does
+// not explain. nil for a run of another style.
+func (t *TransferResult) failures(e Expect) []string {
+	if t == nil {
+		return nil
+	}
+	var f []string
+	if t.Lost > 0 {
+		f = append(f, fmt.Sprintf("%d transfers reported committed are not in the ledger (%s)", t.Lost, strings.Join(t.LostIDs, ", ")))
+	}
+	if t.Doubled > 0 {
+		f = append(f, fmt.Sprintf("%d transfers are in the ledger more than once (%s)", t.Doubled, strings.Join(t.DoubledIDs, ", ")))
+	}
+	if t.Committed == 0 {
+		f = append(f, "no transfer was committed")
+	}
+	if e.Lost == Zero && (t.Drift != 0 || t.Mismatched != 0) {
+		f = append(f, fmt.Sprintf("balances: total off by %d, %d of %d accounts differ from the ledger's replay", t.Drift, t.Mismatched, t.Accounts))
+	}
+	return f
 }

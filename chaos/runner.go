@@ -71,8 +71,12 @@ func Run(ctx context.Context, p Profile, seed uint64, opts Options) (*Report, er
 				verdict = "FAIL: " + strings.Join(r.Failure, "; ")
 			}
 			bar.clear()
-			fmt.Fprintf(opts.Log, "%-15s %-28s %-12s seed=%-20d sections=%-5d lost=%-4d overlaps=%-3d rejected=%-4d %s\n",
-				r.Topology, r.Fault, r.Fencing, r.Seed, r.Sections, r.LostUpdates, r.Overlaps, r.Rejected, verdict)
+			ledger := ""
+			if x := r.Transfers; x != nil {
+				ledger = fmt.Sprintf("transfers=%d lost_transfers=%d doubled=%d accounts_off=%d drift=%d ", x.Committed, x.Lost, x.Doubled, x.Mismatched, x.Drift)
+			}
+			fmt.Fprintf(opts.Log, "%-15s %-28s %-12s seed=%-20d sections=%-5d lost=%-4d overlaps=%-3d rejected=%-4d %s%s\n",
+				r.Topology, r.Fault, r.Fencing, r.Seed, r.Sections, r.LostUpdates, r.Overlaps, r.Rejected, ledger, verdict)
 		}
 	}
 	rep.Comparisons = compare(rep.Runs)
@@ -101,7 +105,7 @@ func runOne(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed ui
 	start := time.Now()
 	r := Result{Topology: sc.Topology, Fault: sc.Fault, Fencing: sc.Fencing, Seed: seed, Repeat: sc.Repeat,
 		Workers: sc.Workers, TTLms: sc.TTL.Milliseconds(), WorkMs: sc.Work.Milliseconds(), StallRate: sc.StallRate,
-		PollMs: sc.Poll.Milliseconds(), Quarantine: sc.Quarantine()}
+		PollMs: sc.Poll.Milliseconds(), Quarantine: sc.Quarantine(), Style: sc.Style}
 	err := execute(ctx, opts, pg, sc, seed, bar, &r)
 	r.DurationMs = time.Since(start).Milliseconds()
 	r.evaluate(sc.Expect, err)
@@ -202,6 +206,13 @@ func execute(ctx context.Context, opts Options, pg Postgres, sc Scenario, seed u
 		}
 	}
 	r.score(h, e.log.record(), e.crew.stats())
+	if sc.Style == styleTransfers {
+		l, err := readLedger(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		r.scoreTransfers(h, l)
+	}
 	if f.judge != nil {
 		r.judged = f.judge(e, r, h, e.crew.stats())
 	}

@@ -60,6 +60,9 @@ func runWorker(ctx context.Context, cfg workerConfig, stdin io.Reader, stdout io
 	if w.ft, err = fencing.NewFenceTable(fencing.FenceTableConfig{Table: fencing.DefaultFenceTable}); err != nil {
 		return err
 	}
+	if w.accounts, err = fencing.NewGuard(fencing.GuardConfig{Table: "accounts", KeyColumn: "id", FenceColumn: "fence"}); err != nil {
+		return err
+	}
 
 	var st workerStats
 	consecutive := 0
@@ -164,6 +167,10 @@ type worker struct {
 	guard *fencing.Guard
 	ft    *fencing.FenceTable
 	polls int // TryLock refusals slept after (polling workers)
+
+	accounts *fencing.Guard // the transfers style's accounts, by id
+	pending  *transfer      // the transfer to make next (one fencing refused is made again)
+	made     int            // transfers this worker started, for their ids
 
 	extends, extendErrs       int // Extend calls from inside fn, and failed ones
 	bootstraps, bootstrapErrs int // Bootstrap calls (workerConfig.Bootstrap), and refused ones

@@ -37,7 +37,7 @@ type workerConfig struct {
 	Network  string  `json:"network,omitempty"`      // go-redis Network of the node clients ("": tcp)
 	MaxTTLms int     `json:"max_ttl_ms,omitempty"`   // WithMaxTTL (0: TTLms, the deployment's)
 	Drift    float64 `json:"drift_factor,omitempty"` // WithDriftFactor (0: the default, the deployment's)
-	Style    string  `json:"style,omitempty"`        // sections under Lock ("") or Do: "do-extend", "do-panic"; or leaderships: "election"
+	Style    string  `json:"style,omitempty"`        // sections under Lock ("") or Do: "do-extend", "do-panic"; leaderships: "election"; or "transfers"
 	Row      int     `json:"row,omitempty"`          // the counter row the sections increment (0: row 1)
 	PauseMs  int     `json:"pause_ms,omitempty"`     // wait this long after a refused configuration
 	// Bootstrap: call Client.Bootstrap before every lock call, as a
@@ -61,6 +61,9 @@ const (
 	// styleElection: each section is a leadership of the election named
 	// after the key (redlock/election): Campaign, the section, resign.
 	styleElection = "election"
+	// styleTransfers: each section is a transfer between two accounts,
+	// both locked at once (worker_transfer.go).
+	styleTransfers = "transfers"
 )
 
 // row is the counter row the worker's sections increment.

@@ -118,8 +118,9 @@ func newLockClient(cfg workerConfig) (lc *redlock.Client, release func(), err er
 
 // attempt takes the lock and runs one section under it. With a hold cap
 // the section runs under Do, which keeps the lease extended up to the
-// cap; otherwise under a plain lease (or a leadership, in the election
-// style) released afterwards.
+// cap; in the transfers style under a lease on two accounts; otherwise
+// under a plain lease (or a leadership, in the election style) released
+// afterwards.
 func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (attemptOutcome, error) {
 	ttl := time.Duration(w.cfg.TTLms) * time.Millisecond
 	lockWait := time.Duration(w.cfg.LockMs) * time.Millisecond
@@ -129,6 +130,9 @@ func (w *worker) attempt(ctx context.Context, lc *redlock.Client, s *section) (a
 	}
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
+	if w.cfg.Style == styleTransfers {
+		return w.attemptTransfer(ctx, lctx, lc, ttl, s)
+	}
 	if w.cfg.HoldMs > 0 || (w.cfg.Style != "" && w.cfg.Style != styleElection) {
 		return w.attemptDo(ctx, lctx, lc, ttl, s)
 	}

@@ -21,6 +21,12 @@ type section struct {
 	readNs, read                     int64
 	outcome                          attemptOutcome
 	panicked                         bool // fn panicked after the section (do-panic)
+
+	// A transfer's section (the transfers style): its two accounts, the
+	// token of the second one's key (token is the first's), and its id.
+	row, row2 int
+	token2    uint64
+	transfer  string
 }
 
 // held is a lock a worker holds, as a section sees it: its fencing token
@@ -196,10 +202,15 @@ func verdictOf(err error) (attemptOutcome, error) {
 func (w *worker) record(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, s *section) error {
+	row := w.cfg.row()
+	if s.row != 0 {
+		row = s.row
+	}
 	_, err := db.Exec(ctx, `INSERT INTO sections
-		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		(worker, attempt, token, call_ns, got_ns, deadline_ns, end_ns, release_ns, read_ns, read_val, outcome, row_id, held_ns,
+		 row2, token2, transfer)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		w.cfg.ID, s.attempt, int64(s.token), s.callNs, s.gotNs, s.deadlineNs, s.endNs, s.releaseNs, s.readNs, s.read, s.outcome.String(),
-		w.cfg.row(), s.heldNs)
+		row, s.heldNs, s.row2, int64(s.token2), s.transfer)
 	return err
 }

@@ -17,8 +17,13 @@ type Section struct {
 	ReadAt   int64 // the read of the counter was sent (0: no read)
 	Read     int64 // the counter value the section read
 	Outcome  Outcome
-	Row      int   // the counter row it incremented
+	Row      int   // the counter row it incremented, or a transfer's first account
 	Held     int64 // the holder let go of the lease: Release called, or Do's fn returned (0: not recorded)
+	// Row2 and Token2 are a transfer's second account and the fencing
+	// token of that account's key (Token is the first account's); 0 for
+	// a section on one row. Both keys are held for the whole section.
+	Row2   int
+	Token2 uint64
 }
 
 // valid is the part of the section during which its lease was valid: the

@@ -32,6 +32,8 @@ func TestChaosCLIBadInput(t *testing.T) {
 		{"poll out of range", []string{"--poll", "2s"}, "poll interval 2s out of range"},
 		{"poll without stall runs", []string{"--profile", "smoke", "--poll", "100ms"}, "polling applies to the stall runs"},
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+		{"election and transfers", []string{"--election", "--transfers"}, "--election and --transfers each give the workers a style"},
+		{"transfers without redlock runs", []string{"--topology", "etcd-3", "--transfers"}, "the transfers apply to runs on redlock topologies"},
 		{"duration without timed runs", []string{"--profile", "smoke", "--duration", "1h"}, "profile smoke has no timed runs"},
 		{"duration too short", []string{"--profile", "soak", "--duration", "5s"}, "duration 5s is too short"},
 		{"soak run beyond the duration", []string{"--profile", "soak", "--duration", "25m", "--run", "#4"}, `no run whose name contains "#4"`},

@@ -59,22 +59,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 type chaosConfig struct {
-	profile  string
-	backend  string
-	json     string
-	markdown string
-	history  string
-	poll     time.Duration
-	election bool
-	duration time.Duration
-	run      string
-	seed     uint64
-	seedSet  bool
-	topo     string
-	faults   string
-	fencing  string
-	pgPort   int
-	redis    int
+	profile   string
+	backend   string
+	json      string
+	markdown  string
+	history   string
+	poll      time.Duration
+	election  bool
+	transfers bool
+	duration  time.Duration
+	run       string
+	seed      uint64
+	seedSet   bool
+	topo      string
+	faults    string
+	fencing   string
+	pgPort    int
+	redis     int
 }
 
 func chaosUsage(w io.Writer, fs *flag.FlagSet) {
@@ -117,6 +118,7 @@ func parseChaos(args []string, stdout, stderr io.Writer) (*chaosConfig, int, boo
 	fs.StringVar(&cc.run, "run", "", "only runs whose name contains `text` (names as the table prints them, e.g. stall=0.1%)")
 	fs.DurationVar(&cc.duration, "duration", 0, "how long the soak profile's nemesis runs, in all (e.g. 1h; default 1m); longer than 10m is split into runs of 10m")
 	fs.BoolVar(&cc.election, "election", false, "keep the runs on redlock topologies whose fault leaves the workers alone, with every worker a candidate in one leader election (redlock/election) instead of a Lock caller")
+	fs.BoolVar(&cc.transfers, "transfers", false, "keep the runs on redlock topologies whose fault leaves the workers alone, with every section a transfer between two accounts locked at once (Client.LockAll), fenced per account")
 	fs.DurationVar(&cc.poll, "poll", 0, "keep only the stall runs, and have their waiters poll TryLock every `interval` (e.g. 100ms) instead of waiting in Lock")
 	fs.StringVar(&cc.history, "history", "", "write each run's critical sections to `dir` as CSV, one file per run")
 	fs.StringVar(&cc.markdown, "markdown", "", "write a Markdown report to `file`, and its plot next to it (.svg)")
@@ -194,6 +196,12 @@ func suiteMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err == nil {
 		prof, err = prof.Electing(cc.election)
+	}
+	if err == nil && cc.election && cc.transfers {
+		err = errors.New("--election and --transfers each give the workers a style; pick one")
+	}
+	if err == nil {
+		prof, err = prof.Transferring(cc.transfers)
 	}
 	if err != nil {
 		return usageError(stderr, errors.New(strings.TrimPrefix(err.Error(), "chaos: ")))
