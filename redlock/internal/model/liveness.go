@@ -23,7 +23,8 @@ func (m *machine) liveness(s *state) string {
 		case acquiring, committing, holding:
 			return ""
 		case idle:
-			if cl.attempt < m.cfg.Clients[c].Attempts && idler < 0 {
+			// A LockAll's parts: setLiveness.
+			if cl.attempt < m.cfg.Clients[c].Attempts && idler < 0 && m.setOf[c] < 0 {
 				idler = c
 			}
 		}
