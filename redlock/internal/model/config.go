@@ -66,6 +66,10 @@ type ClientConfig struct {
 	// are then per key. nil: the client locks the one key of the
 	// single-key scenarios.
 	Keys []string
+	// Key is the key a client that is no LockAll locks ("": the one key
+	// of the single-key scenarios), so that a single lease can contend
+	// with a LockAll for one of its keys.
+	Key string
 
 	// A part of a LockAll, as newMachine expands it: its key, its
 	// LockAll (1 + the index, 0: none) and its place in the order the

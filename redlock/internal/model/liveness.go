@@ -53,7 +53,7 @@ func (m *machine) liveness(s *state) string {
 	for {
 		held := false
 		for i := range t.nodes {
-			if e := t.nodes[i][lockKey]; e != nil && (e.exp == 0 || t.nodeNow(i) < e.exp) {
+			if e := t.nodes[i][m.key[idler]]; e != nil && (e.exp == 0 || t.nodeNow(i) < e.exp) {
 				held = true
 			}
 		}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,9 @@ import (
 func (cc ClientConfig) checkKeys(cfg *Config) error {
 	if cc.Keys == nil {
 		return nil
+	}
+	if cc.Key != "" {
+		return errors.New("a LockAll with a Key of its own")
 	}
 	if len(cc.Keys) < 2 {
 		return errors.New("a LockAll over fewer than two keys")
@@ -91,12 +95,12 @@ func expandSets(cfg Config) Config {
 // clients.
 func (m *machine) initSets() {
 	for c, cc := range m.cfg.Clients {
-		k := cc.key
-		if k == "" {
-			k = lockKey
-		}
+		k := cmp.Or(cc.key, cc.Key, lockKey)
 		m.key = append(m.key, k)
 		m.setOf = append(m.setOf, cc.set-1)
+		if !slices.Contains(m.keyList, k) {
+			m.keyList = append(m.keyList, k)
+		}
 		if cc.set == 0 {
 			continue
 		}
@@ -104,19 +108,16 @@ func (m *machine) initSets() {
 			m.sets = append(m.sets, nil)
 		}
 		m.sets[cc.set-1] = append(m.sets[cc.set-1], c)
-		if !slices.Contains(m.keyList, k) {
-			m.keyList = append(m.keyList, k)
-		}
-	}
-	if len(m.keyList) == 0 || slices.Contains(m.setOf, -1) {
-		m.keyList = append([]string{lockKey}, m.keyList...)
 	}
 }
 
-// partNote names client c's LockAll and key in a step's words ("" for a
-// client that locks one key).
+// partNote names client c's LockAll and key in a step's words (for a
+// client that locks one key, that key unless it is lockKey).
 func (m *machine) partNote(c int) string {
 	k := m.setOf[c]
+	if k < 0 && m.key[c] != lockKey {
+		return " [key " + m.key[c] + "]"
+	}
 	if k < 0 {
 		return ""
 	}

@@ -34,9 +34,16 @@ func setScenarios() []Scenario {
 	// expires with its ttl, which the design allows (Config.CheckLeftovers).
 	release := Config{Nodes: 1, Clients: []ClientConfig{ab, ba}, Admitted: true, CheckLeftovers: true, Depth: 10}
 	release.Clients[0].Extends, release.Clients[1].Extends = 0, 0
+	// A LockAll over {a,b} and a single lease on a: the set and the
+	// single lease are ordered on a by a's own key.
+	single := lease(2, 0.01, 2)
+	single.Key = "a"
+	mixed := sets
+	mixed.Clients = []ClientConfig{ab, single}
 	return []Scenario{
 		{"sets", "LockAll over {a,b} and {b,a}: no key believed held by two clients (as a lease or in a set), no deadlock, the set trusted only while every key is", sets},
 		{"sets-three", "sets over three nodes, without extends", three},
+		{"sets-mixed", "a LockAll over {a,b} beside TryLock on a: no key believed held by two clients", mixed},
 		{"sets-release", "all or nothing: a LockAll that gives up or releases leaves none of its keys behind once its calls ran", release},
 	}
 }

@@ -45,6 +45,22 @@ func TestSets_TwoClientsTwoKeysBothOrdersOnThreeNodes(t *testing.T) {
 	requireStates(t, scenario(t, "sets-three"), 119325)
 }
 
+// A LockAll over {a,b} beside a TryLock on a: the set and the single
+// lease are ordered on a by a's key.
+func TestSets_ASetAndASingleLeaseOnOneOfItsKeys(t *testing.T) {
+	t.Parallel()
+	requireStates(t, scenario(t, "sets-mixed"), 48842)
+}
+
+// With the set trusted until its last key's deadline, the single lease
+// on a is the second holder of a.
+func TestSets_FindsASingleLeaseBesideTheSetWithTheLastKeysDeadline(t *testing.T) {
+	t.Parallel()
+	cfg := scenario(t, "sets-mixed")
+	cfg.SetDeadlineFromLast, cfg.ExclusionOnly = true, true
+	requireTrace(t, cfg, "double grant of key a", 8, 2034)
+}
+
 // The clean scenario reaches what it is about within its bound: LockAll 0
 // takes a then b, releases the set, and LockAll 1 (which listed {b,a})
 // takes a then b.

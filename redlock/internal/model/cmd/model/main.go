@@ -115,6 +115,9 @@ func bounds(c model.Config) string {
 		if cc.AfterReconfigure {
 			s += ", started once a reconfiguration to its settings writes"
 		}
+		if cc.Key != "" {
+			s += ", on key " + cc.Key
+		}
 		if cc.Keys != nil {
 			s += fmt.Sprintf(", LockAll over %v (attempts and extends per key)", cc.Keys)
 		}
