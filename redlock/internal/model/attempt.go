@@ -21,7 +21,7 @@ func (m *machine) acquire(c, a int) *script.Acquire {
 	if cc.NoQuarantine {
 		settings = ""
 	}
-	return m.boxes.Acquire(script.AcquireArgs{Key: lockKey, Value: value(c, a), TTL: cc.TTL, Settings: settings,
+	return m.boxes.Acquire(script.AcquireArgs{Key: m.key[c], Value: value(c, a), TTL: cc.TTL, Settings: settings,
 		Fencing: cc.Fencing, Line: cc.TTL})
 }
 
@@ -119,7 +119,7 @@ func (m *machine) tallyAcquire(t *state, c, node int, rep script.AcquireReply) s
 	}
 	cl.phase, cl.token = committing, token
 	cl.proven, cl.same = t.ident[c].proven, 0
-	req := script.NewCommit(script.CommitArgs{Key: lockKey, Value: value(c, cl.attempt), Token: token,
+	req := script.NewCommit(script.CommitArgs{Key: m.key[c], Value: value(c, cl.attempt), Token: token,
 		Keep: cc.TTL + m.quar[c]}).Request()
 	for i := 0; i < m.size[c]; i++ {
 		t.msgs = append(t.msgs, newMsg(msg{client: c, node: i, attempt: cl.attempt, req: req}))

@@ -60,6 +60,22 @@ type ClientConfig struct {
 	// reconnects (identity.go). Every call the entry sends from then on,
 	// and every call still waiting for a connection, reaches the node.
 	Repoint []int
+	// Keys, two or more: the client is a LockAll over these keys, listed
+	// in this order (multikey.go). The model runs it as one client per
+	// key, its parts, in the order it takes them; Attempts and Extends
+	// are then per key. nil: the client locks the one key of the
+	// single-key scenarios.
+	Keys []string
+	// Key is the key a client that is no LockAll locks ("": the one key
+	// of the single-key scenarios), so that a single lease can contend
+	// with a LockAll for one of its keys.
+	Key string
+
+	// A part of a LockAll, as newMachine expands it: its key, its
+	// LockAll (1 + the index, 0: none) and its place in the order the
+	// keys are taken.
+	key      string
+	set, pos int
 }
 
 // entries is the length of the client's node list.
@@ -203,8 +219,23 @@ type Config struct {
 	// extend before re-creation).
 	NoLapseCheck, NoRecreate bool
 	// Live checks the bounded liveness property in every state reached:
-	// see machine.liveness.
+	// see machine.liveness (and machine.setLiveness for LockAll's parts).
 	Live bool
+	// LockAll's guards, each taken out to show the defect it prevents
+	// (multikey.go): NoCanonicalOrder, a LockAll takes its keys in the
+	// order they were listed, not in sorted byte order; SetDeadlineFromLast,
+	// the set is trusted until the deadline of the last key taken, not the
+	// earliest of its keys'; KeepPartialHolds, a LockAll that gives up
+	// releases none of the keys it took (its attempt in progress is still
+	// cleaned up).
+	NoCanonicalOrder, SetDeadlineFromLast, KeepPartialHolds bool
+	// CheckLeftovers checks that a LockAll that gave up or released its
+	// set leaves none of its values on a node once every call it sent
+	// has run (machine.leftovers). It needs no time to pass (MaxTime 0):
+	// with time, a late acquire may run after the tombstone its release
+	// left there expired and set a key that expires with its ttl, which
+	// the design allows.
+	CheckLeftovers bool
 	// ClockJumps lifts assumption 1: node clocks may run ahead by more
 	// than the drift of a lease (Skew is then not checked against it), so
 	// two holders may overlap, and the invariants are only those that use
@@ -255,6 +286,9 @@ func (cfg *Config) check() error {
 	for i, cc := range cfg.Clients {
 		if cc.Extends < 0 || cc.Attempts < 0 {
 			return fmt.Errorf("model: client %d: negative attempts or extends", i)
+		}
+		if err := cc.checkKeys(cfg); err != nil {
+			return fmt.Errorf("model: client %d: %w", i, err)
 		}
 	}
 	if cfg.Depth <= 0 || cfg.MaxTime < 0 || cfg.Skew < 0 || cfg.ClientSkew < 0 || cfg.Wipes < 0 || cfg.Pendings < 0 {

@@ -59,6 +59,14 @@ var writers = map[string][]string{
 	"Client.Reconfigure": {"ident", "state", "reconfigure"},
 	"Client.TryDo":       {"acquire", "extend", "release"},
 	"Client.TryLock":     {"acquire", "release", "pending", "admit", "state", "ident", "commit"},
+	// The multi-key design's methods (docs/protocol.md, "One lease over
+	// several keys"; multikey.go): each key is taken by the single-key
+	// Lock or TryLock, and LockAll renews the keys it took while it
+	// waits for the next. Listed before they land, so that the rule
+	// holds once they do.
+	"Client.DoAll":       {"acquire", "extend", "release"},
+	"Client.LockAll":     {"acquire", "release", "meta", "pending", "admit", "state", "ident", "commit", "extend"},
+	"Client.TryLockAll":  {"acquire", "release", "pending", "admit", "state", "ident", "commit"},
 	"Lease.Deadline":     nil,
 	"Lease.Done":         nil,
 	"Lease.Extend":       {"extend"},

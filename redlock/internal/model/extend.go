@@ -53,7 +53,7 @@ func (m *machine) startExtend(s *state, c, now int, named uint8, emit func(step)
 	tc := &t.clients[c]
 	tc.extending, tc.extends, tc.e0, tc.eyes, tc.egone = true, cl.extends+1, now, 0, 0
 	tc.proven, tc.same = s.ident[c].proven, 0
-	args := []script.ExtendArgs{{Key: lockKey, Value: value(c, cl.attempt), TTL: cc.TTL}}
+	args := []script.ExtendArgs{{Key: m.key[c], Value: value(c, cl.attempt), TTL: cc.TTL}}
 	req := script.NewExtend(args, "").Request()
 	args[0].Recreate = true
 	rec := script.NewExtend(args, m.sigma[c]).Request()

@@ -182,7 +182,8 @@ func reconfigScenarios() []Scenario {
 // KnownDefects returns scenarios with a guard of the protocol taken out,
 // at their CI depth, where the explorer finds the defect the guard
 // prevents: the reconfiguration's R1-R4, each as the review found it on
-// real redis-server. (I1, an entry re-pointed after its proof, is the
+// real redis-server, and LockAll's guards (setDefects). (I1, an entry
+// re-pointed after its proof, is the
 // scenario repointed of Scenarios with Config.NoReplyIdentity.) `make
 // model` does not run them (`make model-known` does); the tests require
 // each counterexample.
@@ -251,7 +252,7 @@ func KnownDefects() []Scenario {
 	lapse, _ := ScenarioNamed("recreate")
 	lapse.Config.NoLapseCheck = true
 
-	return []Scenario{
+	return append([]Scenario{
 		{"recreate-lapse", "an extend round decided after its lease lapsed, counted: the lease is trusted again across another", lapse.Config},
 		{"reconfig-disjoint", "R1: step 1 marks no new node, and a client of T admits a bare new node by the first-admission path", r1},
 		{"reconfig-bootstrap", "R1: step 1 marks no new node, and Bootstrap admits a bare new node at once", r1boot},
@@ -260,7 +261,7 @@ func KnownDefects() []Scenario {
 		{"reconfig-same", "R4: without the change record, a rerun with old = new returns nil and the nodes hold off for ever", r4},
 		{"reconfig-read-marks", "a run that reads the old settings from a node's marks, not from the change record, reads \"reconfiguring to T\" as T after a stop between the steps and is refused: only typed settings can finish the change", marks},
 		{"reconfig-read", "a run that takes a node only marked for the new settings for one that carries them returns \"already done\" after a stop between the steps, and the node holds off for ever", rd},
-	}
+	}, setDefects()...)
 }
 
 // KnownDefectNamed returns the known defect's scenario called name.

@@ -23,7 +23,8 @@ func (m *machine) liveness(s *state) string {
 		case acquiring, committing, holding:
 			return ""
 		case idle:
-			if cl.attempt < m.cfg.Clients[c].Attempts && idler < 0 {
+			// A LockAll's parts: setLiveness.
+			if cl.attempt < m.cfg.Clients[c].Attempts && idler < 0 && m.setOf[c] < 0 {
 				idler = c
 			}
 		}
@@ -52,7 +53,7 @@ func (m *machine) liveness(s *state) string {
 	for {
 		held := false
 		for i := range t.nodes {
-			if e := t.nodes[i][lockKey]; e != nil && (e.exp == 0 || t.nodeNow(i) < e.exp) {
+			if e := t.nodes[i][m.key[idler]]; e != nil && (e.exp == 0 || t.nodeNow(i) < e.exp) {
 				held = true
 			}
 		}

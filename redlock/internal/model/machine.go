@@ -7,7 +7,8 @@ import (
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
-// lockKey is the one key the clients contend for.
+// lockKey is the one key the clients of the single-key scenarios contend
+// for (a LockAll's parts lock keys of their own: multikey.go).
 const lockKey = "k"
 
 // machine holds what every state of one exploration shares: the
@@ -29,6 +30,13 @@ type machine struct {
 	solo bool
 	// enc is canonical's buffer for a state's encoding, reused.
 	enc []byte
+	// The keys (multikey.go): per client, the key it locks and its
+	// LockAll (-1: none); per LockAll, its parts in the order it takes
+	// them; and every key some client locks.
+	key     []string
+	setOf   []int
+	sets    [][]int
+	keyList []string
 }
 
 func newMachine(cfg Config) (*machine, error) {
@@ -39,7 +47,9 @@ func newMachine(cfg Config) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = expandSets(cfg)
 	m := &machine{cfg: cfg, q: cfg.quorum(), lua: in}
+	m.initSets()
 	if m.known, err = knownSettings(cfg); err != nil {
 		return nil, err
 	}

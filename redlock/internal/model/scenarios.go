@@ -145,7 +145,7 @@ func Scenarios() []Scenario {
 		{"bootstrap-pending", "Bootstrap admits no deployment whose nodes carry a pending mark, though none is admitted", pendingBoot},
 		{"identity", "one server, one vote: a server listed twice counts once", identity},
 		{"repointed", "one server, one vote when an entry is re-pointed to another entry's server after its proof", repointed},
-	}, reconfigScenarios()...)
+	}, append(reconfigScenarios(), setScenarios()...)...)
 }
 
 // ScenarioNamed returns the scenario called name.

@@ -57,6 +57,9 @@ type client struct {
 	// lapsed (the holder's clock past its deadline); trusting this one
 	// again would be a double grant its holder cannot see.
 	overtaken bool
+	// over: the LockAll this client is a part of has ended (it gave up,
+	// or released its set): the part takes no step again.
+	over bool
 	// The ids the client's entries were verified with as the current
 	// round (acquire, commit or extend) read them when it began, and the
 	// entries whose reply in it came from that server (identity.go).
@@ -218,6 +221,9 @@ func (s *state) encode(buf []byte, perm, inv []int, nodeEnc [][]byte) []byte {
 		mask(c.missed)
 		if c.overtaken {
 			b = append(b, 'o')
+		}
+		if c.over {
+			b = append(b, 'x')
 		}
 		if c.phase == acquiring || c.phase == committing {
 			for j := 0; j < n; j++ {

@@ -19,6 +19,7 @@ func (m *machine) successors(s *state, emit func(step)) {
 		m.clientSteps(s, c, emit)
 		m.identSteps(s, c, emit)
 	}
+	m.setSteps(s, emit)
 	m.bootSteps(s, emit)
 	m.reconfSteps(s, emit)
 	for i, msg := range s.msgs {
@@ -160,13 +161,13 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 	cc := m.cfg.Clients[c]
 	switch cl.phase {
 	case idle:
-		if cl.attempt < cc.Attempts && !s.ident[c].dup && m.started(s, c) {
+		if cl.attempt < cc.Attempts && !s.ident[c].dup && m.started(s, c) && m.mayStart(s, c) {
 			t := s.clone()
 			m.startAttempt(t, c)
 			tc := &t.clients[c]
 			emit(step{func() string {
-				return fmt.Sprintf("client %d starts TryLock attempt %d (value %s, ttl %v) at its clock %d: acquire to every node",
-					c, tc.attempt, value(c, tc.attempt), cc.TTL, tc.t0)
+				return fmt.Sprintf("client %d starts TryLock attempt %d (value %s, ttl %v) at its clock %d: acquire to every node%s",
+					c, tc.attempt, value(c, tc.attempt), cc.TTL, tc.t0, m.partNote(c))
 			}, t})
 		}
 	case acquiring, committing:
@@ -182,7 +183,8 @@ func (m *machine) clientSteps(s *state, c int, emit func(step)) {
 			return fmt.Sprintf("client %d gives up attempt %d (timeout) and cleans up", c, cl.attempt)
 		}, t})
 	case holding:
-		if !cc.Holds {
+		// A LockAll's part is released with its set (setSteps).
+		if !cc.Holds && m.setOf[c] < 0 {
 			t := s.clone()
 			m.cleanup(t, c)
 			m.end(t, c)

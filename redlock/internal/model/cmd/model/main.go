@@ -115,6 +115,12 @@ func bounds(c model.Config) string {
 		if cc.AfterReconfigure {
 			s += ", started once a reconfiguration to its settings writes"
 		}
+		if cc.Key != "" {
+			s += ", on key " + cc.Key
+		}
+		if cc.Keys != nil {
+			s += fmt.Sprintf(", LockAll over %v (attempts and extends per key)", cc.Keys)
+		}
 		if cc.Repoint != nil {
 			s += fmt.Sprintf(", entry %d re-pointed to node %d at any moment", cc.Repoint[0], cc.Repoint[1])
 		}
@@ -152,6 +158,18 @@ func bounds(c model.Config) string {
 	}
 	if c.Live {
 		out += "; liveness checked"
+	}
+	if c.NoCanonicalOrder {
+		out += "; LockAll takes its keys in the listed order"
+	}
+	if c.SetDeadlineFromLast {
+		out += "; a set trusted until its last key's deadline"
+	}
+	if c.KeepPartialHolds {
+		out += "; a LockAll that gives up releases nothing"
+	}
+	if c.CheckLeftovers {
+		out += "; no key left behind by an ended LockAll"
 	}
 	if c.ClockJumps {
 		out += "; assumption 1 lifted (clocks jump): token invariants only"
