@@ -119,7 +119,7 @@ bin/quorumlock-bench:
 # So the fencing and jump scenarios are left out by default, a scenario
 # stops (and the run fails) past 1,500,000 states, and the Go heap is capped.
 # MODEL_ARGS='-scenario fencing -max-states N' runs one bounded.
-MODEL_ARGS ?= -scenario restart,admit,residual,five,three,clocks,deadline,extend,settings,commit,tokens,bootstrap,bootstrap-pending,identity,reconfig-disjoint,reconfig-bootstrap,reconfig-rerun,reconfig-stale,reconfig-same,reconfig-read,reconfig-done -max-states 1500000
+MODEL_ARGS ?= -scenario restart,admit,residual,five,three,clocks,deadline,extend,settings,commit,tokens,bootstrap,bootstrap-pending,identity,reconfig-disjoint,reconfig-bootstrap,reconfig-rerun,reconfig-stale,reconfig-same,reconfig-read,reconfig-done,sets,sets-three,sets-mixed,sets-release -max-states 1500000
 MODEL_MEMLIMIT ?= 12GiB
 
 model: ## Run the protocol's model checker (redlock/internal/model) one step deeper than the tests, and print the states it explored
