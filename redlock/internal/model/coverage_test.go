@@ -62,11 +62,10 @@ var writers = map[string][]string{
 	// The multi-key design's methods (docs/protocol.md, "One lease over
 	// several keys"; multikey.go): each key is taken by the single-key
 	// Lock or TryLock, and LockAll renews the keys it took while it
-	// waits for the next. Listed before they land, so that the rule
-	// holds once they do.
+	// waits for the next (TryLockAll between its attempts too).
 	"Client.DoAll":       {"acquire", "extend", "release"},
 	"Client.LockAll":     {"acquire", "release", "meta", "pending", "admit", "state", "ident", "commit", "extend"},
-	"Client.TryLockAll":  {"acquire", "release", "pending", "admit", "state", "ident", "commit"},
+	"Client.TryLockAll":  {"acquire", "release", "pending", "admit", "state", "ident", "commit", "extend"},
 	"Lease.Deadline":     nil,
 	"Lease.Done":         nil,
 	"Lease.Extend":       {"extend"},
@@ -76,6 +75,13 @@ var writers = map[string][]string{
 	"Lease.Metadata":     nil,
 	"Lease.Release":      {"release"},
 	"Lease.Value":        nil,
+	// A set's calls are its leases' calls; a failed Extend releases
+	// every key of the set.
+	"LeaseSet.Deadline": nil,
+	"LeaseSet.Done":     nil,
+	"LeaseSet.Extend":   {"extend", "release"},
+	"LeaseSet.Leases":   nil,
+	"LeaseSet.Release":  {"release"},
 }
 
 // unmodelled are the scripts no scenario runs yet, each with why. The
@@ -113,10 +119,10 @@ func uncovered(all []string, ran func(string) bool, methods []string) []string {
 	return out
 }
 
-// methods are the exported methods of Client and Lease.
+// methods are the exported methods of Client, Lease and LeaseSet.
 func methods() []string {
 	var out []string
-	for _, v := range []any{(*redlock.Client)(nil), (*redlock.Lease)(nil)} {
+	for _, v := range []any{(*redlock.Client)(nil), (*redlock.Lease)(nil), (*redlock.LeaseSet)(nil)} {
 		t := reflect.TypeOf(v)
 		for i := range t.NumMethod() {
 			out = append(out, t.Elem().Name()+"."+t.Method(i).Name)
