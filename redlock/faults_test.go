@@ -211,6 +211,21 @@ func (cl *cluster) hold(t *testing.T, key string, ttl time.Duration, idx ...int)
 	cl.set(t, key, "another-owner", ttl, idx...)
 }
 
+// takeOver makes another owner hold key on the given nodes for ttl in
+// place of the value the key holds there, in one command per node: the key
+// is never free in between, so no Lock call in flight can get it there
+// (a DEL then a SET left a window in which a waiter's acquire landed, and
+// the SET then overwrote the key the waiter had been granted). It fails t
+// where the key was not held.
+func (cl *cluster) takeOver(t *testing.T, key string, ttl time.Duration, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		ok, err := cl.raw[i].SetXX(context.Background(), key, "another-owner", ttl).Result()
+		require.NoError(t, err)
+		require.True(t, ok, "node %d did not hold %s", i, key)
+	}
+}
+
 // drop deletes key on the given nodes.
 func (cl *cluster) drop(t *testing.T, key string, idx ...int) {
 	t.Helper()

@@ -201,8 +201,7 @@ func TestIdentity_AHandOffDoesNotCountAServerTwice(t *testing.T) {
 	// Another owner takes nodes 2-4 (a majority of the deployment's five
 	// servers) from the first holder; then the first holder releases,
 	// which hands the key to the waiter on nodes 0 and 1 only.
-	cl.drop(t, key, 2, 3, 4)
-	cl.hold(t, key, ttl, 2, 3, 4)
+	cl.takeOver(t, key, ttl, 2, 3, 4)
 	require.ErrorIs(t, lg.Release(ctx), ErrNotHeld, "the first holder still held nodes 2-4")
 	handed := assert.Eventually(t, func() bool { return handedTo(cl.value(t, 0, key)) && handedTo(cl.value(t, 1, key)) },
 		time.Second, 2*time.Millisecond, "the release did not hand nodes 0 and 1 to the waiter: the test proves nothing")
@@ -237,8 +236,7 @@ func TestIdentity_AnExtendDoesNotCountAServerTwice(t *testing.T) {
 	require.Eventually(t, func() bool { return cl.value(t, 0, key) != "" }, 2*time.Second, 5*time.Millisecond,
 		"the acquire never reached node 0")
 	require.False(t, verifiedOn(c, 0) || verifiedOn(c, 1), "a won attempt verified node 0's names")
-	cl.drop(t, key, 2, 3)
-	cl.hold(t, key, ttl, 2, 3)
+	cl.takeOver(t, key, ttl, 2, 3)
 	before := l.Deadline()
 	err = l.Extend(ctx, ttl)
 	require.Error(t, err, "node 0's two names renewed the lease as two votes beside node 1's")
