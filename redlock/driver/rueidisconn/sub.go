@@ -45,7 +45,12 @@ func (s *sub) connLocked(ctx context.Context) (rueidis.DedicatedClient, error) {
 	if s.dc != nil {
 		select {
 		case <-s.hooks:
-			s.dc.Close() // broken: replace it
+			// Broken: replace it, once its hooks are called no more
+			// (Close closes the messages' channel after the current
+			// connection's hooks only).
+			s.dc.Close()
+			for range s.hooks {
+			}
 			s.dc = nil
 		default:
 			return s.dc, nil

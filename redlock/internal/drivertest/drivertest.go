@@ -26,6 +26,7 @@ type Dial func(t *testing.T, addr, user, password string) driver.Conn
 // and with CI=true it fails.
 func Run(t *testing.T, dial Dial) {
 	t.Run("Contract", func(t *testing.T) { Contract(t, dial) })
+	t.Run("Subscription", func(t *testing.T) { Subscription(t, dial) })
 	t.Run("Behaviour", func(t *testing.T) { Behaviour(t, dial) })
 }
 
