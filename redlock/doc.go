@@ -72,6 +72,12 @@
 // on stderr by default; this package leaves that logger to the
 // application.
 //
+// New takes go-redis v9 clients. NewFromConns takes the nodes of any
+// driver as driver.Conns: the modules redlock/driver/rueidisconn and
+// redlock/driver/valkeyconn adapt rueidis and valkey-go clients, and
+// docs/drivers.md says what a Conn must do and what only go-redis clients
+// give (the dial hook above).
+//
 // A lease is not reentrant, as sync.Mutex is not: a second Lock of a key
 // by the Client that holds it waits for that lease like anyone's, and
 // TryLock finds the key held. Take the lock at the level that owns the
