@@ -34,6 +34,7 @@ func Behaviour(t *testing.T, dial Dial) {
 		{"Inspect", inspect},
 		{"Check", check},
 		{"ScriptFlush", scriptFlush},
+		{"LeastPrivilegeUser", func(t *testing.T, dial Dial, nodes []*testenv.RedisNode) { leastPrivilegeUser(t, dial, nodes) }},
 		{"ReplyErrorRefuses", replyErrorRefuses},
 		{"SameServerTwice", sameServerTwice},
 	} {
