@@ -56,7 +56,10 @@ type Cmd struct {
 
 // Subscription is a Pub/Sub connection. Subscribe and Unsubscribe return
 // once the command is sent (or confirmed) or ctx ends; the Client calls
-// them from one goroutine, and reads Messages from another until Close.
+// them from one goroutine, reads Messages from another until the channel
+// is closed, and may call Close (once) from a third while a Subscribe is
+// under way. A connection that breaks should subscribe its channels again
+// on a new one, at once or at the next Subscribe or Unsubscribe.
 type Subscription interface {
 	Subscribe(ctx context.Context, channel string) error
 	Unsubscribe(ctx context.Context, channel string) error
