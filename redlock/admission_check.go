@@ -22,11 +22,11 @@ import (
 func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, error) {
 	c := a.c
 	nd := c.nodes[i]
-	set := c.set
+	set := c.dep.settings
 	if e := a.conflict.Load(); e != nil {
 		return false, 0, e
 	}
-	p, err := nd.sn.Pending(ctx, script.PendingArgs{ID: newValue(), Settings: c.settings,
+	p, err := nd.sn.Pending(ctx, script.PendingArgs{ID: newValue(), Settings: c.dep.marker,
 		Quarantine: set.quarantine(), TTL: set.pendingTTL(), Replace: a.seenPeer(i)})
 	if err != nil {
 		return false, 0, c.nodeErr(i, err)
@@ -35,7 +35,7 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 		if c.movingHere(marker) {
 			return a.finish(ctx, i)
 		}
-		if marker != c.settings {
+		if marker != c.dep.marker {
 			e := c.mismatch(i, marker, false)
 			a.conflicted(e)
 			return false, 0, e
@@ -43,7 +43,7 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 		a.seen[i].Store(true)
 		return true, 0, nil
 	}
-	if p.Settings != c.settings {
+	if p.Settings != c.dep.marker {
 		return false, 0, c.mismatch(i, p.Settings, true)
 	}
 	left := p.Quarantine.Left()
@@ -62,7 +62,7 @@ func (a *admission) check(ctx context.Context, i int) (bool, time.Duration, erro
 	if err := a.confirm(ctx, i); err != nil {
 		return false, 0, err
 	}
-	st, err := nd.sn.Admit(ctx, script.AdmitArgs{ID: p.ID, Settings: c.settings})
+	st, err := nd.sn.Admit(ctx, script.AdmitArgs{ID: p.ID, Settings: c.dep.marker})
 	switch {
 	case err != nil:
 		return false, 0, c.nodeErr(i, err)
@@ -89,7 +89,7 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 		}
 		return c.nodes[j].sn.State(ctx)
 	})
-	admittedPeer := func(rep quorum.Reply[script.State]) bool { return rep.Err == nil && rep.Val.Marker == c.settings }
+	admittedPeer := func(rep quorum.Reply[script.State]) bool { return rep.Err == nil && rep.Val.Marker == c.dep.marker }
 	replies := r.Await(ctx, 1, admittedPeer)
 	r.Cancel()
 	c.spawn(func() { r.Wait() })
@@ -105,7 +105,7 @@ func (a *admission) confirm(ctx context.Context, i int) error {
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
 			continue
 		}
-		p := script.ReadPeer(rep.Val, c.settings)
+		p := script.ReadPeer(rep.Val, c.dep.marker)
 		peers = append(peers, p)
 		switch p {
 		case script.PeerMoving:
@@ -142,7 +142,7 @@ var errNoHoldOff = errors.New("the node is being reconfigured to this client's s
 // holds off, once its hold-off is over (see step).
 func (a *admission) finish(ctx context.Context, i int) (bool, time.Duration, error) {
 	c := a.c
-	rep, err := c.nodes[i].sn.Reconfigure(ctx, script.ReconfigureArgs{Step: script.StepFinish, To: c.settings})
+	rep, err := c.nodes[i].sn.Reconfigure(ctx, script.ReconfigureArgs{Step: script.StepFinish, To: c.dep.marker})
 	switch {
 	case err != nil:
 		return false, 0, c.nodeErr(i, err)

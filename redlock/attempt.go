@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
@@ -148,7 +147,7 @@ func (a *attempt) commit(ctx context.Context) {
 		a.fail(err)
 		return
 	}
-	p := script.NewCommit(script.CommitArgs{Key: a.key, Value: a.value, Token: token, Keep: c.set.fenceKeep(a.ttl)})
+	p := script.NewCommit(script.CommitArgs{Key: a.key, Value: a.value, Token: token, Keep: c.dep.fenceKeep(a.ttl)})
 
 	// Like the acquire round, commits to the nodes that did not count
 	// still go out after success: a fence raised on more nodes survives
@@ -298,16 +297,19 @@ func (a *attempt) abandon() {
 		// error, which leaves the outcome unknown, gets the release; a
 		// refusal settles the node. A node that is not admitted starts
 		// its admission, as in leave.
-		var wg sync.WaitGroup
+		var release []int
 		for _, r := range late {
 			switch {
 			case acquired(r) || r.Err != nil:
-				wg.Go(func() { c.releaseOne(a.key, r.Node, ra, a.ttl) })
+				release = append(release, r.Node)
 			case r.Val.Status == script.Unadmitted:
 				c.admit.lost(r.Node)
 				c.admit.kick(r.Node)
 			}
 		}
-		wg.Wait()
+		quorum.Start(nil, context.Background(), len(release), func(_ context.Context, j int) (struct{}, error) {
+			c.releaseOne(a.key, release[j], ra, a.ttl) // bounded by the cleanup timeout
+			return struct{}{}, nil
+		}).Wait()
 	})
 }

@@ -46,7 +46,7 @@ func (c *Client) Bootstrap(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	unmarked, used := script.BootstrapUse(states, c.settings)
+	unmarked, used := script.BootstrapUse(states, c.dep.marker)
 	switch {
 	case len(unmarked) == 0:
 		return nil
@@ -54,7 +54,7 @@ func (c *Client) Bootstrap(ctx context.Context) (err error) {
 		return c.inUse(ctx, unmarked)
 	}
 	id := newValue()
-	w := c.set.bootstrapWindow()
+	w := c.dep.bootstrapWindow()
 	for pass := 0; ; pass++ {
 		err := c.claim(ctx, id, w)
 		if err == nil {
@@ -98,7 +98,7 @@ func (c *Client) states(ctx context.Context) ([]script.State, error) {
 		switch {
 		case rep.Err != nil:
 			errs = append(errs, c.nodeErr(rep.Node, rep.Err))
-		case rep.Val.Marker != "" && rep.Val.Marker != c.settings && !c.movingHere(rep.Val.Marker):
+		case rep.Val.Marker != "" && rep.Val.Marker != c.dep.marker && !c.movingHere(rep.Val.Marker):
 			errs = append(errs, c.mismatch(rep.Node, rep.Val.Marker, false))
 		default:
 			out[rep.Node] = rep.Val
@@ -171,8 +171,8 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	start := c.cfg.clock.Now()
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
-		return c.nodes[i].sn.Claim(ctx, script.ClaimArgs{Settings: c.settings, ID: id,
-			Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL()})
+		return c.nodes[i].sn.Claim(ctx, script.ClaimArgs{Settings: c.dep.marker, ID: id,
+			Quarantine: c.dep.quarantine(), TTL: c.dep.pendingTTL()})
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[script.BootstrapStatus]) bool { return true })
 	took := c.cfg.clock.Now().Sub(start)
@@ -210,7 +210,7 @@ func (c *Client) claim(ctx context.Context, id string, w time.Duration) error {
 func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) error {
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (script.BootstrapStatus, error) {
-		return c.nodes[i].sn.AdmitClaimed(ctx, script.ClaimedArgs{Settings: c.settings, ID: id, Window: w})
+		return c.nodes[i].sn.AdmitClaimed(ctx, script.ClaimedArgs{Settings: c.dep.marker, ID: id, Window: w})
 	})
 	replies := r.Await(ctx, n, func(quorum.Reply[script.BootstrapStatus]) bool { return true })
 	r.Cancel()
@@ -236,6 +236,6 @@ func (c *Client) admitClaimed(ctx context.Context, id string, w time.Duration) e
 		}
 		return errors.Join(append([]error{fmt.Errorf("redlock: Bootstrap admitted %d of %d nodes", admitted, n)}, errs...)...)
 	}
-	c.cfg.logger.Info("redlock: deployment bootstrapped", "nodes", n, "settings", c.settings)
+	c.cfg.logger.Info("redlock: deployment bootstrapped", "nodes", n, "settings", c.dep.marker)
 	return nil
 }

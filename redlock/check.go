@@ -297,7 +297,7 @@ func (n *NodeCheck) judge(c *Client) {
 			add(SeverityDegraded, fmt.Sprintf("reconfiguration hold-off: %v left", n.QuarantineLeft.Round(time.Second)), "wait: it admits itself when the hold-off ends")
 		}
 	case AdmissionMismatch:
-		add(SeverityDegraded, fmt.Sprintf("keeps other settings (%s) than this client (%s)", n.Settings, c.settings),
+		add(SeverityDegraded, fmt.Sprintf("keeps other settings (%s) than this client (%s)", n.Settings, c.dep.marker),
 			"use the deployment's settings, or move the deployment with quorumlock reconfigure")
 	}
 }

@@ -22,15 +22,11 @@ import (
 // safe for concurrent use. It does not own the redis clients given to New
 // and never closes them; Close only stops the Client's own goroutines.
 type Client struct {
-	cfg      config
-	nodes    []*node
-	owned    []*redis.Client // the node clients Open built, which Close closes
-	quorum   int
-	settings string // the deployment settings this client runs with (see deployment.go)
-	// acqSettings is what the acquire script compares with the node's
-	// marker: settings, or "" without the restart quarantine (the script
-	// then skips the admission check).
-	acqSettings string
+	cfg    config
+	nodes  []*node
+	owned  []*redis.Client // the node clients Open built, which Close closes
+	quorum int
+	dep    deployment // the deployment settings this client runs with
 	// handoffs: this Client's Lock calls take keys handed over inside a
 	// release (see waiterID, handedLease).
 	handoffs bool
@@ -38,7 +34,6 @@ type Client struct {
 	// without trying again: past it the node forgets the call, so a caller
 	// that gave up or died stops being woken first.
 	line  time.Duration
-	set   settings
 	admit *admission
 	ident *identity
 	wake  *waker
@@ -181,13 +176,10 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	for _, nd := range ns {
 		nd.sn = script.NewNode(nd.conn, cfg.cleanup)
 	}
-	set := settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}
-	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)), set: set, settings: set.String(),
+	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)),
+		dep:    newDeployment(settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}, cfg.quarantine),
 		tracer: newTracer(cfg.tracers), closing: make(chan struct{}), rounds: make(chan struct{}, maxRounds), pool: quorum.NewPool(poolIdle, poolPerNode*len(ns))}
 	c.line = max(2*cfg.maxTTL, 10*time.Second)
-	if cfg.quarantine {
-		c.acqSettings = c.settings
-	}
 	c.admit = newAdmission(c)
 	inst, err := newInstruments(cfg.meters, cfg.keyAttr, &c.held, c.admit.quarantined)
 	if err != nil {

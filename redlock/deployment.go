@@ -34,6 +34,25 @@ type settings struct {
 	factor float64
 }
 
+// deployment is the settings a Client runs with, and the two strings its
+// scripts compare with a node's marker, made once in New.
+type deployment struct {
+	settings
+	marker string // settings.String(): what the nodes keep
+	// acquire is what the acquire and extend scripts compare with the
+	// node's marker: marker, or "" without the restart quarantine (the
+	// scripts then skip the admission check).
+	acquire string
+}
+
+func newDeployment(s settings, quarantine bool) deployment {
+	d := deployment{settings: s, marker: s.String()}
+	if quarantine {
+		d.acquire = d.marker
+	}
+	return d
+}
+
 // String is the canonical form stored on the nodes and compared by the
 // scripts: equal settings give equal strings in every client.
 func (s settings) String() string {

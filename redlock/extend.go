@@ -52,7 +52,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		c.observe(i, err)
 		if err == nil && c.moved(proven, i, v.Ident) {
 			c.proveSoon(shortest)
-			if c.acqSettings != "" {
+			if c.dep.acquire != "" {
 				// A server that lost its data is admitted again after its
 				// quarantine, and only then gets the leases' keys back
 				// (extendCalls): start that now, as an acquire would,
@@ -96,7 +96,7 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 	c.spawn(func() {
 		defer cancel()
 		late := round.Wait()
-		if c.acqSettings != "" {
+		if c.dep.acquire != "" {
 			c.noteMissed(ls, res.leases, late, proven)
 		}
 	})
@@ -137,7 +137,7 @@ func (c *Client) extendCalls(ls []*Lease, args []script.ExtendArgs) []*script.Ex
 	var own []script.ExtendArgs
 	for i := range calls {
 		calls[i] = shared
-		if c.acqSettings == "" {
+		if c.dep.acquire == "" {
 			continue
 		}
 		bit := nodeBit(i)
@@ -155,7 +155,7 @@ func (c *Client) extendCalls(ls []*Lease, args []script.ExtendArgs) []*script.Ex
 		for k, l := range ls {
 			own[k].Recreate = l.missed.Load()&bit != 0
 		}
-		calls[i] = script.NewExtend(own, c.acqSettings)
+		calls[i] = script.NewExtend(own, c.dep.acquire)
 	}
 	return calls
 }

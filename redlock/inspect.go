@@ -38,7 +38,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		return nil, fmt.Errorf("redlock: Inspect of %s not sent: %w", keyText(key), err)
 	}
 	n := len(c.nodes)
-	ks := &KeyState{Key: key, Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeState, n)}
+	ks := &KeyState{Key: key, Settings: c.dep.marker, Quorum: c.quorum, Nodes: make([]NodeState, n)}
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeState, error) {
 		return c.inspectNode(ctx, i, key), nil
 	})
@@ -79,12 +79,12 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 		return ns
 	}
 	switch {
-	case st.Marker == c.settings:
+	case st.Marker == c.dep.marker:
 		ns.Admission, ns.Settings = AdmissionAdmitted, st.Marker
 	case c.movingHere(st.Marker):
-		ns.Admission, ns.Settings, ns.ReconfiguringTo = AdmissionReconfiguring, c.settings, c.settings
+		ns.Admission, ns.Settings, ns.ReconfiguringTo = AdmissionReconfiguring, c.dep.marker, c.dep.marker
 		ns.QuarantineLeft = -1
-		if st.Pending == c.settings && st.Quarantine.Length > 0 {
+		if st.Pending == c.dep.marker && st.Quarantine.Length > 0 {
 			ns.QuarantineLeft = max(st.Quarantine.Left(), 0)
 		}
 	case st.Marker != "":
@@ -94,7 +94,7 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 		} else if to, ok := script.RetiredTo(st.Marker); ok {
 			ns.ReconfiguringTo, ns.Retired = to, true
 		}
-	case st.Pending != "" && st.Pending != c.settings:
+	case st.Pending != "" && st.Pending != c.dep.marker:
 		ns.Admission, ns.Settings = AdmissionMismatch, st.Pending
 	case st.Pending != "":
 		ns.Admission, ns.Settings = AdmissionQuarantined, st.Pending
@@ -144,7 +144,7 @@ func (c *Client) Check(ctx context.Context, keys ...string) (*CheckReport, error
 		return nil, fmt.Errorf("redlock: Check not sent: %w", err)
 	}
 	n := len(c.nodes)
-	rep := &CheckReport{Settings: c.settings, Quorum: c.quorum, Nodes: make([]NodeCheck, n)}
+	rep := &CheckReport{Settings: c.dep.marker, Quorum: c.quorum, Nodes: make([]NodeCheck, n)}
 	done := make([]bool, n)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (NodeCheck, error) {
 		nc := c.checkNode(ctx, i, keys)

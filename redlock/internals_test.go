@@ -73,13 +73,13 @@ func settingsString(n int, maxTTL time.Duration, factor float64) string {
 const settingsPrefix = settingsVersion
 
 // deploymentOf is the settings string c runs with.
-func deploymentOf(c *Client) string { return c.settings }
+func deploymentOf(c *Client) string { return c.dep.marker }
 
 // quarantineOf is the quarantine of c's deployment.
-func quarantineOf(c *Client) time.Duration { return c.set.quarantine() }
+func quarantineOf(c *Client) time.Duration { return c.dep.quarantine() }
 
 // fenceKeepOf is how long c's nodes keep a fence after a lease of ttl.
-func fenceKeepOf(c *Client, ttl time.Duration) time.Duration { return c.set.fenceKeep(ttl) }
+func fenceKeepOf(c *Client, ttl time.Duration) time.Duration { return c.dep.fenceKeep(ttl) }
 
 // maxTTLOf and factorOf are c's WithMaxTTL and WithDriftFactor.
 func maxTTLOf(c *Client) time.Duration { return c.cfg.maxTTL }
@@ -126,7 +126,7 @@ func settled(t *testing.T, c *Client, d time.Duration) {
 func startQuarantine(t *testing.T, rc *redis.Client, c *Client) {
 	t.Helper()
 	_, err := script.NewNode(redisconn.New(rc), time.Second).Pending(context.Background(), script.PendingArgs{ID: newValue(),
-		Settings: c.settings, Quarantine: c.set.quarantine(), TTL: c.set.pendingTTL(), Replace: true})
+		Settings: c.dep.marker, Quarantine: c.dep.quarantine(), TTL: c.dep.pendingTTL(), Replace: true})
 	require.NoError(t, err)
 }
 
@@ -223,7 +223,7 @@ func wakeNotice(t *testing.T, ch, payload string) script.Notice {
 }
 
 // bootstrapWindowOf is how long c's Bootstrap may take to claim every node.
-func bootstrapWindowOf(c *Client) time.Duration { return c.set.bootstrapWindow() }
+func bootstrapWindowOf(c *Client) time.Duration { return c.dep.bootstrapWindow() }
 
 // isNoScript reports whether err is a node's NOSCRIPT answer to an
 // EVALSHA, which the Client sends again as EVAL.

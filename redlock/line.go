@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/drift"
@@ -157,15 +156,13 @@ func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{},
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 		defer cancel()
-		var wg sync.WaitGroup
-		for i := range c.nodes {
-			wg.Go(func() {
-				if _, err := c.releaseOn(ctx, i, p, ttl); err != nil {
-					c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", i, errAttr(err))
-				}
-			})
+		for _, r := range quorum.Start(nil, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
+			return c.releaseOn(ctx, i, p, ttl)
+		}).Wait() {
+			if r.Err != nil {
+				c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", r.Node, errAttr(r.Err))
+			}
 		}
-		wg.Wait()
 	})
 	return done
 }

@@ -199,14 +199,14 @@ func (c *Client) cause(i int, err error) error {
 }
 
 func (c *Client) mismatch(i int, theirs string, pending bool) *ConfigError {
-	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.settings, Pending: pending}
+	return &ConfigError{Node: i, Addr: c.nodes[i].name, Deployment: theirs, Client: c.dep.marker, Pending: pending}
 }
 
 // movingHere reports whether marker is a reconfiguration to this client's
 // settings: the node votes for it once its hold-off is over.
 func (c *Client) movingHere(marker string) bool {
 	to, ok := script.MovingTo(marker)
-	return ok && to == c.settings
+	return ok && to == c.dep.marker
 }
 
 // probe checks, on the nodes that answer, that each is a primary of a

@@ -288,11 +288,11 @@ func (c *Client) noticeQuarantine(e *NotObtainedError) {
 	now := c.cfg.clock.Now()
 	span := e.Wait
 	if span <= 0 {
-		span = c.set.quarantine()
+		span = c.dep.quarantine()
 	}
 	c.notices.mu.Lock()
 	if now.Before(c.notices.until) ||
-		e.Wait <= 0 && !c.notices.until.IsZero() && now.Before(c.notices.until.Add(c.set.quarantine())) {
+		e.Wait <= 0 && !c.notices.until.IsZero() && now.Before(c.notices.until.Add(c.dep.quarantine())) {
 		c.notices.mu.Unlock()
 		return
 	}

@@ -41,7 +41,7 @@ func TestQuarantine_TheEndOfAReportedEpisodeIsNotANewOne(t *testing.T) {
 	refused := func(wait time.Duration) *NotObtainedError {
 		return &NotObtainedError{Key: "k", Reason: ReasonQuarantine, Nodes: 1, Wait: wait}
 	}
-	q := c.set.quarantine()
+	q := c.dep.quarantine()
 
 	c.noticeQuarantine(refused(q))
 	clk.add(q / 2)

@@ -99,7 +99,7 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 		conn := redisconn.New(uc)
 		olds[i] = &node{idx: i, name: addrOf(conn, i), conn: conn, sn: script.NewNode(conn, c.cfg.cleanup)}
 	}
-	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.settings, holdOff: max(old.quarantine(), c.set.quarantine()), readFrom: readFrom}
+	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.dep.marker, holdOff: max(old.quarantine(), c.dep.quarantine()), readFrom: readFrom}
 	return r.run(ctx)
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
+	"github.com/quorumlock/quorumlock/internal/quorum"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -37,7 +37,7 @@ func (r *reconfig) read(ctx context.Context) (oldLook, newLook []look, err error
 		if err != nil {
 			return nil, nil, err
 		}
-		r.from, r.holdOff = old.String(), max(old.quarantine(), c.set.quarantine())
+		r.from, r.holdOff = old.String(), max(old.quarantine(), c.dep.quarantine())
 	}
 	var newIDs []string
 	for _, l := range newLook {
@@ -289,10 +289,10 @@ func (r *reconfig) step(ctx context.Context, nd *node, s script.ReconfigureStep)
 // order, once every call has returned (each is bounded by ctx).
 func fanOut[T any](ctx context.Context, nodes []*node, f func(context.Context, *node) T) []T {
 	out := make([]T, len(nodes))
-	var wg sync.WaitGroup
-	for i, nd := range nodes {
-		wg.Go(func() { out[i] = f(ctx, nd) })
+	for _, r := range quorum.Start(nil, ctx, len(nodes), func(ctx context.Context, i int) (T, error) {
+		return f(ctx, nodes[i]), nil
+	}).Wait() {
+		out[r.Node] = r.Val
 	}
-	wg.Wait()
 	return out
 }

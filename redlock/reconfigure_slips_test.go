@@ -140,12 +140,12 @@ func TestReconfigure_AStaleRunWithAnotherNodeListIsRefused(t *testing.T) {
 	cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), []int{0, 1, 3}, WithMaxTTL(300*time.Millisecond))
 	require.NoError(t, cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...))
-	require.Equal(t, []string{script.Retired(cmd.settings)}, cl.markers(t, 2))
+	require.Equal(t, []string{script.Retired(cmd.dep.marker)}, cl.markers(t, 2))
 
 	stale := cl.over(t, newFaults(cl), []int{0, 1, 2}, WithMaxTTL(300*time.Millisecond))
 	err := stale.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
 	require.Error(t, err, "a stale run with another node list was taken for a rerun")
-	require.Equal(t, []string{script.Retired(cmd.settings)}, cl.markers(t, 2), "the stale run wrote to the retired node")
+	require.Equal(t, []string{script.Retired(cmd.dep.marker)}, cl.markers(t, 2), "the stale run wrote to the retired node")
 
 	// The two lists' clients: x does not reach node 1 and locks on 0 and
 	// 3; y, over the stale list, must not lock on 1 and 2.
@@ -157,7 +157,7 @@ func TestReconfigure_AStaleRunWithAnotherNodeListIsRefused(t *testing.T) {
 	lx, err := x.TryLock(ctx, key, 300*time.Millisecond)
 	require.NoError(t, err)
 	if ly := untilDeadline(t, y, key, 300*time.Millisecond, lx.Deadline()); ly != nil {
-		t.Fatalf("double grant: two node lists run under %s", cmd.settings)
+		t.Fatalf("double grant: two node lists run under %s", cmd.dep.marker)
 	}
 }
 
@@ -200,7 +200,7 @@ func TestReconfigure_ANewNodeDownWritesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrReconfigureIncomplete)
 	require.ErrorContains(t, err, "1 of 3 new nodes did not answer")
 	require.ErrorContains(t, err, "nothing was written")
-	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
+	require.Equal(t, same(oldc.dep.marker, 3), cl.markers(t, 0, 1, 2))
 	require.Equal(t, []string{""}, cl.markers(t, 3))
 	requireLocks(t, oldc, 400*time.Millisecond)
 }
@@ -223,7 +223,7 @@ func TestReconfigure_Step1ShortOfTheNewNodesStopsBeforeTheHoldOff(t *testing.T) 
 	require.ErrorContains(t, err, "1 of 3 new ones (2 must)")
 	require.ErrorContains(t, err, "do not start clients of the new settings yet")
 	require.NotContains(t, log.String(), "step=marked", "the command said the new clients may start")
-	moving := script.Moving(cmd.settings)
+	moving := script.Moving(cmd.dep.marker)
 	require.Equal(t, []string{moving, "", ""}, cl.markers(t, 3, 4, 5))
 	for _, i := range []int{3, 4, 5} {
 		_, err := cl.raw[i].HGet(ctx, keyPending, "reconfigure").Result()
@@ -232,5 +232,5 @@ func TestReconfigure_Step1ShortOfTheNewNodesStopsBeforeTheHoldOff(t *testing.T) 
 	// The rerun marks the rest and finishes the change.
 	fcmd.heal()
 	require.NoError(t, cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...))
-	require.Equal(t, same(cmd.settings, 3), cl.markers(t, 3, 4, 5))
+	require.Equal(t, same(cmd.dep.marker, 3), cl.markers(t, 3, 4, 5))
 }

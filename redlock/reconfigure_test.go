@@ -131,7 +131,7 @@ func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, ne
 
 	// During the hold-off: the old client is refused at once, the new one
 	// is told it is a quarantine and how long is left.
-	moving := script.Moving(newc.settings)
+	moving := script.Moving(newc.dep.marker)
 	require.Eventually(t, func() bool {
 		_, err := cl.raw[newIdx[0]].HGet(ctx, keyPending, "reconfigure").Result()
 		return err == nil
@@ -167,12 +167,12 @@ func reconfigureCase(t *testing.T, cl *cluster, oldIdx, newIdx []int, oldTTL, ne
 	t.Logf("first lease of the new settings %v after the command started", time.Since(start))
 	require.NoError(t, <-done)
 	require.NoError(t, l2.Release(ctx))
-	require.Equal(t, same(newc.settings, len(newIdx)), cl.markers(t, newIdx...))
+	require.Equal(t, same(newc.dep.marker, len(newIdx)), cl.markers(t, newIdx...))
 	_, err = oldc.TryLock(ctx, testenv.Key(t), oldTTL)
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	// A rerun of a finished reconfiguration changes nothing.
 	require.NoError(t, cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), oldIdx), oldOpts...))
-	require.Equal(t, same(newc.settings, len(newIdx)), cl.markers(t, newIdx...))
+	require.Equal(t, same(newc.dep.marker, len(newIdx)), cl.markers(t, newIdx...))
 }
 
 func TestReconfigure_ANewMaxTTL(t *testing.T) {
@@ -200,7 +200,7 @@ func TestReconfigure_RefusesANewNodeListWithTheSameSettings(t *testing.T) {
 	cmd := cl.over(t, newFaults(cl), []int{0, 1, 3})
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}))
 	require.ErrorContains(t, err, "change the max ttl or the drift factor together with the nodes")
-	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
+	require.Equal(t, same(oldc.dep.marker, 3), cl.markers(t, 0, 1, 2))
 	require.Equal(t, []string{""}, cl.markers(t, 3))
 }
 
@@ -281,7 +281,7 @@ func TestReconfigure_ARerunAfterAnInterruptionFinishesIt(t *testing.T) {
 	err = cmd.Reconfigure(cctx, cl.hooked(t, newFaults(cl), idx), oldOpts...)
 	require.ErrorIs(t, err, ErrReconfigureIncomplete)
 	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond), roomy)
-	require.Equal(t, same(script.Moving(newc.settings), 3), cl.markers(t, idx...))
+	require.Equal(t, same(script.Moving(newc.dep.marker), 3), cl.markers(t, idx...))
 
 	_, err = oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
 	require.ErrorIs(t, err, ErrConfigMismatch)
@@ -296,7 +296,7 @@ func TestReconfigure_ARerunAfterAnInterruptionFinishesIt(t *testing.T) {
 	rerun := time.Now()
 	require.NoError(t, cmd2.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), oldOpts...))
 	require.GreaterOrEqual(t, time.Since(rerun), 500*time.Millisecond, "the rerun did not wait out the hold-off")
-	require.Equal(t, same(newc.settings, 3), cl.markers(t, idx...))
+	require.Equal(t, same(newc.dep.marker, 3), cl.markers(t, idx...))
 	l2, err := newc.TryLock(ctx, key, 300*time.Millisecond)
 	require.NoError(t, err)
 	require.True(t, time.Now().After(l1.Deadline()))
@@ -319,7 +319,7 @@ func TestReconfigure_RefusedWithoutEnoughOldNodes(t *testing.T) {
 	require.ErrorIs(t, err, ErrReconfigureIncomplete)
 	require.ErrorContains(t, err, "only 1 of 3 old nodes answered and 2 must")
 	require.ErrorContains(t, err, "nothing was written")
-	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
+	require.Equal(t, same(oldc.dep.marker, 3), cl.markers(t, idx...))
 	requireLocks(t, oldc, 500*time.Millisecond)
 }
 
@@ -340,7 +340,7 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 	err := <-done
 	require.ErrorIs(t, err, ErrReconfigureIncomplete)
 	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(300*time.Millisecond))
-	require.Equal(t, []string{newc.settings, newc.settings, ""}, cl.markers(t, idx...))
+	require.Equal(t, []string{newc.dep.marker, newc.dep.marker, ""}, cl.markers(t, idx...))
 	// The old client cannot take the wiped node back: its peers refuse
 	// the old settings.
 	_, err = oldc.TryLock(ctx, testenv.Key(t), 500*time.Millisecond)
@@ -348,7 +348,7 @@ func TestReconfigure_ANodeWipedDuringTheHoldOffServesAQuarantine(t *testing.T) {
 	// The new client starts its quarantine and admits it one Q later.
 	_, err = newc.TryLock(ctx, testenv.Key(t), 300*time.Millisecond)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return cl.markers(t, 2)[0] == newc.settings }, 3*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return cl.markers(t, 2)[0] == newc.dep.marker }, 3*time.Second, 10*time.Millisecond)
 }
 
 // A new node that carried the new settings before the change (another
@@ -360,11 +360,11 @@ func TestReconfigure_RefusesANodeThatAlreadyCarriesTheNewSettings(t *testing.T) 
 	oldOpts := []Option{WithMaxTTL(500 * time.Millisecond), roomy}
 	oldc := cl.deployed(t, newFaults(cl), []int{0, 1, 2}, oldOpts...)
 	cmd := cl.over(t, newFaults(cl), cl.all(), WithMaxTTL(300*time.Millisecond))
-	cl.set(t, keyMarker, cmd.settings, 0, 3, 4)
+	cl.set(t, keyMarker, cmd.dep.marker, 0, 3, 4)
 	err := cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), []int{0, 1, 2}), oldOpts...)
 	require.ErrorIs(t, err, ErrConfigMismatch)
 	require.ErrorContains(t, err, "nothing was written")
-	require.Equal(t, same(oldc.settings, 3), cl.markers(t, 0, 1, 2))
+	require.Equal(t, same(oldc.dep.marker, 3), cl.markers(t, 0, 1, 2))
 	requireLocks(t, oldc, 500*time.Millisecond)
 }
 
@@ -483,7 +483,7 @@ func releaseToAnOldWaiter(t *testing.T, opts ...CallOption) {
 	cmd := cl.over(t, newFaults(cl), idx, WithMaxTTL(ttl-100*time.Millisecond))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Reconfigure(ctx, cl.hooked(t, newFaults(cl), idx), WithMaxTTL(ttl)) }()
-	moving := script.Moving(cmd.settings)
+	moving := script.Moving(cmd.dep.marker)
 	require.Eventually(t, func() bool { return slices.Equal(same(moving, 3), cl.markers(t, idx...)) },
 		2*time.Second, time.Millisecond, "step 1 did not mark the nodes")
 	require.NoError(t, l1.Release(ctx))
@@ -527,7 +527,7 @@ func TestReconfigure_ANodeWipedBetweenTheStepsIsHeldOffToo(t *testing.T) {
 		close(gate)
 		t.Fatal("step 2 never reached node 2")
 	}
-	moving := script.Moving(cmd.settings)
+	moving := script.Moving(cmd.dep.marker)
 	require.Equal(t, moving, cl.markers(t, 2)[0], "step 1 did not refuse the old settings on node 2")
 	cl.wipe(t, 2)
 	_, err = oldc.TryLock(ctx, key, time.Second)
@@ -536,7 +536,7 @@ func TestReconfigure_ANodeWipedBetweenTheStepsIsHeldOffToo(t *testing.T) {
 
 	require.NoError(t, <-done)
 	newc := cl.over(t, newFaults(cl), idx, WithMaxTTL(900*time.Millisecond))
-	require.Equal(t, same(newc.settings, 3), cl.markers(t, idx...))
+	require.Equal(t, same(newc.dep.marker, 3), cl.markers(t, idx...))
 	l2, at := lockAfter(t, newc, key, 900*time.Millisecond, 5*time.Second)
 	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was trusted %v before the old lease's deadline", l1.Deadline().Sub(at))
 	require.NoError(t, l2.Release(ctx))
@@ -568,7 +568,7 @@ func TestReconfigure_RefusesBadOldSettingsWithoutTouchingANode(t *testing.T) {
 	}
 	require.ErrorContains(t, cmd.Reconfigure(ctx, nil), "no old nodes")
 	require.Zero(t, fcmd.total(), "an old node was called")
-	require.Equal(t, same(oldc.settings, 3), cl.markers(t, idx...))
+	require.Equal(t, same(oldc.dep.marker, 3), cl.markers(t, idx...))
 }
 
 // Old nodes that answer the command's first look and then go away before
@@ -596,8 +596,8 @@ func TestReconfigure_OldNodesGoneDuringStep1StopIt(t *testing.T) {
 	require.ErrorContains(t, err, "reached 1 of 3 old nodes (2 must)")
 	var ne *NodeError
 	require.ErrorAs(t, err, &ne)
-	moving := script.Moving(cmd.settings)
-	require.Equal(t, []string{moving, oldc.settings, oldc.settings, moving, moving}, cl.markers(t, newIdx...))
+	moving := script.Moving(cmd.dep.marker)
+	require.Equal(t, []string{moving, oldc.dep.marker, oldc.dep.marker, moving, moving}, cl.markers(t, newIdx...))
 	for _, i := range newIdx {
 		_, err := cl.raw[i].HGet(ctx, keyPending, "reconfigure").Result()
 		require.ErrorIs(t, err, redis.Nil, "node %d: a hold-off was stamped", i)
@@ -620,5 +620,5 @@ func TestReconfigure_OldNodesGoneDuringStep1StopIt(t *testing.T) {
 	require.True(t, at.After(l1.Deadline()), "double grant: a lease of the new settings was trusted %v before the deadline of the old lease taken after step 1 stopped", l1.Deadline().Sub(at))
 	require.NoError(t, <-done)
 	require.NoError(t, l2.Release(ctx))
-	require.Equal(t, same(newc.settings, 5), cl.markers(t, newIdx...))
+	require.Equal(t, same(newc.dep.marker, 5), cl.markers(t, newIdx...))
 }

@@ -216,7 +216,7 @@ func (c *Client) awaitCleanup(ctx context.Context, at outcome, ttl time.Duration
 // (see acquire.lua).
 func (c *Client) newAttempt(key string, ttl time.Duration, waiter string, place int64, ca callArgs) *attempt {
 	a := &attempt{c: c, key: key, value: newValue(), ttl: ttl, t0: c.cfg.clock.Now(), waiter: waiter, meta: ca.meta, fenced: ca.fenced}
-	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.acqSettings,
+	a.acq = c.boxes.Acquire(script.AcquireArgs{Key: key, Value: a.value, TTL: ttl, Settings: c.dep.acquire,
 		Fencing: ca.fenced, Waiter: waiter, Place: place, Line: c.line, Metadata: ca.meta})
 	a.rel = a.acq.ReleaseArgs()
 	return a
