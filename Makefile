@@ -14,9 +14,12 @@ MODEL_TEST_TIMEOUT ?= 30m
 # with heavy dependencies have modules of their own, so that importers of the
 # library and users of the CLI do not get them: the chaos suite, the
 # benchmark and the protocol's model checker (with its Lua interpreter).
+# The driver adapters (docs/drivers.md) are modules of their own too, so
+# that the library does not require rueidis or valkey-go.
 MODEL_MODULE := redlock/internal/model
 TOOL_MODULES := chaos bench
-MODULES := . $(TOOL_MODULES) $(MODEL_MODULE)
+DRIVER_MODULES := redlock/driver/rueidisconn redlock/driver/valkeyconn
+MODULES := . $(TOOL_MODULES) $(DRIVER_MODULES) $(MODEL_MODULE)
 
 # What the tests and the chaos suite start or build with: the servers, a C
 # compiler for -race and the clock shim, libfaketime for clock jumps, and
@@ -27,13 +30,14 @@ DEBIAN_PACKAGES := ca-certificates gcc libc6-dev redis-server postgresql etcd-se
 CHAOS_PACKAGES := zookeeperd libslf4j-java
 
 # $(call each-module,COMMAND) runs COMMAND in every module, stopping at the
-# first failure; each-tool-module in the chaos and bench modules only.
+# first failure; each-tool-module in the chaos, bench and driver adapter
+# modules only (every module but the root and the model checker).
 define each-module
 	@set -e; for m in $(MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
 define each-tool-module
-	@set -e; for m in $(TOOL_MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
+	@set -e; for m in $(TOOL_MODULES) $(DRIVER_MODULES); do echo "--- $$m: $(1)"; (cd $$m && $(1)); done
 endef
 
 # Modules that must stay out of the root module's graph (docs/design.md, "A

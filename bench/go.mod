@@ -4,10 +4,19 @@ go 1.26.0
 
 replace github.com/quorumlock/quorumlock => ../
 
+replace (
+	github.com/quorumlock/quorumlock/redlock/driver/rueidisconn => ../redlock/driver/rueidisconn
+	github.com/quorumlock/quorumlock/redlock/driver/valkeyconn => ../redlock/driver/valkeyconn
+)
+
 require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/quorumlock/quorumlock v0.0.0
+	github.com/quorumlock/quorumlock/redlock/driver/rueidisconn v0.0.0
+	github.com/quorumlock/quorumlock/redlock/driver/valkeyconn v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.80
+	github.com/valkey-io/valkey-go v1.0.80
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -34,5 +43,5 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/internal/drift"
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -124,7 +125,6 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	ns := make([]*node, len(nodes))
 	seen := map[redis.UniversalClient]int{}
-	addrs := map[string]int{}
 	for i, uc := range nodes {
 		if err := checkNodeClient(uc); err != nil {
 			return nil, fmt.Errorf("redlock: New: node %d: %w", i, err)
@@ -133,12 +133,22 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("redlock: New: nodes %d and %d are the same client", j, i)
 		}
 		seen[uc] = i
-		name, key := addrOf(uc, i), sameAddr(uc, i)
+		ns[i] = &node{idx: i, conn: redisconn.New(uc), net: transportOf(uc)}
+	}
+	return build(ns, opts)
+}
+
+// build is New's part that does not depend on the driver: it refuses two
+// nodes with one address, builds the Client and probes the nodes.
+func build(ns []*node, opts []Option) (*Client, error) {
+	addrs := map[string]int{}
+	for i, nd := range ns {
+		name, key := addrOf(nd.conn, i), sameAddr(nd.conn, i)
 		if j, ok := addrs[key]; ok {
 			return nil, fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same address: list each server once", j, ns[j].name, i, name)
 		}
 		addrs[key] = i
-		ns[i] = &node{idx: i, name: name, uc: uc, net: transportOf(uc)}
+		nd.name = name
 	}
 	c, err := newClient(ns, opts)
 	if err != nil {
@@ -164,7 +174,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 		return nil, fmt.Errorf("redlock: New: %w", err)
 	}
 	for _, nd := range ns {
-		nd.sn = script.NewNode(nd.uc, cfg.cleanup)
+		nd.sn = script.NewNode(nd.conn, cfg.cleanup)
 	}
 	c := &Client{cfg: cfg, nodes: ns, quorum: quorum.Majority(len(ns)),
 		dep:    newDeployment(settings{nodes: len(ns), maxTTL: cfg.maxTTL, factor: cfg.factor}, cfg.quarantine),

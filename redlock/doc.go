@@ -81,6 +81,12 @@
 // earliest of theirs; its Done closes when any of them ends, and Extend
 // and Release act on every lease.
 //
+// New takes go-redis v9 clients. NewFromConns takes the nodes of any
+// driver as driver.Conns: the modules redlock/driver/rueidisconn and
+// redlock/driver/valkeyconn adapt rueidis and valkey-go clients, and
+// docs/drivers.md says what a Conn must do and what only go-redis clients
+// give (the dial hook above).
+//
 // A lease is not reentrant, as sync.Mutex is not: a second Lock of a key
 // by the Client that holds it waits for that lease like anyone's, and
 // TryLock finds the key held. Take the lock at the level that owns the

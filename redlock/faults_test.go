@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -724,7 +725,7 @@ func (cl *cluster) requireLineLen(t *testing.T, key string, n int64, what string
 func (cl *cluster) requireQuarantineOver(t *testing.T, idx ...int) {
 	t.Helper()
 	over := func(i int) bool {
-		st, err := script.NewNode(cl.raw[i], time.Second).State(context.Background())
+		st, err := script.NewNode(redisconn.New(cl.raw[i]), time.Second).State(context.Background())
 		return err == nil && (st.Marker != "" || st.Pending != "" && st.Quarantine.Left() <= 0)
 	}
 	require.Eventually(t, func() bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -59,22 +60,20 @@ func (c *Client) inspectNode(ctx context.Context, i int, key string) NodeState {
 	nd := c.nodes[i]
 	ns := NodeState{Node: i, Addr: nd.name, Admission: AdmissionUnknown}
 	start := time.Now()
-	pipe := nd.uc.Pipeline()
-	state := script.QueueState(ctx, pipe, key)
-	info := pipe.Info(ctx, "server")
-	role := pipe.Info(ctx, "replication")
-	_, execErr := pipe.Exec(ctx)
-	if s, ierr := info.Result(); ierr == nil {
+	cmds := []driver.Cmd{{Args: script.StateArgs(key)}, {Args: []any{"info", "server"}}, {Args: []any{"info", "replication"}}}
+	nd.conn.Pipeline(ctx, cmds)
+	state, info, role := cmds[0], cmds[1], cmds[2]
+	if s, ierr := replyText(info.Val, info.Err); ierr == nil {
 		ns.Server.Version = infoField(s, "redis_version")
 		ns.Server.RunID = infoField(s, "run_id")
 		up, _ := strconv.ParseInt(infoField(s, "uptime_in_seconds"), 10, 64)
 		ns.Server.Uptime = time.Duration(up) * time.Second
 	}
-	if s, rerr := role.Result(); rerr == nil {
+	if s, rerr := replyText(role.Val, role.Err); rerr == nil {
 		ns.Server.Role = infoField(s, "role")
 	}
 	ns.Latency = time.Since(start)
-	st, err := state(execErr)
+	st, err := script.StateOf(state.Val, state.Err)
 	if err != nil {
 		ns.Err = c.cause(i, err) // typed (ErrNodeRefused), with the last transport error
 		return ns
@@ -175,7 +174,7 @@ func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck 
 
 	// The clock first, alone, so that the round trip bounds the error.
 	t0 := time.Now()
-	tm, err := nd.uc.Time(ctx).Result()
+	tm, err := replyTime(nd.conn.Do(ctx, "time"))
 	nc.RTT = time.Since(t0)
 	switch {
 	case err == nil:
@@ -185,25 +184,23 @@ func (c *Client) checkNode(ctx context.Context, i int, keys []string) NodeCheck 
 		return nc
 	}
 
-	pipe := nd.uc.Pipeline()
-	info := pipe.Info(ctx)
-	save := pipe.ConfigGet(ctx, "save")
-	fsync := pipe.ConfigGet(ctx, "appendfsync")
-	acl := pipe.Eval(ctx, aclScript, nil, aclArgs(keys)...)
-	_, _ = pipe.Exec(ctx)
-	if s, err := info.Result(); err == nil {
+	acl := append([]any{"eval", aclScript, 0}, aclArgs(keys)...)
+	cmds := []driver.Cmd{{Args: []any{"info"}}, {Args: []any{"config", "get", "save"}}, {Args: []any{"config", "get", "appendfsync"}}, {Args: acl}}
+	nd.conn.Pipeline(ctx, cmds)
+	info, save, fsync, aclr := cmds[0], cmds[1], cmds[2], cmds[3]
+	if s, err := replyText(info.Val, info.Err); err == nil {
 		// The server's version, role and uptime come with the Inspect
 		// read below.
 		nc.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
 		nc.Eviction = infoField(s, "maxmemory_policy")
 		nc.AppendOnly = infoField(s, "aof_enabled") == "1"
 	}
-	sv, serr := save.Result()
-	fv, ferr := fsync.Result()
+	sv, serr := configValue(save.Val, save.Err, "save")
+	fv, ferr := configValue(fsync.Val, fsync.Err, "appendfsync")
 	if serr == nil && ferr == nil {
-		nc.ConfigRead, nc.Save, nc.AppendFsync = true, strings.TrimSpace(sv["save"]), fv["appendfsync"]
+		nc.ConfigRead, nc.Save, nc.AppendFsync = true, strings.TrimSpace(sv), fv
 	}
-	if res, err := acl.Result(); err == nil {
+	if res, err := aclr.Val, aclr.Err; err == nil {
 		oks, ok := res.([]any)
 		if !ok {
 			nc.aclErr = errors.New("the node runs Redis before 7, which cannot tell")

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -23,7 +24,7 @@ import (
 func scriptName(sha string) string { return script.NameOf(sha) }
 
 // scriptNamed is the script called name.
-func scriptNamed(name string) *redis.Script { return script.ByName(name) }
+func scriptNamed(name string) *redis.Script { return redis.NewScript(script.SourceOf(name)) }
 
 // loadScript puts the script called name in rc's script cache, so that
 // the next call of it is one EVALSHA.
@@ -124,7 +125,7 @@ func settled(t *testing.T, c *Client, d time.Duration) {
 // admission does.
 func startQuarantine(t *testing.T, rc *redis.Client, c *Client) {
 	t.Helper()
-	_, err := script.NewNode(rc, time.Second).Pending(context.Background(), script.PendingArgs{ID: newValue(),
+	_, err := script.NewNode(redisconn.New(rc), time.Second).Pending(context.Background(), script.PendingArgs{ID: newValue(),
 		Settings: c.dep.marker, Quarantine: c.dep.quarantine(), TTL: c.dep.pendingTTL(), Replace: true})
 	require.NoError(t, err)
 }

@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -21,13 +20,13 @@ import (
 // probe of them, the one release call to a node that every release goes
 // through, and each node's part in a failed call (nodeErr, mismatch).
 
-// node is one entry of the node list: the client given to New, and its
-// record of missed deadlines.
+// node is one entry of the node list: the client given to New (as a
+// driver.Conn), and its record of missed deadlines.
 type node struct {
 	idx  int
 	name string // the address the caller configured, for errors and logs only
-	uc   redis.UniversalClient
-	sn   *script.Node // runs the scripts on uc
+	conn driver.Conn
+	sn   *script.Node // runs the scripts on conn
 
 	// missed is set when a call to the node ran out of time (or New's
 	// probe did not hear from it) and cleared by its next answer. An
@@ -93,7 +92,7 @@ func (c *Client) warm(i int) {
 		defer nd.warming.Store(false)
 		ctx, cancel := context.WithTimeout(c.admit.ctx, c.cfg.probe)
 		defer cancel()
-		if nd.uc.Ping(ctx).Err() == nil {
+		if _, err := nd.conn.Do(ctx, "ping"); err == nil {
 			nd.net.clear()
 		}
 	})
@@ -162,9 +161,9 @@ func isReplyError(err error) bool {
 	return errors.As(err, &bad)
 }
 
-// isRedisReply reports an error reply of the server (redis.Nil included).
+// isRedisReply reports an error reply of the server.
 func isRedisReply(err error) bool {
-	var re redis.Error
+	var re driver.Error
 	return errors.As(err, &re)
 }
 
@@ -224,8 +223,7 @@ func (c *Client) probe() (err error) {
 	}
 	n := len(c.nodes)
 	r := quorum.Start(nil, ctx, n, func(ctx context.Context, i int) (probed, error) {
-		uc := c.nodes[i].uc
-		info, err := uc.Info(ctx).Result()
+		info, err := infoOf(ctx, c.nodes[i].conn)
 		c.observe(i, err)
 		switch re := refusal(err); {
 		case err == nil:

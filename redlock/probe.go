@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 )
 
 // What New checks of the node clients it is given, before and after it
@@ -44,25 +45,21 @@ func checkNodeClient(uc redis.UniversalClient) error {
 // logs: host:port as configured (the CLI's status spells it the same
 // way), or unix:// and the socket's path. Clients whose address we cannot
 // read are named by their position.
-func addrOf(uc redis.UniversalClient, i int) string {
-	if rc, ok := uc.(*redis.Client); ok {
-		if a := strings.TrimSpace(rc.Options().Addr); a != "" {
-			if rc.Options().Network == "unix" {
-				return "unix://" + a
-			}
-			return a
-		}
+func addrOf(conn driver.Conn, i int) string {
+	if a := strings.TrimSpace(conn.Addr()); a != "" {
+		return a
 	}
 	return fmt.Sprintf("node-%d", i)
 }
 
 // sameAddr is the key under which New compares node addresses: localhost
 // and 127.0.0.1 are one address.
-func sameAddr(uc redis.UniversalClient, i int) string {
-	if rc, ok := uc.(*redis.Client); ok && rc.Options().Network != "unix" {
-		return normalizeAddr(addrOf(uc, i))
+func sameAddr(conn driver.Conn, i int) string {
+	a := addrOf(conn, i)
+	if strings.HasPrefix(a, "unix://") {
+		return a
 	}
-	return addrOf(uc, i)
+	return normalizeAddr(a)
 }
 
 func normalizeAddr(a string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -95,7 +96,8 @@ func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, 
 		if err := checkNodeClient(uc); err != nil {
 			return fmt.Errorf("redlock: Reconfigure: old node %d: %w", i, err)
 		}
-		olds[i] = &node{idx: i, name: addrOf(uc, i), uc: uc, sn: script.NewNode(uc, c.cfg.cleanup)}
+		conn := redisconn.New(uc)
+		olds[i] = &node{idx: i, name: addrOf(conn, i), conn: conn, sn: script.NewNode(conn, c.cfg.cleanup)}
 	}
 	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.dep.marker, holdOff: max(old.quarantine(), c.dep.quarantine()), readFrom: readFrom}
 	return r.run(ctx)

@@ -7,7 +7,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 )
 
 // Replies that say a node will not serve this client as configured. They
@@ -51,7 +51,7 @@ func refusal(err error) *RefusalError {
 	if problem := tlsRefusal(err); problem != "" {
 		return &RefusalError{Problem: problem, Err: err}
 	}
-	var rerr redis.Error
+	var rerr driver.Error
 	if !errors.As(err, &rerr) {
 		return nil
 	}

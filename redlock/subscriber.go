@@ -5,9 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -17,7 +16,7 @@ import (
 // subscriber serialises SUBSCRIBE/UNSUBSCRIBE for one node in a goroutine
 // of its own, so their order matches the order of waiter changes.
 type subscriber struct {
-	ps  *redis.PubSub
+	ps  driver.Subscription
 	ops chan subOp
 	own bool // subscribed to the Client's own notice channel (run's goroutine only)
 }
@@ -35,7 +34,7 @@ func (w *waker) sendLocked(op subOp) {
 	for i, nd := range w.c.nodes {
 		s := w.subs[i]
 		if s == nil {
-			s = &subscriber{ps: nd.uc.Subscribe(context.Background()), ops: make(chan subOp, 1024)}
+			s = &subscriber{ps: nd.conn.Subscribe(), ops: make(chan subOp, 1024)}
 			w.subs[i] = s
 			w.c.spawn(func() { w.run(i, s) })
 		}
@@ -84,7 +83,7 @@ func (w *waker) run(node int, s *subscriber) {
 		}
 		if !started && op.sub {
 			started = true
-			msgs := s.ps.Channel()
+			msgs := s.ps.Messages()
 			listening.Go(func() {
 				for m := range msgs {
 					w.deliver(node, m.Channel, m.Payload)

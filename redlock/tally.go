@@ -10,9 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/internal/quorum"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -257,7 +256,7 @@ func (a *attempt) failure(ctx context.Context) *NotObtainedError {
 // unreachable (connection refused)", "1 of 5 nodes failing (OOM ...)".
 func unreachable(down []*NodeError, n int) string {
 	what := "unreachable"
-	var reply redis.Error
+	var reply driver.Error
 	if errors.As(down[0].Err, &reply) {
 		what = "failing" // it answered, with an error
 	}

@@ -56,7 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 Starts five redis-server nodes on free loopback ports (no persistence),
 runs the scenarios with quorumlock, redsync, a single-node lock and the
-network floor interleaved, prints a table of latencies and ratios, the
+network floor interleaved (uncontended also with quorumlock on rueidis
+and valkey-go), prints a table of latencies and ratios, the
 renewal figures and the checks of the performance targets, with the
 machine's load average before and after, and stops the nodes (also on
 Ctrl-C).

@@ -10,7 +10,8 @@ import (
 
 // uncontended: one goroutine, Lock then Release on the same key (always
 // free when Lock starts), for the floor, the single-node baseline, redsync,
-// quorumlock and quorumlock WithFencing, interleaved.
+// quorumlock, quorumlock on rueidis and on valkey-go (the same Client
+// through the driver adapters), and quorumlock WithFencing, interleaved.
 func uncontended(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs []string, key string) ([]Result, error) {
 	ql, err := impl.NewQL(impl.Clients(addrs), true, cfg.TTL)
 	if err != nil {
@@ -22,6 +23,16 @@ func uncontended(ctx context.Context, cfg Config, _ []*servers.RedisProcess, add
 		return nil, err
 	}
 	defer qf.Close()
+	qr, err := impl.NewQLRueidis(addrs, cfg.TTL)
+	if err != nil {
+		return nil, err
+	}
+	defer qr.Close()
+	qv, err := impl.NewQLValkey(addrs, cfg.TTL)
+	if err != nil {
+		return nil, err
+	}
+	defer qv.Close()
 	rs := impl.NewRS(impl.Clients(addrs), cfg.TTL)
 	defer rs.Close()
 	single := impl.NewSingle(impl.Clients(addrs[:1])[0], cfg.TTL)
@@ -39,6 +50,8 @@ func uncontended(ctx context.Context, cfg Config, _ []*servers.RedisProcess, add
 		{scenario: Uncontended, l: single, key: key + ":single", ops: ops},
 		{scenario: Uncontended, l: rs, key: key + ":redsync", ops: ops},
 		{scenario: Uncontended, l: ql, key: key + ":quorumlock", ops: ops},
+		{scenario: Uncontended, l: qr, key: key + ":rueidis", ops: ops},
+		{scenario: Uncontended, l: qv, key: key + ":valkey", ops: ops},
 		{scenario: UncontendedFenced, variant: "WithFencing", l: qf, key: key + ":fenced", ops: ops},
 	}
 	for _, e := range es {

@@ -93,7 +93,7 @@ func (x *Acquire) Args() AcquireArgs { return x.args }
 
 // Run sends the call to n.
 func (x *Acquire) Run(ctx context.Context, n *Node) (AcquireReply, error) {
-	res, err := n.do(ctx, &x.call).Slice()
+	res, err := asSlice(n.do(ctx, &x.call))
 	if err != nil {
 		return AcquireReply{}, err
 	}

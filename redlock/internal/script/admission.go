@@ -54,7 +54,7 @@ type PendingReply struct {
 // Pending runs the pending script on n.
 func (n *Node) Pending(ctx context.Context, a PendingArgs) (PendingReply, error) {
 	keys, args := a.call()
-	res, err := pendingScript.Run(ctx, n.uc, keys, args...).Slice()
+	res, err := asSlice(pendingScript.Run(ctx, n.conn, keys, args...))
 	if err != nil {
 		return PendingReply{}, err
 	}
@@ -103,7 +103,7 @@ const (
 // Admit runs the admit script on n.
 func (n *Node) Admit(ctx context.Context, a AdmitArgs) (AdmitStatus, error) {
 	keys, args := a.call()
-	v, err := admitScript.Run(ctx, n.uc, keys, args...).Int64()
+	v, err := asInt64(admitScript.Run(ctx, n.conn, keys, args...))
 	return AdmitStatus(v), err
 }
 

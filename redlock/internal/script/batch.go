@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 )
 
 // batcher sends one node's script calls: directly while the node has
@@ -20,7 +20,7 @@ import (
 // never in flight together, and a caller whose ctx ends stops waiting (the
 // call may still run, exactly as a direct call whose reply is abandoned).
 type batcher struct {
-	uc redis.UniversalClient
+	conn driver.Conn
 
 	mu      sync.Mutex
 	direct  int           // direct calls in flight
@@ -35,7 +35,7 @@ type batcher struct {
 // queued is one call waiting in a batcher's queue.
 type queued struct {
 	ctx  context.Context
-	cmd  *redis.Cmd
+	cmd  driver.Cmd
 	done chan struct{} // closed when cmd holds the reply
 }
 
@@ -55,35 +55,33 @@ const (
 	maxBatch = 256 // calls per pipeline
 )
 
-func newBatcher(uc redis.UniversalClient, timeout time.Duration) *batcher {
-	return &batcher{uc: uc, timeout: timeout}
+func newBatcher(conn driver.Conn, timeout time.Duration) *batcher {
+	return &batcher{conn: conn, timeout: timeout}
 }
 
 // do sends one call (EVALSHA and its arguments) and returns its reply.
-func (b *batcher) do(ctx context.Context, args []any) *redis.Cmd {
+func (b *batcher) do(ctx context.Context, args []any) (any, error) {
 	b.mu.Lock()
 	if b.direct < maxDirect && len(b.queue) == 0 {
 		b.direct++
 		b.mu.Unlock()
-		cmd := b.uc.Do(ctx, args...)
+		v, err := b.conn.Do(ctx, args...)
 		b.mu.Lock()
 		b.direct--
 		b.flushLocked()
 		b.mu.Unlock()
-		return cmd
+		return v, err
 	}
-	q := &queued{ctx: ctx, cmd: redis.NewCmd(ctx, args...), done: make(chan struct{})}
+	q := &queued{ctx: ctx, cmd: driver.Cmd{Args: args}, done: make(chan struct{})}
 	b.queue = append(b.queue, q)
 	b.flushLocked()
 	b.mu.Unlock()
 	select {
 	case <-q.done:
-		return q.cmd
+		return q.cmd.Val, q.cmd.Err
 	case <-ctx.Done():
-		// The pipeline still owns q.cmd: answer with a fresh one.
-		cmd := redis.NewCmd(ctx, args...)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		// The pipeline still owns q.cmd.
+		return nil, ctx.Err()
 	}
 }
 
@@ -113,7 +111,7 @@ func (b *batcher) takeLocked() []*queued {
 
 // send runs pipelines until the queue is empty: the calls that queued
 // while one was out leave in the next, from the same goroutine (a new
-// goroutine per pipeline would grow its stack through go-redis's calls
+// goroutine per pipeline would grow its stack through the driver's calls
 // each time). Calls whose caller already gave up are left out; each
 // pipeline is bounded by the latest deadline of its calls.
 func (b *batcher) send(batch []*queued) {
@@ -135,7 +133,7 @@ func (b *batcher) sendOne(batch []*queued) {
 	var deadline time.Time
 	for _, q := range batch {
 		if err := q.ctx.Err(); err != nil {
-			q.cmd.SetErr(err)
+			q.cmd.Err = err
 			close(q.done)
 			continue
 		}
@@ -154,13 +152,14 @@ func (b *batcher) sendOne(batch []*queued) {
 	b.batched.Add(int64(len(live)))
 	b.pipelines.Add(1)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	pipe := b.uc.Pipeline()
-	for _, q := range live {
-		_ = pipe.Process(ctx, q.cmd)
+	cmds := make([]driver.Cmd, len(live))
+	for i, q := range live {
+		cmds[i] = q.cmd
 	}
-	_, _ = pipe.Exec(ctx) // each call's error is in its cmd
+	b.conn.Pipeline(ctx, cmds) // each call's error is in its cmd
 	cancel()
-	for _, q := range live {
+	for i, q := range live {
+		q.cmd = cmds[i]
 		close(q.done)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 )
 
 // Under load the batcher pipelines calls; every caller still gets its own
@@ -19,7 +20,7 @@ import (
 // calls that used it.
 func TestBatcher_RepliesUnderLoad(t *testing.T) {
 	rc := testenv.Redis(t).Client(t)
-	b := newBatcher(rc, time.Second)
+	b := newBatcher(redisconn.New(rc), time.Second)
 	ctx := context.Background()
 	const callers, calls = 64, 50
 	var wg sync.WaitGroup
@@ -28,7 +29,7 @@ func TestBatcher_RepliesUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			for i := range calls {
 				want := fmt.Sprintf("%d-%d", g, i)
-				got, err := b.do(ctx, []any{"echo", want}).Text()
+				got, err := asText(b.do(ctx, []any{"echo", want}))
 				if err != nil || got != want {
 					errs <- fmt.Errorf("caller %d call %d: got %q, %v; want %q", g, i, got, err, want)
 					return
@@ -53,13 +54,13 @@ func TestBatcher_RepliesUnderLoad(t *testing.T) {
 	for i := range 20 {
 		nos.Go(func() {
 			if i%2 == 0 {
-				err := b.do(ctx, []any{"evalsha", "0000000000000000000000000000000000000000", 0}).Err()
+				err := errOf(b.do(ctx, []any{"evalsha", "0000000000000000000000000000000000000000", 0}))
 				if err == nil || !isNoScript(err) {
 					t.Errorf("evalsha of an unknown script: %v, want NOSCRIPT", err)
 				}
 				return
 			}
-			if got, err := b.do(ctx, []any{"echo", "x"}).Text(); err != nil || got != "x" {
+			if got, err := asText(b.do(ctx, []any{"echo", "x"})); err != nil || got != "x" {
 				t.Errorf("echo among NOSCRIPTs: %q, %v", got, err)
 			}
 		})
@@ -73,13 +74,13 @@ func TestBatcher_RepliesUnderLoad(t *testing.T) {
 // overwrote them.)
 func TestBatcher_KeepsNoCallItSent(t *testing.T) {
 	rc := testenv.Redis(t).Client(t)
-	b := newBatcher(rc, time.Second)
+	b := newBatcher(redisconn.New(rc), time.Second)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range 20 {
-				if err := b.do(ctx, []any{"ping"}).Err(); err != nil {
+				if err := errOf(b.do(ctx, []any{"ping"})); err != nil {
 					t.Error(err)
 					return
 				}
@@ -111,7 +112,7 @@ func TestBatcher_AFrozenNodeRespectsDeadlines(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			err := b.do(ctx, []any{"ping"}).Err()
+			err := errOf(b.do(ctx, []any{"ping"}))
 			if err == nil {
 				t.Error("a call to a frozen node succeeded")
 			}
@@ -125,7 +126,7 @@ func TestBatcher_AFrozenNodeRespectsDeadlines(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return b.do(ctx, []any{"ping"}).Err() == nil
+		return errOf(b.do(ctx, []any{"ping"})) == nil
 	}, 5*time.Second, 10*time.Millisecond, "the node did not answer after it thawed")
 }
 
@@ -142,7 +143,7 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 		long.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 			defer cancel()
-			_ = b.do(ctx, []any{"ping"}).Err()
+			_ = errOf(b.do(ctx, []any{"ping"}))
 		})
 	}
 	require.Eventually(t, func() bool {
@@ -154,7 +155,7 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := b.do(ctx, []any{"set", marker, "sent late"}).Err()
+	err := errOf(b.do(ctx, []any{"set", marker, "sent late"}))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), time.Second, "a call behind the stuck pipeline waited for the pipeline, not its own ctx")
 
@@ -164,7 +165,7 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		fresh <- b.do(ctx, []any{"ping"}).Err()
+		fresh <- errOf(b.do(ctx, []any{"ping"}))
 	}()
 	require.Eventually(t, func() bool {
 		b.mu.Lock()
@@ -202,5 +203,8 @@ func frozenBatcher(t *testing.T, conns int) (*testenv.RedisNode, *redis.Client, 
 	wg.Wait()
 	require.NoError(t, n.Pause())
 	t.Cleanup(func() { _ = n.Resume() }) // a second SIGCONT is harmless
-	return n, rc, newBatcher(rc, time.Second)
+	return n, rc, newBatcher(redisconn.New(rc), time.Second)
 }
+
+// errOf is the error of a call's reply.
+func errOf(_ any, err error) error { return err }

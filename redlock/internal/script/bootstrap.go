@@ -41,14 +41,14 @@ const (
 // Claim runs the claim step on n.
 func (n *Node) Claim(ctx context.Context, a ClaimArgs) (BootstrapStatus, error) {
 	keys, args := a.call()
-	v, err := bootstrapScript.Run(ctx, n.uc, keys, args...).Int64()
+	v, err := asInt64(bootstrapScript.Run(ctx, n.conn, keys, args...))
 	return BootstrapStatus(v), err
 }
 
 // AdmitClaimed runs the admit step on n.
 func (n *Node) AdmitClaimed(ctx context.Context, a ClaimedArgs) (BootstrapStatus, error) {
 	keys, args := a.call()
-	v, err := bootstrapScript.Run(ctx, n.uc, keys, args...).Int64()
+	v, err := asInt64(bootstrapScript.Run(ctx, n.conn, keys, args...))
 	return BootstrapStatus(v), err
 }
 

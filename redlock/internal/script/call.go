@@ -2,13 +2,15 @@ package script
 
 import (
 	"context"
-	"errors"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/quorumlock/quorumlock/redlock/driver"
 )
 
 // Node runs the scripts on one Redis server. The calls of the lock's hot
@@ -16,25 +18,22 @@ import (
 // go through the node's batcher; the others (admission, bootstrap, state,
 // identity) go straight to the client. Safe for concurrent use.
 type Node struct {
-	uc    redis.UniversalClient
+	conn  driver.Conn
 	batch *batcher
 }
 
-// NewNode returns a Node over uc; timeout bounds a pipeline of calls that
-// carry no deadline.
-func NewNode(uc redis.UniversalClient, timeout time.Duration) *Node {
-	return &Node{uc: uc, batch: newBatcher(uc, timeout)}
+// NewNode returns a Node over conn; timeout bounds a pipeline of calls
+// that carry no deadline.
+func NewNode(conn driver.Conn, timeout time.Duration) *Node {
+	return &Node{conn: conn, batch: newBatcher(conn, timeout)}
 }
-
-// Client is the node's client, for what is not a script: INFO, Pub/Sub.
-func (n *Node) Client() redis.UniversalClient { return n.uc }
 
 // call is one script call with its arguments, built once per round and
 // sent to every node of it (the round's goroutines only read it): a round
 // then costs the nodes' clients no argument building of their own, which
 // was a third of a Lock+Release's allocations.
 type call struct {
-	script *redis.Script
+	script *Script
 	nkeys  int
 	cmd    []any // EVALSHA sha numkeys keys... args...
 }
@@ -42,7 +41,7 @@ type call struct {
 // init builds a call of s. Keys and arguments are given already boxed,
 // so that a value used by several calls (a lock value, a ttl) is boxed
 // once.
-func (p *call) init(s *redis.Script, keys []any, args ...any) {
+func (p *call) init(s *Script, keys []any, args ...any) {
 	cmd := make([]any, 0, 3+len(keys)+len(args))
 	cmd = append(cmd, "evalsha", s.Hash(), len(keys))
 	cmd = append(cmd, keys...)
@@ -50,8 +49,8 @@ func (p *call) init(s *redis.Script, keys []any, args ...any) {
 	*p = call{script: s, nkeys: len(keys), cmd: cmd}
 }
 
-// split returns the keys and arguments for the Script API (EVAL after a
-// NOSCRIPT), which wants them apart.
+// split returns the keys and arguments apart, as Script.Run and the
+// contract cases take them.
 func (p *call) split() ([]string, []any) {
 	keys := make([]string, p.nkeys)
 	for i := range keys {
@@ -61,19 +60,53 @@ func (p *call) split() ([]string, []any) {
 }
 
 // do sends p: one EVALSHA with the prebuilt arguments, and the script's
-// source when the node answers NOSCRIPT (a restart emptied its script
-// cache).
-func (n *Node) do(ctx context.Context, p *call) *redis.Cmd {
-	cmd := n.batch.do(ctx, p.cmd)
-	if err := cmd.Err(); err == nil || !isNoScript(err) {
-		return cmd
+// source when the node answers NOSCRIPT (a restart or a SCRIPT FLUSH
+// emptied its script cache).
+func (n *Node) do(ctx context.Context, p *call) (any, error) {
+	v, err := n.batch.do(ctx, p.cmd)
+	if err == nil || !isNoScript(err) {
+		return v, err
 	}
-	keys, args := p.split()
-	return p.script.Eval(ctx, n.uc, keys, args...)
+	eval := make([]any, len(p.cmd))
+	copy(eval, p.cmd)
+	eval[0], eval[1] = "eval", p.script.src
+	return n.conn.Do(ctx, eval...)
 }
 
-func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// Script is one of the node-side scripts: its name, source and SHA1.
+type Script struct{ name, src, hash string }
+
+// Hash is the script's SHA1, as EVALSHA names it.
+func (s *Script) Hash() string { return s.hash }
+
+// Run runs s on conn: EVALSHA, and EVAL with the source when the node
+// answers NOSCRIPT. For the calls that are not on the lock's hot path.
+func (s *Script) Run(ctx context.Context, conn driver.Conn, keys []string, args ...any) (any, error) {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", s.hash, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, args...)
+	v, err := conn.Do(ctx, cmd...)
+	if err == nil || !isNoScript(err) {
+		return v, err
+	}
+	cmd[0], cmd[1] = "eval", s.src
+	return conn.Do(ctx, cmd...)
+}
+
+// EvalArgs is the EVAL of s with keys and args (the source sent whole):
+// for a pipeline, where a NOSCRIPT could not be answered by a second try.
+func (s *Script) EvalArgs(keys []string, args ...any) []any {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "eval", s.src, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, args...)
 }
 
 // Boxes keeps script arguments boxed between calls: callers mostly use
@@ -145,19 +178,66 @@ func NameOf(sha string) string { return names[sha] }
 
 // ByName returns the script called name ("acquire", "release", ...; nil
 // for none): for hooks that run a call they intercepted themselves.
-func ByName(name string) *redis.Script { return scripts[name] }
+func ByName(name string) *Script { return scripts[name] }
+
+// SourceOf returns the Lua source of the script called name ("" for
+// none): for tests that load or run it through a client of their own.
+func SourceOf(name string) string { return sources[name] }
 
 var (
 	names   = map[string]string{}
-	scripts = map[string]*redis.Script{}
+	scripts = map[string]*Script{}
 	sources = map[string]string{}
 )
 
 // newScript returns the script of src and records its name.
-func newScript(name, src string) *redis.Script {
-	s := redis.NewScript(src)
-	names[s.Hash()] = name
+func newScript(name, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	s := &Script{name: name, src: src, hash: hex.EncodeToString(sum[:])}
+	names[s.hash] = name
 	sources[name] = src
 	scripts[name] = s
 	return s
+}
+
+// The replies as the scripts send them (driver's conventions): a Lua
+// table is an array, a number an int64, a string a string, and false nil.
+
+func asSlice(v any, err error) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	s, ok := v.([]any)
+	if !ok {
+		return nil, malformed("reply %T is not an array", v)
+	}
+	return s, nil
+}
+
+func asInt64(v any, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		i, perr := strconv.ParseInt(x, 10, 64)
+		if perr != nil {
+			return 0, malformed("reply %q is not an integer", x)
+		}
+		return i, nil
+	}
+	return 0, malformed("reply %T is not an integer", v)
+}
+
+func asText(v any, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", malformed("reply %T is not a string", v)
+	}
+	return s, nil
 }

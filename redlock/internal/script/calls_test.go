@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
+	"github.com/quorumlock/quorumlock/redlock/driver"
+	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 )
 
 // The typed calls send the positional KEYS and ARGV the scripts' headers
@@ -18,6 +20,13 @@ import (
 // a failed attempt's cleanup) is checked here alone. A swap of its queue
 // and reservation keys, or its place taken from the ttl's box, failed
 // this test and no contract case.
+// A deployment's settings as the calls carry them, and two others.
+const (
+	ctSettings = "v1 nodes=5 maxttl=1000ms drift=0.01"
+	ctOther    = "v1 nodes=5 maxttl=200ms drift=0.01"
+	ctThird    = "v1 nodes=3 maxttl=1000ms drift=0.01"
+)
+
 func TestCalls_PositionalLayout(t *testing.T) {
 	var b Boxes
 	a := AcquireArgs{Key: "k", Value: "v", TTL: 5 * time.Second, Settings: ctSettings, Waiter: "c1.w~100+5000", Place: 100, Line: 10 * time.Second}
@@ -74,7 +83,7 @@ func TestCalls_PositionalLayout(t *testing.T) {
 func TestCalls_OnRedis(t *testing.T) {
 	ctx := context.Background()
 	rc := testenv.Redis(t).Client(t)
-	n := NewNode(rc, time.Second)
+	n := NewNode(redisconn.New(rc), time.Second)
 	var b Boxes
 	require.NoError(t, rc.Set(ctx, MarkerKey, ctSettings, 0).Err())
 	key := testenv.Key(t)
@@ -129,10 +138,9 @@ func TestCalls_OnRedis(t *testing.T) {
 	require.Equal(t, ctSettings, st.Marker)
 	require.False(t, st.HasKey)
 
-	pipe := rc.Pipeline()
-	read := QueueState(ctx, pipe, key)
-	_, err = pipe.Exec(ctx)
-	st, err = read(err)
+	cmds := []driver.Cmd{{Args: StateArgs(key)}}
+	redisconn.New(rc).Pipeline(ctx, cmds)
+	st, err = StateOf(cmds[0].Val, cmds[0].Err)
 	require.NoError(t, err)
 	require.True(t, st.HasKey)
 	require.Equal(t, w.String(), st.Value)
@@ -162,7 +170,7 @@ func TestCalls_OnRedis(t *testing.T) {
 func TestCalls_ReconfigureOnRedis(t *testing.T) {
 	ctx := context.Background()
 	rc := testenv.Redis(t).Client(t)
-	n := NewNode(rc, time.Second)
+	n := NewNode(redisconn.New(rc), time.Second)
 	require.NoError(t, rc.Set(ctx, MarkerKey, ctSettings, 0).Err())
 	step := func(s ReconfigureStep) ReconfigureReply {
 		t.Helper()

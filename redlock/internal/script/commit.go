@@ -43,7 +43,7 @@ type CommitReply struct {
 
 // Run sends the call to n.
 func (x *Commit) Run(ctx context.Context, n *Node) (CommitReply, error) {
-	v, err := n.do(ctx, &x.call).Slice()
+	v, err := asSlice(n.do(ctx, &x.call))
 	if err != nil {
 		return CommitReply{}, err
 	}

@@ -94,7 +94,7 @@ func (r ExtendReply) Renewed(k int) bool { return r.renewed[k] }
 
 // Run sends the call to n.
 func (x *Extend) Run(ctx context.Context, n *Node) (ExtendReply, error) {
-	v, err := n.do(ctx, &x.call).Slice()
+	v, err := asSlice(n.do(ctx, &x.call))
 	if err != nil {
 		return ExtendReply{}, err
 	}

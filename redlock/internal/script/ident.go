@@ -14,7 +14,7 @@ var identScript = newScript("ident", identSrc)
 // fresh as that identity if the server has none yet.
 func (n *Node) Ident(ctx context.Context, fresh string) (string, error) {
 	keys, args := identCall(fresh)
-	return identScript.Run(ctx, n.uc, keys, args...).Text()
+	return asText(identScript.Run(ctx, n.conn, keys, args...))
 }
 
 func identCall(fresh string) ([]string, []any) { return []string{IdentKey}, []any{fresh} }

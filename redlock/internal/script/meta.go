@@ -31,6 +31,6 @@ func NewMeta(a MetaArgs) *Meta {
 // Run sends the call to n. It reports whether the node's key held Value
 // and now has the metadata.
 func (x *Meta) Run(ctx context.Context, n *Node) (bool, error) {
-	v, err := n.do(ctx, &x.call).Int64()
+	v, err := asInt64(n.do(ctx, &x.call))
 	return v == 1, err
 }

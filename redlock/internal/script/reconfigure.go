@@ -3,12 +3,9 @@ package script
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
 )
@@ -88,7 +85,7 @@ type ReconfigureReply struct {
 // Reconfigure runs one step of a reconfiguration on n.
 func (n *Node) Reconfigure(ctx context.Context, a ReconfigureArgs) (ReconfigureReply, error) {
 	keys, args := a.call()
-	res, err := reconfigureScript.Run(ctx, n.uc, keys, args...).Slice()
+	res, err := asSlice(reconfigureScript.Run(ctx, n.conn, keys, args...))
 	if err != nil {
 		return ReconfigureReply{}, err
 	}
@@ -249,11 +246,11 @@ func ReconfigureUnchanged(from, to string, olds, news []string) bool {
 // Trace reads the record of the change that marked n ("" for none): the
 // record every step of a reconfiguration writes with its marker.
 func (n *Node) Trace(ctx context.Context) (string, error) {
-	v, err := n.uc.Get(ctx, TraceKey).Result()
-	if errors.Is(err, redis.Nil) {
+	v, err := n.conn.Do(ctx, "get", TraceKey)
+	if err == nil && v == nil {
 		return "", nil
 	}
-	return v, err
+	return asText(v, err)
 }
 
 func parseReconfigure(res []any) (ReconfigureReply, error) {

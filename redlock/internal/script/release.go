@@ -120,6 +120,6 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 // Run sends the call to n. It reports whether the node deleted the key:
 // it held Value (or, for a Waiter that leaves, a key handed to it).
 func (x *Release) Run(ctx context.Context, n *Node) (bool, error) {
-	v, err := n.do(ctx, &x.call).Int64()
+	v, err := asInt64(n.do(ctx, &x.call))
 	return v == 1, err
 }

@@ -3,10 +3,7 @@ package script
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed state.lua
@@ -36,30 +33,27 @@ type State struct {
 // State reads n's admission state.
 func (n *Node) State(ctx context.Context) (State, error) {
 	r := StateRequest()
-	res, err := stateScript.Run(ctx, n.uc, r.Keys).Slice()
+	res, err := asSlice(stateScript.Run(ctx, n.conn, r.Keys))
 	if err != nil {
 		return State{}, err
 	}
 	return parseState(res)
 }
 
-// QueueState queues on pipe the reading of a node's admission state and
-// of key, and returns the function that reads the answer once pipe ran,
-// given the pipeline's error: a pipeline whose connection failed (a wrong
-// password, a database the node lacks) leaves its commands without a
-// reply or an error of their own.
-func QueueState(ctx context.Context, pipe redis.Pipeliner, key string) func(execErr error) (State, error) {
-	cmd := stateScript.Eval(ctx, pipe, []string{MarkerKey, PendingKey, key, FenceKey(key), MetaKey(key)})
-	return func(execErr error) (State, error) {
-		if cmd.Err() == nil && cmd.Val() == nil && execErr != nil {
-			return State{}, execErr
-		}
-		res, err := cmd.Slice()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return State{}, err
-		}
-		return parseState(res)
+// StateArgs is the command that reads a node's admission state and key's,
+// for a pipeline: see StateOf. It sends the script's source (EVAL), since a
+// pipeline cannot answer a NOSCRIPT with a second try.
+func StateArgs(key string) []any {
+	return stateScript.EvalArgs([]string{MarkerKey, PendingKey, key, FenceKey(key), MetaKey(key)})
+}
+
+// StateOf reads the reply of a StateArgs command.
+func StateOf(v any, err error) (State, error) {
+	res, err := asSlice(v, err)
+	if err != nil {
+		return State{}, err
 	}
+	return parseState(res)
 }
 
 func parseState(res []any) (State, error) {
