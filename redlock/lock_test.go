@@ -301,7 +301,11 @@ func TestLock_ABusyMinorityDoesNotRefuseAWinnableAttempt(t *testing.T) {
 func (cl *cluster) contend(t *testing.T, c *Client, key string) {
 	t.Helper()
 	ctx := context.Background()
-	other, err := c.TryLock(ctx, key, 300*time.Millisecond)
+	// other is released below, once the Lock call waits: its ttl only
+	// has to outlast the wait. At 300 ms it ran out on a loaded machine
+	// before the Lock call's first attempt reached every node, which was
+	// then granted there instead of joining the line.
+	other, err := c.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
 	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
