@@ -97,4 +97,38 @@
 // metrics (the global provider by default), WithTracerProvider for spans.
 // docs/operations.md lists the metric and span names, their units and
 // attributes.
+//
+// # The surface, by task
+//
+// Build a Client: New (go-redis clients), NewFromConns (any driver),
+// Open with a Config (or ConfigFromEnv), each with Options (the With...
+// functions; DefaultMaxTTL and the other Default constants are their
+// defaults). A Clock and its Timer replace time for tests of your own.
+//
+// Take a lease: Lock, TryLock, Do, TryDo on one key, LockAll, TryLockAll,
+// DoAll on several, each with CallOptions (Fenced, WaitAtMost,
+// WithCallRetry, WithMetadata); WithRetry and WithCallRetry take a delay
+// function such as DefaultRetry. A *Lease has Key, Deadline, Done,
+// FencingToken, Metadata, Value, Extend, KeepRenewed and Release; a
+// *LeaseSet has Leases, Deadline, Done, Extend and Release.
+//
+// Tell why a call failed: ErrNotObtained (a *NotObtainedError with its
+// Reason), ErrNotHeld, ErrReleaseUnconfirmed (a *ReleaseError), the
+// input errors (ErrInvalidKey, ErrInvalidTTL, ErrMetadataTooLarge, an
+// *InputError), the deployment's refusals (ErrConfigMismatch and
+// *ConfigError, ErrNodeRefused and *RefusalError, *DuplicateNodeError),
+// ErrMaxHold, ErrClosed, per node a *NodeError (ErrNodeHeld and
+// ErrNodeQuarantined are such causes); IsHeld and IsUnavailable sort them into "someone holds it" and "the lock
+// service cannot grant now".
+//
+// Operate a deployment: Bootstrap (ErrNotNew, *NotNewError), Reconfigure
+// (ErrReconfigureIncomplete), Inspect (a KeyState with its Verdict, of
+// NodeStates with their Admission), Check (a CheckReport of NodeChecks with their ServerInfo and
+// Problems, by Severity and CheckVerdict), Quarantine (its length for
+// given settings), CheckKey and CheckTTL (a tool's input, checked as the
+// calls check it), WithQuarantineNotice (QuarantineNotice,
+// QuarantinedNode), Close. The limits are MaxMaxTTL and MaxMetadata;
+// Check reports a clock further than ClockOffsetBound from the client's.
+//
+// Leader election on top of leases is in package redlock/election.
 package redlock
