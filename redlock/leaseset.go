@@ -229,3 +229,15 @@ func keysText(ls []*Lease) string {
 	}
 	return out + "}"
 }
+
+// finishDo stops DoAll's renewal of the set and releases it. lostErr is
+// what ended the set before fn returned, if anything did.
+func (s *LeaseSet) finishDo(ctx context.Context) (lostErr, relErr error) {
+	_, lostErr = s.setOnEnd(nil)
+	for _, l := range s.leases {
+		s.c.renew.remove(l)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.cfg.cleanup)
+	defer cancel()
+	return lostErr, s.Release(rctx)
+}
