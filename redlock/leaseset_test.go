@@ -224,7 +224,9 @@ func TestLockAll_OppositeOrdersNeitherDeadlockNorShareAKey(t *testing.T) {
 					}
 				}
 				sections.Add(1)
-				time.Sleep(time.Millisecond) // the section's work, for the other to run into
+				// The section's work, for the other to run into: a
+				// round trip to a node (a read of one key).
+				_ = cl.value(t, 0, keys[0])
 				for k := range occupied {
 					occupied[k].Add(-1)
 				}
