@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/quorum"
-	"github.com/quorumlock/quorumlock/redlock/internal/redisconn"
 	"github.com/quorumlock/quorumlock/redlock/internal/script"
 )
 
@@ -49,59 +48,6 @@ import (
 // admits the new ones only after its hold-off); running Reconfigure again
 // with the same arguments goes on from there.
 var ErrReconfigureIncomplete = errors.New("redlock: reconfiguration incomplete: run it again with the same arguments")
-
-// Reconfigure moves a live deployment from its old nodes and settings to
-// this client's nodes and settings without an overlap: from lists the old
-// nodes (in any order, under any names), and opts give the old settings
-// as the old clients were built with them (WithMaxTTL, WithDriftFactor;
-// other options are ignored). With no opts, the old settings are read
-// from the old nodes: the settings they were admitted with, or, on nodes
-// that a change left marked, that change's old settings (a rerun), and
-// every old node that answers must agree. The nodes may differ by any number of
-// additions, removals or replacements; a node in both lists keeps its
-// data.
-//
-// It marks the old nodes so that clients of the old settings are refused
-// (ErrConfigMismatch, at once), then stamps a hold-off of the longer of
-// the two quarantines on each new node, waits it out and admits the new
-// nodes with the new settings. From the first step until the hold-off
-// ends (one max(Q_old, Q_new) plus a few round trips) no client gets a
-// lock; clients of the new settings get ReasonQuarantine with the time
-// left and admit the nodes themselves when it ends, whether Reconfigure
-// is still waiting or not. Every lease of the old settings is over by then.
-//
-// It writes nothing unless every node answers with a state it can move
-// (the old settings, the new ones, a quarantine, an earlier run's marks)
-// and enough old nodes answer to refuse the old settings on all but a
-// minority (with unchanged settings, every node that leaves). It returns
-// nil once every node of both lists is done; otherwise an error that
-// matches ErrReconfigureIncomplete (run it again: it is idempotent and
-// keeps the hold-offs already stamped), or a *ConfigError when a node
-// belongs to another deployment. ctx bounds the whole call, the wait
-// included. Safe for concurrent use, but run one reconfiguration at a time.
-func (c *Client) Reconfigure(ctx context.Context, from []redis.UniversalClient, opts ...Option) error {
-	if c.isClosed() {
-		return ErrClosed
-	}
-	if !c.cfg.quarantine {
-		return errors.New("redlock: Reconfigure: a client built without the restart quarantine (a lab switch) keeps no settings on the nodes")
-	}
-	old, err := oldSettings(from, opts)
-	if err != nil {
-		return err
-	}
-	readFrom := len(opts) == 0
-	olds := make([]*node, len(from))
-	for i, uc := range from {
-		if err := checkNodeClient(uc); err != nil {
-			return fmt.Errorf("redlock: Reconfigure: old node %d: %w", i, err)
-		}
-		conn := redisconn.New(uc)
-		olds[i] = &node{idx: i, name: addrOf(conn, i), conn: conn, sn: script.NewNode(conn, c.cfg.cleanup)}
-	}
-	r := &reconfig{c: c, olds: olds, from: old.String(), to: c.dep.marker, holdOff: max(old.quarantine(), c.dep.quarantine()), readFrom: readFrom}
-	return r.run(ctx)
-}
 
 // oldSettings are the settings the old clients run with.
 func oldSettings(from []redis.UniversalClient, opts []Option) (settings, error) {
