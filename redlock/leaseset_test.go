@@ -640,3 +640,37 @@ func TestLockAll_WaitAtMostBoundsTheWholeCall(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, VerdictFree, ks.Verdict, "the first key is still held: %s", ks.Summary)
 }
+
+// Nodes gone: with two of five nodes frozen (SIGSTOP) a set is still
+// taken and released on the other three; with three frozen, TryLockAll
+// gets nothing, says the lock service is unavailable rather than that
+// someone holds the keys, and leaves no key behind on any node once the
+// nodes answer again (the failed call's ttl, 5 s, outlasts the check).
+func TestLeaseSet_WithNodesGone(t *testing.T) {
+	cl := newCluster(t, 5)
+	c, _ := cl.ready(t, roomy)
+	ctx := context.Background()
+	keys := setKeys(t, 2)
+	resume := func(idx ...int) {
+		for _, i := range idx {
+			_ = cl.nodes[i].Resume()
+		}
+	}
+	t.Cleanup(func() { resume(2, 3, 4) })
+
+	require.NoError(t, cl.nodes[3].Pause())
+	require.NoError(t, cl.nodes[4].Pause())
+	s, err := c.TryLockAll(ctx, keys, time.Second)
+	require.NoError(t, err, "three of five nodes answer")
+	require.NoError(t, s.Release(ctx))
+
+	require.NoError(t, cl.nodes[2].Pause())
+	_, err = c.TryLockAll(ctx, keys, 5*time.Second)
+	require.ErrorIs(t, err, ErrNotObtained)
+	require.True(t, IsUnavailable(err), "three nodes frozen is the service down, not the keys held: %v", err)
+	require.False(t, IsHeld(err), "%v", err)
+	resume(2, 3, 4)
+	for _, k := range keys {
+		cl.requireGone(t, k, "after TryLockAll failed with three nodes frozen")
+	}
+}
