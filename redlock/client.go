@@ -135,22 +135,23 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		seen[uc] = i
 		ns[i] = &node{idx: i, conn: redisconn.New(uc), net: transportOf(uc)}
 	}
-	return build(ns, opts)
+	return build("New", ns, opts)
 }
 
-// build is New's part that does not depend on the driver: it refuses two
-// nodes with one address, builds the Client and probes the nodes.
-func build(ns []*node, opts []Option) (*Client, error) {
+// build is the part of New and NewFromConns (ctor, which its errors name)
+// that does not depend on the driver: it refuses two nodes with one
+// address, builds the Client and probes the nodes.
+func build(ctor string, ns []*node, opts []Option) (*Client, error) {
 	addrs := map[string]int{}
 	for i, nd := range ns {
 		name, key := addrOf(nd.conn, i), sameAddr(nd.conn, i)
 		if j, ok := addrs[key]; ok {
-			return nil, fmt.Errorf("redlock: New: nodes %d (%s) and %d (%s) are the same address: list each server once", j, ns[j].name, i, name)
+			return nil, fmt.Errorf("redlock: %s: nodes %d (%s) and %d (%s) are the same address: list each server once", ctor, j, ns[j].name, i, name)
 		}
 		addrs[key] = i
 		nd.name = name
 	}
-	c, err := newClient(ns, opts)
+	c, err := newClient(ctor, ns, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -161,17 +162,17 @@ func build(ns []*node, opts []Option) (*Client, error) {
 	// The probe also verifies the entries that answer it; the others are
 	// verified when they first answer a script call, before their votes
 	// count (identity.go).
-	if err := c.probe(); err != nil {
+	if err := c.probe(ctor); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func newClient(ns []*node, opts []Option) (*Client, error) {
+func newClient(ctor string, ns []*node, opts []Option) (*Client, error) {
 	cfg := defaults()
 	if err := applyOptions(&cfg, opts); err != nil {
-		return nil, fmt.Errorf("redlock: New: %w", err)
+		return nil, fmt.Errorf("redlock: %s: %w", ctor, err)
 	}
 	for _, nd := range ns {
 		nd.sn = script.NewNode(nd.conn, cfg.cleanup)
@@ -183,7 +184,7 @@ func newClient(ns []*node, opts []Option) (*Client, error) {
 	c.admit = newAdmission(c)
 	inst, err := newInstruments(cfg.meters, cfg.keyAttr, &c.held, c.admit.quarantined)
 	if err != nil {
-		return nil, fmt.Errorf("redlock: New: metrics: %w", err)
+		return nil, fmt.Errorf("redlock: %s: metrics: %w", ctor, err)
 	}
 	c.inst = inst
 	c.ident = newIdentity(len(ns))

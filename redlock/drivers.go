@@ -21,24 +21,24 @@ import (
 // close them.
 func NewFromConns(nodes []driver.Conn, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {
-		return nil, errors.New("redlock: New: no nodes")
+		return nil, errors.New("redlock: NewFromConns: no nodes")
 	}
 	ns := make([]*node, len(nodes))
 	for i, conn := range nodes {
 		if conn == nil {
-			return nil, fmt.Errorf("redlock: New: node %d: nil Conn", i)
+			return nil, fmt.Errorf("redlock: NewFromConns: node %d: nil Conn", i)
 		}
 		if v := reflect.ValueOf(conn); v.Kind() == reflect.Pointer && v.IsNil() {
-			return nil, fmt.Errorf("redlock: New: node %d: nil %T", i, conn)
+			return nil, fmt.Errorf("redlock: NewFromConns: node %d: nil %T", i, conn)
 		}
 		for j := range i {
 			if sameConn(nodes[j], conn) {
-				return nil, fmt.Errorf("redlock: New: nodes %d and %d are the same client", j, i)
+				return nil, fmt.Errorf("redlock: NewFromConns: nodes %d and %d are the same client", j, i)
 			}
 		}
 		ns[i] = &node{idx: i, conn: conn, net: &transport{}}
 	}
-	return build(ns, opts)
+	return build("NewFromConns", ns, opts)
 }
 
 // sameConn reports whether a and b are one value (never for Conns whose

@@ -213,8 +213,9 @@ func (c *Client) movingHere(marker string) bool {
 // Redis the scripts run on and accepts this client, and verifies their
 // identities: two entries that reach the same server are refused with a
 // *DuplicateNodeError. It waits for every node up to the probe timeout,
-// but only probeGrace more once a majority has answered.
-func (c *Client) probe() (err error) {
+// but only probeGrace more once a majority has answered. ctor is the
+// constructor its errors name.
+func (c *Client) probe(ctor string) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.probe)
 	defer cancel()
 	type probed struct {
@@ -286,7 +287,7 @@ func (c *Client) probe() (err error) {
 				c.cfg.logger.Warn("redlock: node cannot be a Redlock node; its calls fail", "node", rep.Node, "addr", nd.name, "err", rep.Val.bad)
 				continue
 			}
-			return fmt.Errorf("redlock: New: node %d (%s): %w", rep.Node, nd.name, rep.Val.bad)
+			return fmt.Errorf("redlock: %s: node %d (%s): %w", ctor, rep.Node, nd.name, rep.Val.bad)
 		}
 		heard++
 		idents[rep.Node] = rep.Val.ident
@@ -323,8 +324,8 @@ func (c *Client) probe() (err error) {
 		// which waiting does not fix.
 		slices.SortFunc(refused, func(a, b nodeRefusal) int { return a.node - b.node })
 		first := refused[0]
-		return fmt.Errorf("redlock: New: node %d (%s) %w; %d of %d nodes refuse this client, which leaves fewer than the %d a lock needs",
-			first.node, c.nodes[first.node].name, first.err, len(refused), n, c.quorum)
+		return fmt.Errorf("redlock: %s: node %d (%s) %w; %d of %d nodes refuse this client, which leaves fewer than the %d a lock needs",
+			ctor, first.node, c.nodes[first.node].name, first.err, len(refused), n, c.quorum)
 	}
 	for _, r := range refused {
 		// A minority: the deployment grants without them, tolerating as

@@ -32,6 +32,7 @@ func replyErrorRefuses(t *testing.T, dial Dial, nodes []*testenv.RedisNode) {
 	var re *redlock.RefusalError
 	require.ErrorAs(t, err, &re)
 	require.ErrorContains(t, err, "NOPERM")
+	require.ErrorContains(t, err, "redlock: NewFromConns: node ", "the error names the constructor called")
 	require.Nil(t, c)
 }
 
@@ -50,8 +51,13 @@ func sameServerTwice(t *testing.T, dial Dial, nodes []*testenv.RedisNode) {
 	list := conns(t, dial, nodes[:3], "", "")
 	_, err := redlock.NewFromConns([]driver.Conn{list[0], list[1], list[2], dial(t, nodes[0].Addr(), "", "")})
 	require.ErrorContains(t, err, "same address")
+	require.ErrorContains(t, err, "redlock: NewFromConns: nodes 0 ")
 	_, err = redlock.NewFromConns([]driver.Conn{list[0], list[1], list[2], list[0]})
-	require.ErrorContains(t, err, "same client")
+	require.ErrorContains(t, err, "redlock: NewFromConns: nodes 0 and 3 are the same client")
+	_, err = redlock.NewFromConns(nil)
+	require.EqualError(t, err, "redlock: NewFromConns: no nodes")
+	_, err = redlock.NewFromConns(list[:2], redlock.WithMaxTTL(-time.Second))
+	require.ErrorContains(t, err, "redlock: NewFromConns: WithMaxTTL")
 	alias := aliased{Conn: dial(t, nodes[0].Addr(), "", ""), addr: "alias.invalid:6379"}
 	_, err = redlock.NewFromConns([]driver.Conn{list[0], list[1], list[2], alias})
 	var dup *redlock.DuplicateNodeError
