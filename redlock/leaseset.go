@@ -170,12 +170,7 @@ func (s *LeaseSet) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redlock: extend of the set of %s not sent, the set is unchanged: %w", s.keysText(), err)
 	}
-	errs := make([]error, len(s.leases))
-	var wg sync.WaitGroup
-	for i, l := range s.leases {
-		wg.Go(func() { errs[i] = l.Extend(ctx, ttl) })
-	}
-	wg.Wait()
+	errs := eachLease(s.leases, func(l *Lease) error { return l.Extend(ctx, ttl) })
 	first := slices.IndexFunc(errs, func(err error) bool { return err != nil })
 	if first < 0 {
 		return nil
@@ -206,14 +201,21 @@ func (s *LeaseSet) Extend(ctx context.Context, ttl time.Duration) error {
 // already ended sends nothing, as for Lease.Release. Done is closed once it
 // returns, unless ctx had ended. Safe for concurrent use.
 func (s *LeaseSet) Release(ctx context.Context) error {
-	errs := make([]error, len(s.leases))
-	var wg sync.WaitGroup
-	for i, l := range s.leases {
-		wg.Go(func() { errs[i] = l.Release(ctx) })
-	}
-	wg.Wait()
+	errs := eachLease(s.leases, func(l *Lease) error { return l.Release(ctx) })
 	s.settle()
 	return errors.Join(errs...)
+}
+
+// eachLease runs f on every lease at once and returns its errors, in the
+// leases' order, once all have returned.
+func eachLease(ls []*Lease, f func(*Lease) error) []error {
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = f(l) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // keysText names the set's keys for messages.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -234,14 +233,9 @@ func (c *Client) abandon(ctx context.Context, call string, taken []*held, key st
 func (c *Client) releaseAll(ctx context.Context, ls []*Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		wg.Go(func() {
-			err := l.Release(rctx)
-			if err != nil && !errors.Is(err, ErrNotHeld) {
-				c.cfg.logger.Warn("redlock: release of a key of a set not confirmed by a majority", "key", keyText(l.key), errAttr(err))
-			}
-		})
+	for i, err := range eachLease(ls, func(l *Lease) error { return l.Release(rctx) }) {
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			c.cfg.logger.Warn("redlock: release of a key of a set not confirmed by a majority", "key", keyText(ls[i].key), errAttr(err))
+		}
 	}
-	wg.Wait()
 }
