@@ -70,16 +70,23 @@ func TestReconfigure_StatusShowsTheHoldOff(t *testing.T) {
 		t.Fatalf("bootstrap: exit %d: %s", r.code, r.stderr)
 	}
 	cmd := startCLI(t, "", nil, "reconfigure", "--from-nodes", arg, "--nodes", arg, "--max-ttl", "4s")
+	// reconfigure writes the hold-off node by node, so a status read
+	// while it writes sees some nodes in their hold-off and the others
+	// still under the old settings ("mismatch"): wait for a read after
+	// every node has it.
 	var seen result
+	holdOff := func(r result) bool {
+		return strings.Contains(r.stdout, "reconfiguring (hold-off, ") && strings.Contains(r.stdout, "reconfiguration hold-off, ") && !strings.Contains(r.stdout, "mismatch")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		seen = runCLI(t, "", nil, "status", "--nodes", arg, "--max-ttl", "4s", "--key", "k")
-		if strings.Contains(seen.stdout, "reconfiguration hold-off, ") {
+		if holdOff(seen) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(seen.stdout, "reconfiguring (hold-off, ") || !strings.Contains(seen.stdout, "reconfiguration hold-off, ") || strings.Contains(seen.stdout, "mismatch") {
+	if !holdOff(seen) {
 		t.Errorf("status with the new settings during the hold-off:\n%s%s", seen.stdout, seen.stderr)
 	}
 	old := runCLI(t, "", nil, "status", "--nodes", arg, "--max-ttl", "5s", "--key", "k")
