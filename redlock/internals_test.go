@@ -105,6 +105,12 @@ func setLineLifetime(c *Client, d time.Duration) { c.line = d }
 // sets the length of the reservations its releases make.
 func setRoundTime(c *Client, d time.Duration) { c.roundNs.Store(int64(d)) }
 
+// roundsInFlight is how many of c's acquisition rounds still have calls
+// out: an attempt holds its slot until every call of its round returned
+// (leave and abandon give it back), whether it won or not. A failed
+// attempt's cleanup starts only after that, so it is not counted.
+func roundsInFlight(c *Client) int { return len(c.rounds) }
+
 // settled waits until c's background work (a round's stragglers and
 // cleanups, admissions) is done, and fails t when it is not within d.
 func settled(t *testing.T, c *Client, d time.Duration) {

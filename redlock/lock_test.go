@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/testenv"
@@ -276,11 +277,13 @@ func TestLock_ABusyMinorityDoesNotRefuseAWinnableAttempt(t *testing.T) {
 	cl := newCluster(t, 5)
 	ctx := context.Background()
 	// A node timeout a loaded machine meets (5% of contend's 300 ms ttl
-	// would be 15 ms): the test is about refusals, not timeouts.
-	c := cl.client(t, WithNodeTimeout(200*time.Millisecond))
+	// would be 15 ms): the test is about refusals, not timeouts. 200 ms
+	// was missed by one call of TryLock's in 100 runs beside four busy
+	// loops on 2 cores, and TryLock needs all three free nodes.
+	c, f := cl.faulty(t, WithNodeTimeout(time.Second))
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
-	cl.contend(t, c, key)
+	cl.contend(t, c, f, key)
 	cl.hold(t, key, 5*time.Second, 0, 1)
 
 	l, err := c.TryLock(ctx, key, time.Second)
@@ -294,19 +297,29 @@ func TestLock_ABusyMinorityDoesNotRefuseAWinnableAttempt(t *testing.T) {
 }
 
 // contend makes c retry a Lock on key once, as under contention, and
-// returns once every node of cl is free of key again and its line empty:
-// the two Releases and the waiter's leaving the line return at a
-// majority, and the rest of their calls land just after (a node whose
-// line still held the waiter refused the next attempt under load).
-func (cl *cluster) contend(t *testing.T, c *Client, key string) {
+// returns once no call this made is still to land on a node: every node
+// is free of key, its line empty and no reservation standing, c has no
+// acquisition round in flight and f no script call, and all of that held
+// for contendQuiet. TryLock, the Lock call's attempts and both Releases
+// return at a majority, and the rest of their calls land just after; a
+// failed attempt's cleanup, which puts the call back in its place in line
+// and may keep the key for it, starts only once its round's calls are
+// over. Each such straggler, landing after a look that found the nodes
+// free, made the test's next attempt find a node refusing (a late call
+// put the Lock call that had since won back in a node's line, and the
+// next release kept the key for it there).
+func (cl *cluster) contend(t *testing.T, c *Client, f *faults, key string) {
 	t.Helper()
 	ctx := context.Background()
-	// other is released below, once the Lock call waits: its ttl only
-	// has to outlast the wait. At 300 ms it ran out on a loaded machine
-	// before the Lock call's first attempt reached every node, which was
-	// then granted there instead of joining the line.
+	// other is released below, once the Lock call waits in line. It must
+	// hold the key on every node before the Lock call's first attempt:
+	// TryLock returns at a majority, and where its call had not landed
+	// yet the attempt was granted instead of joining the line (node dumps
+	// showed one node free of other's value), and the call never waited
+	// there. Its ttl only has to outlast the wait.
 	other, err := c.TryLock(ctx, key, 5*time.Second)
 	require.NoError(t, err)
+	cl.spread(t, c, key, valueOf(other), 5*time.Second)
 	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var l *Lease
@@ -322,15 +335,73 @@ func (cl *cluster) contend(t *testing.T, c *Client, key string) {
 	_ = other.Release(ctx)
 	require.NoError(t, <-got)
 	require.NoError(t, l.Release(ctx))
-	require.Eventually(t, func() bool {
+	cl.requireQuiet(t, c, f, key)
+}
+
+// contendQuiet is how long contend's nodes and counts must stay quiet: a
+// failed attempt's cleanup is sent once its round is over, so for a
+// moment neither counts it; this covers that moment on a loaded machine.
+const contendQuiet = 100 * time.Millisecond
+
+// spread waits until the acquisition round of the lease of value on key
+// is over (its calls past the majority landed, or missed their node
+// timeout), and writes the lease's value with ttl on each node where no
+// call of it landed, as its own call would have: the lease then holds key
+// on every node. It fails t where another value holds the key.
+func (cl *cluster) spread(t *testing.T, c *Client, key, value string, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool { return roundsInFlight(c) == 0 }, 5*time.Second, time.Millisecond,
+		"the lease's round still has calls out")
+	for i := range cl.raw {
+		if cl.value(t, i, key) == "" {
+			t.Logf("node %d: the lease's call did not land, the test writes its value", i)
+			require.NoError(t, cl.raw[i].SetNX(ctx, key, value, ttl).Err())
+		}
+		require.Equal(t, value, cl.value(t, i, key), "node %d holds another value", i)
+	}
+}
+
+// requireQuiet waits until, for contendQuiet without a break, no node
+// holds key, has a line for it or keeps it for a waiter (a release's
+// reservation), c has no acquisition round in flight, and every script
+// call f saw sent has returned; it logs what each node holds if that
+// never comes.
+func (cl *cluster) requireQuiet(t *testing.T, c *Client, f *faults, key string) {
+	t.Helper()
+	ctx := context.Background()
+	quiet := func() bool {
+		if !f.idle() || roundsInFlight(c) != 0 {
+			return false
+		}
 		for i := range cl.raw {
-			if cl.value(t, i, key) != "" {
+			n, err := cl.raw[i].Exists(ctx, key, keyLine(key), keyNamed(key)).Result()
+			if err != nil || n != 0 {
 				return false
 			}
 		}
 		return true
-	}, time.Second, time.Millisecond, "the key is still held on a node after both Releases")
-	cl.requireLineLen(t, key, 0, "a node's line still holds the Lock call that got the key")
+	}
+	var since time.Time
+	if assert.Eventually(t, func() bool {
+		if !quiet() {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= contendQuiet
+	}, 5*time.Second, time.Millisecond, "the contention's calls were not all over") {
+		return
+	}
+	t.Logf("rounds in flight %d, script calls idle %v", roundsInFlight(c), f.idle())
+	for i := range cl.raw {
+		q, err := cl.raw[i].ZRangeWithScores(ctx, keyLine(key), 0, -1).Result()
+		named, _ := cl.raw[i].Get(ctx, keyNamed(key)).Result()
+		t.Logf("node %d holds %q, line %v (%v), kept for %q", i, cl.value(t, i, key), q, err, named)
+	}
+	t.FailNow()
 }
 
 // From a review: with WithRetry(_, 1), a second Lock from the same Client on a held

@@ -161,10 +161,10 @@ func TestNodes_AnAttemptDoesNotWaitForNodesThatMissedTheirDeadline(t *testing.T)
 func TestNodes_AFrozenNodeBoundsEveryAttempt(t *testing.T) {
 	cl := newCluster(t, 5)
 	ctx := context.Background()
-	c := cl.client(t, WithNodeTimeout(50*time.Millisecond))
+	c, f := cl.faulty(t, WithNodeTimeout(50*time.Millisecond))
 	require.NoError(t, c.Bootstrap(ctx))
 	key := testenv.Key(t)
-	cl.contend(t, c, key)
+	cl.contend(t, c, f, key)
 	cl.freeze(t, 0)
 	// A call that waited for the frozen node would end at go-redis's read
 	// timeout, 3 s; the bound leaves room for a loaded machine (1.01 s was

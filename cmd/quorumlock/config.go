@@ -53,6 +53,7 @@ const (
 	envTLSKey       = nodeconf.EnvTLSKey
 	envTLSServer    = nodeconf.EnvTLSServerName
 	envTLSInsecure  = nodeconf.EnvTLSInsecure
+	envMaxTTL       = nodeconf.EnvMaxTTL
 )
 
 // flagEnv maps a flag name to the environment variable that supplies it

@@ -29,6 +29,13 @@ const (
 	exitUsage   = 2 // bad flags or arguments; nothing was contacted
 )
 
+// usageError reports err as a usage error of subcommand cmd on w and
+// returns exitUsage.
+func usageError(w io.Writer, cmd string, err error) int {
+	fmt.Fprintf(w, "quorumlock %s: %s\nRun \"quorumlock %s --help\" for usage.\n", cmd, redact(err.Error()), cmd)
+	return exitUsage
+}
+
 // subcommand is one "quorumlock NAME" entry.
 type subcommand struct {
 	summary string // one line for the top-level usage

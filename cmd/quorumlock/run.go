@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/quorumlock/quorumlock/internal/nodeconf"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -26,19 +25,7 @@ func init() {
 	})
 }
 
-// Exit statuses of run besides the command's own. 124 to 127 follow
-// timeout(1) and env(1), so scripts that know those read them right.
 const (
-	exitTempFail   = 75  // EX_TEMPFAIL: lock held by someone else throughout --wait
-	exitUnavail    = 69  // EX_UNAVAILABLE: the nodes could not grant the lock (no majority answered, quarantine)
-	exitLeaseLost  = 124 // the lease ended while the command ran; it was stopped
-	exitRunFailed  = 125 // quorumlock itself failed
-	exitCannotExec = 126 // the command was found but could not be started
-	exitNotFound   = 127 // the command was not found
-)
-
-const (
-	envMaxTTL       = nodeconf.EnvMaxTTL
 	envFencingToken = "QUORUMLOCK_FENCING_TOKEN"
 	defaultGrace    = 10 * time.Second
 )
@@ -134,11 +121,6 @@ func parseRun(args []string, stdout, stderr io.Writer) (*runConfig, int, bool) {
 		return nil, usageError(stderr, "run", err), false
 	}
 	return rc, 0, true
-}
-
-func usageError(w io.Writer, cmd string, err error) int {
-	fmt.Fprintf(w, "quorumlock %s: %s\nRun \"quorumlock %s --help\" for usage.\n", cmd, redact(err.Error()), cmd)
-	return exitUsage
 }
 
 // validate checks everything that can be checked without a node, so that
