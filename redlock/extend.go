@@ -32,8 +32,9 @@ type extendResult struct {
 // longer can), every node answered, or ctx ends. The calls are not
 // cancelled when it returns: the nodes that did not count should be
 // extended too, so a lease keeps surviving as many node failures as it
-// did; they are bounded by the node timeout of the shortest ttl.
-func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Duration) extendResult {
+// did; each is bounded by bound (Lease.Extend: the node timeout of the
+// ttl; the renewer: renewBound).
+func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Duration, bound time.Duration) extendResult {
 	n := len(c.nodes)
 	args := make([]script.ExtendArgs, len(ls))
 	shortest := ttls[0]
@@ -42,11 +43,11 @@ func (c *Client) extendRound(ctx context.Context, ls []*Lease, ttls []time.Durat
 		shortest = min(shortest, ttls[i])
 	}
 	calls := c.extendCalls(ls, args)
-	res := extendResult{t0: c.cfg.clock.Now(), wire: c.nodeTimeout(shortest), leases: make([]extended, len(ls))}
+	res := extendResult{t0: c.cfg.clock.Now(), wire: bound, leases: make([]extended, len(ls))}
 	// A renewal counts only from the server its node was verified on, as
 	// this round reads the proven ids (identity.go).
 	proven := c.ident.proven()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(shortest))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	round := quorum.Start(c.pool, rctx, n, func(ctx context.Context, i int) (script.ExtendReply, error) {
 		v, err := calls[i].Run(ctx, c.nodes[i].sn)
 		c.observe(i, err)

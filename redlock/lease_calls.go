@@ -50,7 +50,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(ttl))
 	defer cancel()
-	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl})
+	r := c.extendRound(wctx, []*Lease{l}, []time.Duration{ttl}, c.nodeTimeout(ttl))
 	err = l.applyExtend(r, ttl, r.leases[0])
 	if err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() != nil {
 		err = errors.Join(err, ctx.Err())

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -243,16 +244,31 @@ func (r *renewer) run() {
 // timeout of a 3 s ttl.
 const renewInFlight = 8
 
+// renewBound bounds each call of a renewal round whose shortest ttl is
+// ttl: a sixth of it (500 ms at 3 s), or the node timeout if that is
+// longer. Nobody waits on a renewal, and a lease is renewed with two
+// thirds of its validity left, so a round may take far longer than the
+// node timeout of a call someone waits on (5% of the ttl, 150 ms at 3 s):
+// bounded by that, on a host whose busy cores made every call late, each
+// round gave up on calls the nodes still ran, the next one queued behind
+// them, and the leases ran out (results/2026-12-07-renew-bound.md). A
+// round still counts only if it is decided before the lease's deadline
+// (applyExtend), however long it waits.
+func (c *Client) renewBound(ttl time.Duration) time.Duration {
+	return max(c.nodeTimeout(ttl), ttl/6)
+}
+
 // renew runs one renewal round for ls (ttls[i] is ls[i]'s) and schedules
 // each lease's next renewal by its outcome.
 func (r *renewer) renew(ls []*Lease, ttls []time.Duration) {
 	c := r.c
+	shortest := slices.Min(ttls)
 	wait := c.nodeTimeout(ttls[0])
 	for _, ttl := range ttls {
 		wait = max(wait, c.nodeTimeout(ttl), ttl/6)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	res := c.extendRound(ctx, ls, ttls)
+	res := c.extendRound(ctx, ls, ttls, c.renewBound(shortest))
 	cancel()
 	for i, l := range ls {
 		err := l.applyExtend(res, ttls[i], res.leases[i])

@@ -112,3 +112,51 @@ func takeLeases(t *testing.T, c *Client, n int, ttl time.Duration) []*Lease {
 	}
 	return ls
 }
+
+// A renewal round waits for calls that are later than the node timeout,
+// up to a sixth of the ttl: every extend call here reaches its node
+// halfway between the two (650 ms at a 6 s ttl and the tests' 300 ms node
+// timeout; a hook stands in for a host whose busy cores make every call
+// late). Bounded by the node timeout, every round gave up on its calls
+// before they were sent, and the lease ran out 6 s after it was taken;
+// bounded by the renewal bound, Do keeps it as long as fn runs.
+// Lease.Extend, which a caller waits on, keeps the node timeout.
+//
+// Guards against: renewal calls bounded by the node timeout, which on a
+// busy host lost most of 10,000 leases held under Do at once
+// (results/2026-12-07-renew-bound.md).
+func TestRenew_ARoundWaitsForLateCallsUpToItsBound(t *testing.T) {
+	cl := newCluster(t, 5)
+	const ttl, held = 6 * time.Second, 7 * time.Second
+	ctx := context.Background()
+	c, f := cl.ready(t, WithMaxTTL(ttl))
+	timeout, bound := c.nodeTimeout(ttl), c.renewBound(ttl)
+	require.GreaterOrEqual(t, bound-timeout, 400*time.Millisecond, "no room between the node timeout and the renewal bound")
+	late := (timeout + bound) / 2
+	key := testenv.Key(t)
+	var extendErr error
+	err := c.Do(ctx, key, ttl, func(fctx context.Context, l *Lease) error {
+		// One extend first, so that the nodes have the script cached: a
+		// NOSCRIPT, late too, would leave no time for the script sent
+		// again.
+		if err := l.Extend(fctx, ttl); err != nil {
+			return err
+		}
+		// Every extend from now on reaches its node late.
+		f.delay(late, "extend")
+		// A caller's own Extend gives up at the node timeout.
+		extendErr = l.Extend(fctx, ttl)
+		tm := time.NewTimer(held)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return nil
+		case <-fctx.Done():
+			return context.Cause(fctx)
+		}
+	})
+	f.heal()
+	require.NoError(t, err, "the lease was not kept while its renewals were %v late", late)
+	require.Error(t, extendErr, "Lease.Extend waited past the node timeout")
+	require.NotErrorIs(t, extendErr, ErrNotHeld)
+}
