@@ -183,7 +183,7 @@ func CostRows(rs []suite.Result) []Row {
 var RenewHeader = Row{"scenario", "impl", "variant", "leases", "held", "lost", "window s",
 	"sent cmds/s", "sent cmds/s per node", "node cmds/s", "round trips/node/period", "cmds/lease/period",
 	"client CPU s/s", "nodes CPU s/s", "round trip p50 µs", "p99 µs", "lock phase cmds", "release phase cmds",
-	"client B/lease", "goroutines/lease beyond fn", "node B/lease", "errors"}
+	"client B/lease", "beyond fn", "goroutines/lease beyond fn", "node B/lease", "errors"}
 
 // RenewRows formats the renew runs.
 func RenewRows(rs []suite.Result) []Row {
@@ -198,7 +198,7 @@ func RenewRows(rs []suite.Result) []Row {
 			fmt.Sprintf("%.0f", x.NodeCmdsPerSec), floats(x.TripsPerPeriodNode, "%.1f"), fmt.Sprintf("%.2f", x.CmdsPerLeasePeriod),
 			opt(x.ClientCPU, "%.3f"), fmt.Sprintf("%.3f", x.NodesCPU), fmt.Sprintf("%.0f", r.P50us), fmt.Sprintf("%.0f", r.P99us),
 			fmt.Sprint(x.LockPhaseCmds), fmt.Sprint(x.ReleasePhaseCmds),
-			fmt.Sprintf("%.0f", x.ClientBytesPerLease), fmt.Sprintf("%.2f", x.GoroutinesPerLease), fmt.Sprintf("%.0f", x.NodeBytesPerLease),
+			fmt.Sprintf("%.0f", x.ClientBytesPerLease), fmt.Sprintf("%.0f", x.ClientBytesBeyondFn), fmt.Sprintf("%.2f", x.GoroutinesPerLease), fmt.Sprintf("%.0f", x.NodeBytesPerLease),
 			fmt.Sprint(r.Errors)})
 	}
 	return out

@@ -194,7 +194,7 @@ func TestTargetsRenewSizes(t *testing.T) {
 	size := func(leases, held, lost int, bytes, goroutines float64) suite.Result {
 		return suite.Result{Scenario: suite.RenewMany, Impl: "quorumlock", Samples: 1,
 			Renew: &suite.RenewStats{Leases: leases, Held: held, Lost: lost, WindowS: 60, PeriodMs: 1000,
-				ClientBytesPerLease: bytes, GoroutinesPerLease: goroutines}}
+				ClientBytesPerLease: bytes + 2500, FnGoroutineBytes: 2500, ClientBytesBeyondFn: bytes, GoroutinesPerLease: goroutines}}
 	}
 	missed := func(rs ...suite.Result) []string {
 		var out []string

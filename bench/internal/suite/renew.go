@@ -91,6 +91,14 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if err != nil {
 			return out, err
 		}
+		if r.keep == nil {
+			// hold keeps a goroutine per lease, which runs fn (Do) or
+			// extends (redsync): measure what that goroutine costs when it
+			// only waits, right after, started the same way.
+			if c.fnBytes, c.fnGoroutines, err = idleCost(ctx, r.leases, RenewPeriod(r.ttl), probes); err != nil {
+				return out, err
+			}
+		}
 		out = append(out, renewResult(r.scenario, r.impl, r.variant, c))
 	}
 	return out, ctx.Err()
@@ -108,6 +116,7 @@ func renewResult(scenario, implName, variant string, c renewCounts) Result {
 	res.Leases, res.LeasesLost = ptr(rf.Leases), ptr(rf.Lost)
 	res.NodeCmdsPerLeasePeriod = ptr(rf.NodeCmdsPerLeasePeriod)
 	res.ClientBytesPerLease, res.GoroutinesPerLease = ptr(rf.ClientBytesPerLease), ptr(rf.GoroutinesPerLease)
+	res.ClientBytesBeyondFn = ptr(rf.ClientBytesBeyondFn)
 	if len(c.lat) > 0 {
 		res.P50us = us(pct(c.lat, 0.50))
 		res.P99us = us(pct(c.lat, 0.99))

@@ -27,7 +27,7 @@ func TestRenewFigures(t *testing.T) {
 		clientCPU: 2 * time.Second, cpuOK: true,
 		lockPhase: impl.TripCount{Trips: 50, Cmds: 50}, lockPhaseNode: 200, lockPhaseTime: time.Second,
 		releasePhase: impl.TripCount{Trips: 50, Cmds: 60}, releasePhaseNode: 150,
-		clientBytes: 81920, goroutines: 15, nodeBytes: 9500,
+		clientBytes: 81920, goroutines: 15, nodeBytes: 9500, fnBytes: 25000, fnGoroutines: 10,
 	}
 	r := RenewFigures(c)
 	eq := func(name string, got, want float64) {
@@ -43,7 +43,9 @@ func TestRenewFigures(t *testing.T) {
 	eq("NodesCPU", r.NodesCPU, 0.1)
 	eq("PeriodMs", r.PeriodMs, 1000)
 	eq("ClientBytesPerLease", r.ClientBytesPerLease, 8192)
-	eq("GoroutinesPerLease", r.GoroutinesPerLease, 0.5) // fn's own goroutine left out
+	eq("FnGoroutineBytes", r.FnGoroutineBytes, 2500)       // the idle run's 10 goroutines
+	eq("ClientBytesBeyondFn", r.ClientBytesBeyondFn, 5692) // what the lease added beyond
+	eq("GoroutinesPerLease", r.GoroutinesPerLease, 0.5)    // the idle run's 10 left out
 	eq("NodeBytesPerLease", r.NodeBytesPerLease, 950)
 	eq("NodeCmdsPerLeasePeriod", r.NodeCmdsPerLeasePeriod, 3) // 300 commands, 10 leases, 10 periods
 
@@ -53,6 +55,7 @@ func TestRenewFigures(t *testing.T) {
 	if row.Leases == nil || *row.Leases != 10 || row.LeasesLost == nil || *row.LeasesLost != 1 ||
 		row.NodeCmdsPerLeasePeriod == nil || *row.NodeCmdsPerLeasePeriod != 3 ||
 		row.ClientBytesPerLease == nil || *row.ClientBytesPerLease != 8192 ||
+		row.ClientBytesBeyondFn == nil || *row.ClientBytesBeyondFn != 5692 ||
 		row.GoroutinesPerLease == nil || *row.GoroutinesPerLease != 0.5 {
 		t.Errorf("renewResult's top-level figures: %+v", row)
 	}
@@ -150,5 +153,27 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 				t.Errorf("lock phase %d commands, release phase %d: want at least one per lease and node", c.lockPhase.Cmds, c.releasePhase.Cmds)
 			}
 		})
+	}
+}
+
+// TestIdleCostCountsTheWaitingGoroutines: the baseline that renew-many
+// takes off a Do lease's figures is one goroutine each, of about one
+// goroutine's stack (2 KB at the least) and its wrapping, not nothing and
+// not a lease's worth.
+func TestIdleCostCountsTheWaitingGoroutines(t *testing.T) {
+	ns := testenv.RedisNodes(t, 1)
+	probes := []*redis.Client{ns[0].Client(t)}
+	const n = 2000
+	bytes, goroutines, err := idleCost(context.Background(), n, 100*time.Millisecond, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(bytes) / n
+	t.Logf("%.0f bytes per waiting goroutine; %d goroutines for %d", per, goroutines, n)
+	if per < 2048 || per > 6144 {
+		t.Errorf("idle goroutine: %.0f bytes each, want 2 to 6 KB", per)
+	}
+	if goroutines < n || goroutines > n+10 {
+		t.Errorf("%d goroutines counted for %d waiting ones", goroutines, n)
 	}
 }

@@ -47,6 +47,13 @@ type RenewStats struct {
 	// holds the lease is counted, as a caller of Do has it anyway), its
 	// goroutines beyond that one, and the nodes' used_memory (all five).
 	ClientBytesPerLease float64 `json:"client_bytes_per_lease"`
+	// FnGoroutineBytes is what one goroutine that only waits costs, in
+	// the same run (0 where no goroutine waits per lease), and
+	// ClientBytesBeyondFn what the lease adds beyond it:
+	// ClientBytesPerLease less FnGoroutineBytes. The growth of fn's
+	// stack that taking and holding the lease causes is in the latter.
+	FnGoroutineBytes    float64 `json:"fn_goroutine_bytes"`
+	ClientBytesBeyondFn float64 `json:"client_bytes_per_lease_beyond_fn"`
 	GoroutinesPerLease  float64 `json:"goroutines_per_lease_beyond_fn"`
 	NodeBytesPerLease   float64 `json:"node_bytes_per_lease"`
 }
@@ -60,7 +67,11 @@ func RenewFigures(c renewCounts) RenewStats {
 	if c.held > 0 {
 		h := float64(c.held)
 		r.ClientBytesPerLease = float64(c.clientBytes) / h
-		r.GoroutinesPerLease = float64(c.goroutines)/h - 1
+		if c.fnBytes > 0 {
+			r.FnGoroutineBytes = float64(c.fnBytes) / float64(c.leases)
+		}
+		r.ClientBytesBeyondFn = r.ClientBytesPerLease - r.FnGoroutineBytes
+		r.GoroutinesPerLease = float64(c.goroutines-c.fnGoroutines) / h
 		r.NodeBytesPerLease = float64(c.nodeBytes) / h
 	}
 	secs := c.window.Seconds()

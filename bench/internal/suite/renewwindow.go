@@ -32,8 +32,12 @@ type renewCounts struct {
 	// when all were held: this process's live heap and goroutine stacks
 	// (after a GC), its goroutines, and the nodes' used_memory.
 	clientBytes, goroutines, nodeBytes int64
-	errs                               int
-	first                              error
+	// fnBytes and fnGoroutines are what the same n goroutines cost when
+	// each only waits, holding nothing (idleCost; 0 where hold keeps no
+	// goroutine per lease): the part a caller of Do has anyway.
+	fnBytes, fnGoroutines int64
+	errs                  int
+	first                 error
 }
 
 // renewWindow takes n leases with hold, one goroutine each, started one
@@ -55,6 +59,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
+	g0 := settledGoroutines()
 	mem0 := liveBytes()
 	t0, start := trips.Snapshot(), time.Now()
 	var wg sync.WaitGroup
@@ -133,10 +138,12 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
-	// The goroutines the held leases had: those that ended with them.
-	// (Counting from before the first was taken would also count those of
-	// an earlier run still winding down, and a Client's own few.)
-	c.goroutines = int64(g1 - runtime.NumGoroutine())
+	// The goroutines the held leases had: those there were once all were
+	// held, less those from before the first was taken (counted once an
+	// earlier run's had wound down). Counting those that ended with the
+	// leases instead read less than none: a release's calls to the
+	// slower nodes still run after Do returns.
+	c.goroutines = int64(g1 - g0)
 	c.lost = int(lost.Load()) + endLost
 	t3 := trips.Snapshot()
 	s3, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
@@ -153,6 +160,37 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	c.releasePhase = impl.Total(impl.Sub(t3, t2))
 	c.lat = trips.Latencies()
 	return c, ctx.Err()
+}
+
+// idleCost is what n goroutines started as renewWindow starts them cost
+// when each, in place of taking a lease, says it is held and waits for
+// the end: the goroutine that runs fn, with the bench's own wrapping,
+// measured the same way (bytes after a GC, goroutines) in the same
+// process. renewWindow's figures less these are what holding the leases
+// added beyond that goroutine.
+func idleCost(ctx context.Context, n int, period time.Duration, probes []*redis.Client) (bytes, goroutines int64, err error) {
+	idle := func(_ context.Context, _ int, held, _ func(), stop <-chan struct{}) error {
+		held()
+		<-stop
+		return nil
+	}
+	c, err := renewWindow(ctx, n, time.Millisecond, period, impl.NewTrips(len(probes)), probes, idle, nil, nil)
+	return c.clientBytes, c.goroutines, err
+}
+
+// settledGoroutines is the number of goroutines once it has stopped
+// falling (an earlier run's winding down), waiting at most 2 s.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for range 40 {
+		time.Sleep(50 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m >= n {
+			return m
+		}
+		n = m
+	}
+	return n
 }
 
 // liveBytes is this process's live heap and goroutine stacks, after a

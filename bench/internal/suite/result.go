@@ -50,11 +50,13 @@ type Result struct {
 	// renew-many and renew-few, from Renew, at the top of the row: the
 	// leases held at once, those lost, the commands the nodes executed per
 	// lease per renewal period, and what a held lease costs the client in
-	// bytes and in goroutines beyond the one that runs fn.
+	// bytes (all of it, and beyond the goroutine that runs fn) and in
+	// goroutines beyond the one that runs fn.
 	Leases                 *int     `json:"leases,omitempty"`
 	LeasesLost             *int     `json:"leases_lost,omitempty"`
 	NodeCmdsPerLeasePeriod *float64 `json:"node_commands_per_lease_period,omitempty"`
 	ClientBytesPerLease    *float64 `json:"client_bytes_per_lease,omitempty"`
+	ClientBytesBeyondFn    *float64 `json:"client_bytes_per_lease_beyond_fn,omitempty"`
 	GoroutinesPerLease     *float64 `json:"goroutines_per_lease,omitempty"`
 }
 
