@@ -25,10 +25,13 @@ import (
 //
 // A node runs the extend script for a whole call at once, in time that
 // grows with the leases the call carries, while each call is judged by the
-// node timeout of its shortest ttl. So the leases due are sent in chunks
-// of at most renewChunk, shortest ttl first, up to renewInFlight of them
-// out at once: each chunk is a round of its own, counted from its own
-// start, and a chunk a node was too slow for fails only its own leases.
+// renewal bound of its shortest ttl (renewBound). So the leases due are
+// sent in chunks of at most renewChunk, shortest ttl first, up to
+// renewInFlight of them out at once: each chunk is a round of its own,
+// counted from its own start, and a chunk a node was too slow for fails
+// only its own leases. A lease in a round is not due again until the
+// round is over; the leases that fall due meanwhile go in the next chunks
+// without waiting for it.
 //
 // It is one goroutine per Client, started on first use and stopped by
 // Close; after Close, Do's leases are no longer renewed and their fn's ctx
@@ -38,6 +41,7 @@ type renewer struct {
 	mu      sync.Mutex
 	kept    map[*Lease]*kept
 	wake    chan struct{}
+	out     chan struct{} // a slot per chunk in flight (renewInFlight)
 	running bool
 	chunk   int // the most leases one round carries: renewChunk but in tests
 }
@@ -50,6 +54,7 @@ type kept struct {
 	start time.Time
 	why   error // what ended it, for Do's error; guarded by renewer.mu
 	off   bool  // no longer renewed: WithMaxHold reached, or the lease is over
+	busy  bool  // in a round now (or queued for one): not due again until it is over
 	// auto: kept by Lease.KeepRenewed, not by Do, so nobody removes it:
 	// the renewer forgets it once it is over.
 	auto bool
@@ -66,7 +71,7 @@ type kept struct {
 const renewChunk = 256
 
 func newRenewer(c *Client) *renewer {
-	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1), chunk: renewChunk}
+	return &renewer{c: c, kept: map[*Lease]*kept{}, wake: make(chan struct{}, 1), out: make(chan struct{}, renewInFlight), chunk: renewChunk}
 }
 
 // minRenewGap is the least time between a lease's renewals that
@@ -157,7 +162,7 @@ func (r *renewer) due(now time.Time) ([]*Lease, []time.Duration, time.Time) {
 	var ttls []time.Duration
 	next := now.Add(time.Hour)
 	for l, k := range r.kept {
-		if k.off {
+		if k.off || k.busy {
 			continue
 		}
 		// A lease that is over (lost, released, or its validity ran out)
@@ -176,6 +181,7 @@ func (r *renewer) due(now time.Time) ([]*Lease, []time.Duration, time.Time) {
 			continue
 		}
 		if !k.next.After(now.Add(k.every / 4)) {
+			k.busy = true
 			ls = append(ls, l)
 			ttls = append(ttls, k.ttl)
 			continue
@@ -211,27 +217,42 @@ func (r *renewer) run() {
 			order[i] = i
 		}
 		sort.SliceStable(order, func(a, b int) bool { return ttls[order[a]] < ttls[order[b]] })
-		var wg sync.WaitGroup
-		out := make(chan struct{}, renewInFlight)
 		for from := 0; from < len(order); from += r.chunk {
 			idx := order[from:min(from+r.chunk, len(order))]
 			chunk, chunkTTLs := make([]*Lease, len(idx)), make([]time.Duration, len(idx))
 			for j, i := range idx {
 				chunk[j], chunkTTLs[j] = ls[i], ttls[i]
 			}
-			out <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-out }()
+			select {
+			case r.out <- struct{}{}:
+			case <-c.closing:
+				r.idle(ls[from:])
+				return
+			}
+			c.spawn(func() {
+				defer func() { <-r.out }()
 				r.renew(chunk, chunkTTLs)
 			})
 		}
-		// The next pass looks at the leases once every chunk of this one
-		// is over: a lease is never in two rounds at once.
-		wg.Wait()
+		// The next pass does not wait for this one's chunks: a lease in a
+		// round is busy until its round is over, and due skips it, so a
+		// lease is never in two rounds at once, while a chunk that waits
+		// for a slow majority holds up no lease of another chunk.
 	}
 }
 
-// renewInFlight is the most chunks of one pass out at once. Sent one
+// idle marks ls as in no round: those due never got one (Close).
+func (r *renewer) idle(ls []*Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range ls {
+		if k := r.kept[l]; k != nil {
+			k.busy = false
+		}
+	}
+}
+
+// renewInFlight is the most chunks out at once. Sent one
 // after another, a pass's time was the sum of its rounds, and on a busy
 // host, where every round waits for three node processes and the client
 // to be scheduled, the leases late in a pass of 10,000 were renewed after
@@ -240,8 +261,8 @@ func (r *renewer) run() {
 // last of 8 full chunks waits for the 7 before it, under 1 ms each on
 // average in renew-many at 10,000 leases (0.17 s of node CPU per second
 // over 5 nodes and about 40 calls each) and up to about 7 ms under load
-// (results/2026-12-06-renew-chunk-size.md), inside the 150 ms node
-// timeout of a 3 s ttl.
+// (results/2026-12-06-renew-chunk-size.md), inside the 500 ms renewal
+// bound of a 3 s ttl.
 const renewInFlight = 8
 
 // renewBound bounds each call of a renewal round whose shortest ttl is
@@ -278,6 +299,7 @@ func (r *renewer) renew(ls []*Lease, ttls []time.Duration) {
 		}
 		r.mu.Lock()
 		if k := r.kept[l]; k != nil {
+			k.busy = false
 			now := c.cfg.clock.Now()
 			if err != nil {
 				k.why = err
@@ -289,4 +311,7 @@ func (r *renewer) renew(ls []*Lease, ttls []time.Duration) {
 		}
 		r.mu.Unlock()
 	}
+	// The loop may sleep past these leases' next renewal (a retry is due
+	// sooner than any lease it looked at).
+	r.poke()
 }

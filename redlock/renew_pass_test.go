@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +160,104 @@ func TestRenew_ARoundWaitsForLateCallsUpToItsBound(t *testing.T) {
 	require.NoError(t, err, "the lease was not kept while its renewals were %v late", late)
 	require.Error(t, extendErr, "Lease.Extend waited past the node timeout")
 	require.NotErrorIs(t, extendErr, ErrNotHeld)
+}
+
+// A chunk that waits for a slow majority holds up no other lease, and a
+// lease is never in two rounds at once: lease a's extend calls take
+// 1.8 s (inside the 2 s renewal bound of a 12 s ttl); lease b, kept from
+// 1.4 s after a (too late to share a's round: leases due within a
+// quarter of their period go together), falls due while a's round is
+// out and is renewed then, not after it; and no key is in two extend
+// calls to one node at once.
+//
+// Guards against: a renewer whose next pass waits for every chunk of the
+// last, where one slow round delays every lease due meanwhile by up to
+// its bound (500 ms at 3 s), five chunks deep in a pass of 10,000.
+func TestRenew_ASlowRoundHoldsUpNoOtherLease(t *testing.T) {
+	cl := newCluster(t, 5)
+	const ttl, slow, after = 12 * time.Second, 1800 * time.Millisecond, 1400 * time.Millisecond
+	ctx := context.Background()
+	c, f := cl.ready(t, WithMaxTTL(ttl))
+	c.renew.chunk = 1
+	require.Less(t, slow, c.renewBound(ttl))
+	ls := takeLeases(t, c, 1, ttl)
+	// One extend first, so that the nodes have the script cached; its
+	// calls past the majority must be over before the hook times a's.
+	require.NoError(t, ls[0].Extend(ctx, ttl))
+	waitCallsOver(t, f)
+	a := ls[0].key
+	var mu sync.Mutex
+	inFlight := map[scriptAtKey]int{}
+	var twice []string
+	var aStart, aEnd, bStart time.Time
+	var b string
+	f.before(func(ctx context.Context, x *call) error {
+		if x.Script != "extend" {
+			return nil
+		}
+		now := time.Now()
+		mu.Lock()
+		for _, k := range x.Keys {
+			if k != a && k != b {
+				continue // the nodes' own keys, which every call names
+			}
+			at := scriptAtKey{x.Node, k}
+			if inFlight[at]++; inFlight[at] > 1 {
+				twice = append(twice, k)
+			}
+			switch {
+			case k == a && aStart.IsZero():
+				aStart = now
+			case k == b && bStart.IsZero():
+				bStart = now
+			}
+		}
+		isA := slices.Contains(x.Keys, a)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			for _, k := range x.Keys {
+				if k == a || k == b {
+					inFlight[scriptAtKey{x.Node, k}]--
+				}
+			}
+			if isA && aEnd.IsZero() && !aStart.IsZero() {
+				aEnd = time.Now()
+			}
+			mu.Unlock()
+		}()
+		if !isA {
+			return nil
+		}
+		select {
+		case <-time.After(slow):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	lb := takeLeases(t, c, 1, ttl)
+	mu.Lock()
+	b = lb[0].key
+	mu.Unlock()
+	renewAll(t, c, ls, ttl)
+	time.Sleep(after)
+	renewAll(t, c, lb, ttl)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !bStart.IsZero() && !aEnd.IsZero()
+	}, 15*time.Second, 10*time.Millisecond, "the two leases were not both renewed")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, twice, "a key was in two extend calls to one node at once")
+	require.True(t, bStart.Before(aEnd), "b's round began %v after a's slow round ended: it waited for it",
+		bStart.Sub(aEnd))
+	require.False(t, ls[0].over() || lb[0].over(), "a lease ended")
+}
+
+// scriptAtKey is one key on one node.
+type scriptAtKey struct {
+	node int
+	key  string
 }
