@@ -226,7 +226,7 @@ func (r *renewer) run() {
 			select {
 			case r.out <- struct{}{}:
 			case <-c.closing:
-				r.idle(ls[from:])
+				r.idle(ls, order[from:])
 				return
 			}
 			c.spawn(func() {
@@ -241,12 +241,13 @@ func (r *renewer) run() {
 	}
 }
 
-// idle marks ls as in no round: those due never got one (Close).
-func (r *renewer) idle(ls []*Lease) {
+// idle marks the leases ls[i], i in which, as in no round: they were due
+// but never got one (Close).
+func (r *renewer) idle(ls []*Lease, which []int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, l := range ls {
-		if k := r.kept[l]; k != nil {
+	for _, i := range which {
+		if k := r.kept[ls[i]]; k != nil {
 			k.busy = false
 		}
 	}

@@ -85,7 +85,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...redlock.C
 // Leader is who leads, as the nodes said when they were read.
 type Leader struct {
 	Value string // what the leader campaigned with
-	Term  uint64 // its leadership's fencing token
+	// Term is its leadership's fencing token. For a moment after a new
+	// leader is granted, until its token is committed on the nodes, it
+	// reads as the term before; Observe sends the leader again once it
+	// reads the new one.
+	Term uint64
 	// ExpiresIn is how long the leadership lasts unless the leader renews
 	// it (it renews every ttl/3 while it runs).
 	ExpiresIn time.Duration
