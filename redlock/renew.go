@@ -223,6 +223,14 @@ func (r *renewer) run() {
 			for j, i := range idx {
 				chunk[j], chunkTTLs[j] = ls[i], ttls[i]
 			}
+			// Close comes first: a slot free at the same moment must not
+			// send a round after it.
+			select {
+			case <-c.closing:
+				r.idle(ls, order[from:])
+				return
+			default:
+			}
 			select {
 			case r.out <- struct{}{}:
 			case <-c.closing:
@@ -284,13 +292,11 @@ func (c *Client) renewBound(ttl time.Duration) time.Duration {
 // each lease's next renewal by its outcome.
 func (r *renewer) renew(ls []*Lease, ttls []time.Duration) {
 	c := r.c
-	shortest := slices.Min(ttls)
-	wait := c.nodeTimeout(ttls[0])
-	for _, ttl := range ttls {
-		wait = max(wait, c.nodeTimeout(ttl), ttl/6)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	res := c.extendRound(ctx, ls, ttls, c.renewBound(shortest))
+	// Every call of the round ends by its bound, so the round is waited
+	// for that long and no longer.
+	bound := c.renewBound(slices.Min(ttls))
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	res := c.extendRound(ctx, ls, ttls, bound)
 	cancel()
 	for i, l := range ls {
 		err := l.applyExtend(res, ttls[i], res.leases[i])
