@@ -63,7 +63,7 @@ type doCall struct {
 func (c *Client) startDo(ctx context.Context, key string, ttl time.Duration, opts []CallOption) (*doCall, error) {
 	// The span is the parent of Lock's and of fn's own spans.
 	ctx, span := c.startSpan(ctx, "quorumlock.Do", key, ttl)
-	l, err := c.Lock(ctx, key, ttl, opts...)
+	l, err := aside(func() (*Lease, error) { return c.Lock(ctx, key, ttl, opts...) })
 	if err != nil {
 		doEnded(span, outcomeOf(err), err)
 		return nil, err
@@ -77,6 +77,42 @@ func (c *Client) startDo(ctx context.Context, key string, ttl time.Duration, opt
 		d.watch <- err
 	})
 	return d, nil
+}
+
+// aside runs f on a goroutine of its own while the caller's waits for
+// it: Do and DoAll take their leases this way. Lock's frames (the
+// attempt, the node calls, the driver's) go deeper than a new goroutine's
+// first stack, and the runtime shrinks a stack it grew only once less than
+// a quarter of it is in use, which the caller's frames plus fn's do not
+// reach: run on the caller's goroutine, Lock would leave it twice its
+// size for as long as fn holds the lease, about 4 KB per Do lease
+// (docs/performance.md). The goroutine that ran f ends with it and gives
+// its stack back. A panic in f (a logger's or a tracer's, say) goes on in
+// the caller's goroutine, with its value.
+func aside[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v        T
+		err      error
+		panicked bool
+		p        any
+	}
+	done := make(chan result, 1)
+	go func() {
+		r := result{panicked: true}
+		defer func() {
+			if r.panicked {
+				r.p = recover()
+			}
+			done <- r
+		}()
+		r.v, r.err = f()
+		r.panicked = false
+	}()
+	r := <-done
+	if r.panicked {
+		panic(r.p)
+	}
+	return r.v, r.err
 }
 
 // run runs fn as the holder and ends the call.
@@ -188,7 +224,7 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 	if fn == nil {
 		return errors.New("redlock: DoAll: nil fn")
 	}
-	taken, err := c.takeAll(ctx, "DoAll", keys, ttl, opts, false)
+	taken, err := aside(func() ([]*held, error) { return c.takeAll(ctx, "DoAll", keys, ttl, opts, false) })
 	if err != nil {
 		return err
 	}

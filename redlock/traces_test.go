@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -213,4 +214,52 @@ func TestTraces_DoSpanSaysLostWhenTheLeaseIsTaken(t *testing.T) {
 	outcome, _ := attrOf(do[0].Attributes(), attrOutcome)
 	require.Equal(t, "lost", outcome.AsString())
 	require.Equal(t, "Error", do[0].Status().Code.String())
+}
+
+// panicOnStart is a span processor that panics when a span of the given
+// name starts: a stand-in for any user code (a tracer, a logger, a
+// clock) that panics inside Lock.
+type panicOnStart struct{ name string }
+
+func (p panicOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.Name() == p.name {
+		panic("span boom")
+	}
+}
+func (panicOnStart) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (panicOnStart) Shutdown(context.Context) error   { return nil }
+func (panicOnStart) ForceFlush(context.Context) error { return nil }
+
+// Do and DoAll take their leases on a goroutine of their own (aside), so
+// that the caller's stack is not left grown while fn holds them. A panic
+// while the lease is taken must still reach the caller's goroutine, where
+// a deferred recover finds its value, as when Lock ran there; fn does not
+// run.
+//
+// Guards against: aside losing the panic (it would crash the process from
+// the goroutine that ran Lock, out of the caller's reach).
+func TestDo_APanicWhileTakingTheLeaseReachesTheCaller(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicOnStart{name: "quorumlock.Lock"}))
+	c := newCluster(t, 3).client(t, WithTracerProvider(tp))
+	ctx := context.Background()
+	key := testenv.Key(t)
+	calls := map[string]func(context.Context) error{
+		"Do": func(ctx context.Context) error {
+			return c.Do(ctx, key, time.Second, func(context.Context, *Lease) error { return errors.New("fn ran") })
+		},
+		"DoAll": func(ctx context.Context) error {
+			return c.DoAll(ctx, []string{key, key + "-2"}, time.Second, func(context.Context, *LeaseSet) error { return errors.New("fn ran") })
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			var recovered any
+			var err error
+			func() {
+				defer func() { recovered = recover() }()
+				err = call(ctx)
+			}()
+			require.Equal(t, "span boom", recovered, "%s returned %v instead of panicking", name, err)
+		})
+	}
 }
