@@ -191,10 +191,12 @@ func TestCostRows(t *testing.T) {
 }
 
 func TestTargetsRenewSizes(t *testing.T) {
-	size := func(leases, held, lost int, bytes, goroutines float64) suite.Result {
+	// beyond is the client bytes per lease beyond fn's goroutine, which
+	// costs fn bytes more.
+	size := func(leases, held, lost int, beyond, fn, goroutines float64) suite.Result {
 		return suite.Result{Scenario: suite.RenewMany, Impl: "quorumlock", Samples: 1,
 			Renew: &suite.RenewStats{Leases: leases, Held: held, Lost: lost, WindowS: 60, PeriodMs: 1000,
-				ClientBytesPerLease: bytes + 2500, FnGoroutineBytes: 2500, ClientBytesBeyondFn: bytes, GoroutinesPerLease: goroutines}}
+				ClientBytesPerLease: beyond + fn, FnGoroutineBytes: fn, ClientBytesBeyondFn: beyond, GoroutinesPerLease: goroutines}}
 	}
 	missed := func(rs ...suite.Result) []string {
 		var out []string
@@ -205,17 +207,21 @@ func TestTargetsRenewSizes(t *testing.T) {
 		}
 		return out
 	}
-	if m := missed(size(10000, 10000, 0, 9000, 0.05), size(100000, 100000, 0, 9500, 0)); len(m) != 0 {
+	if m := missed(size(10000, 10000, 0, 6000, 2500, 0.05), size(100000, 100000, 0, 7500, 2500, 0)); len(m) != 0 {
 		t.Errorf("every lease kept, cheap: missed %v", m)
 	}
-	for name, rs := range map[string][]suite.Result{
-		"lost at the second size": {size(10000, 10000, 0, 9000, 0), size(100000, 100000, 3, 9000, 0)},
-		"never held":              {size(10000, 9990, 0, 9000, 0)},
-		"heavy":                   {size(10000, 10000, 0, 21000, 0)},
-		"a goroutine too many":    {size(10000, 10000, 0, 9000, 1.2)},
+	for name, tc := range map[string]struct {
+		rs   []suite.Result
+		want int
+	}{
+		"lost at the second size":          {[]suite.Result{size(10000, 10000, 0, 6000, 2500, 0), size(100000, 100000, 3, 6000, 2500, 0)}, 1},
+		"never held":                       {[]suite.Result{size(10000, 9990, 0, 6000, 2500, 0)}, 1},
+		"heavy beyond fn, so in all too":   {[]suite.Result{size(10000, 10000, 0, 21000, 2500, 0)}, 2},
+		"light beyond fn, heavy with fn's": {[]suite.Result{size(10000, 10000, 0, 9000, 2500, 0)}, 1},
+		"a goroutine too many":             {[]suite.Result{size(10000, 10000, 0, 6000, 2500, 1.2)}, 1},
 	} {
-		if m := missed(rs...); len(m) != 1 {
-			t.Errorf("%s: missed %v, want exactly one target", name, m)
+		if m := missed(tc.rs...); len(m) != tc.want {
+			t.Errorf("%s: missed %v, want %d targets", name, m, tc.want)
 		}
 	}
 }
