@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -88,7 +89,7 @@ func (c *Client) startDo(ctx context.Context, key string, ttl time.Duration, opt
 // size for as long as fn holds the lease, about 4 KB per Do lease
 // (docs/performance.md). The goroutine that ran f ends with it and gives
 // its stack back. A panic in f (a logger's or a tracer's, say) goes on in
-// the caller's goroutine, with its value.
+// the caller's goroutine, with its value, and so does a runtime.Goexit.
 func aside[T any](f func() (T, error)) (T, error) {
 	type result struct {
 		v        T
@@ -110,6 +111,11 @@ func aside[T any](f func() (T, error)) (T, error) {
 	}()
 	r := <-done
 	if r.panicked {
+		if r.p == nil {
+			// Not a panic (panic(nil) recovers a *runtime.PanicNilError):
+			// f called runtime.Goexit, as t.FailNow does in a test's hook.
+			runtime.Goexit()
+		}
 		panic(r.p)
 	}
 	return r.v, r.err

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -216,15 +217,23 @@ func TestTraces_DoSpanSaysLostWhenTheLeaseIsTaken(t *testing.T) {
 	require.Equal(t, "Error", do[0].Status().Code.String())
 }
 
-// panicOnStart is a span processor that panics when a span of the given
-// name starts: a stand-in for any user code (a tracer, a logger, a
-// clock) that panics inside Lock.
-type panicOnStart struct{ name string }
+// panicOnStart is a span processor that panics (or, with exit, calls
+// runtime.Goexit, as t.FailNow does) when a span of the given name
+// starts: a stand-in for any user code (a tracer, a logger, a clock) that
+// panics inside Lock.
+type panicOnStart struct {
+	name string
+	exit bool
+}
 
 func (p panicOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
-	if s.Name() == p.name {
-		panic("span boom")
+	if s.Name() != p.name {
+		return
 	}
+	if p.exit {
+		runtime.Goexit()
+	}
+	panic("span boom")
 }
 func (panicOnStart) OnEnd(sdktrace.ReadOnlySpan)      {}
 func (panicOnStart) Shutdown(context.Context) error   { return nil }
@@ -261,5 +270,23 @@ func TestDo_APanicWhileTakingTheLeaseReachesTheCaller(t *testing.T) {
 			}()
 			require.Equal(t, "span boom", recovered, "%s returned %v instead of panicking", name, err)
 		})
+	}
+
+	// A Goexit in Lock ends the caller's goroutine, deferred calls run,
+	// and Do does not return.
+	tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicOnStart{name: "quorumlock.Lock", exit: true}))
+	c = newCluster(t, 3).client(t, WithTracerProvider(tp))
+	returned, exited := false, make(chan any, 1)
+	go func() {
+		defer func() { exited <- recover() }()
+		_ = c.Do(ctx, key, time.Second, func(context.Context, *Lease) error { return nil })
+		returned = true
+	}()
+	select {
+	case p := <-exited:
+		require.Nil(t, p, "a Goexit in Lock became a panic in Do's caller")
+		require.False(t, returned, "Do returned after a Goexit in Lock")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Do's caller neither returned nor exited after a Goexit in Lock")
 	}
 }
