@@ -223,8 +223,10 @@ func (r *renewer) run() {
 			for j, i := range idx {
 				chunk[j], chunkTTLs[j] = ls[i], ttls[i]
 			}
-			// Close comes first: a slot free at the same moment must not
-			// send a round after it.
+			// A Close already made wins over a free slot (select picks
+			// either when both are ready). One made after this check is
+			// no different from one made just after the round went out:
+			// Close waits for the round, and sends no further one.
 			select {
 			case <-c.closing:
 				r.idle(ls, order[from:])

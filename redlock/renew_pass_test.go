@@ -261,3 +261,87 @@ type scriptAtKey struct {
 	node int
 	key  string
 }
+
+// Close while renewal rounds wait for slow nodes: the rounds out end by
+// their bound and Close waits for them, but the leases still waiting for
+// a free slot get no round, neither before Close returns nor after. Ten
+// leases due together, one per chunk, every extend call 800 ms late
+// (inside the 1 s bound of a 6 s ttl): Close comes while the first
+// eight rounds are out, so at most eight of the ten keys are extended.
+//
+// Guards against: a renewer that, told to close while it waits for a
+// slot, takes the slot once a slow round frees it and sends the rest of
+// the pass (spawn runs it at once after Close, and Close waits for it):
+// extends of leases the closed Client no longer keeps, and a Close as
+// long as every chunk's bound one after another.
+func TestRenew_CloseDuringSlowRoundsSendsNoMore(t *testing.T) {
+	cl := newCluster(t, 5)
+	// 800 ms late, a bound of 1 s: Close must come before the first round
+	// out ends, and 800 ms leaves room for a loaded machine.
+	const ttl, late = 6 * time.Second, 800 * time.Millisecond
+	ctx := context.Background()
+	c, f := cl.ready(t, WithMaxTTL(ttl))
+	c.renew.chunk = 1
+	slots := cap(c.renew.out)
+	require.Less(t, late, c.renewBound(ttl))
+	ls := takeLeases(t, c, slots+3, ttl)
+	// The script cached on every node first, with a lease not watched
+	// below (its calls past the majority may reach the hook later): a
+	// NOSCRIPT, late too, would leave no time for the script sent again.
+	warm := ls[0]
+	ls = ls[1:]
+	require.NoError(t, warm.Extend(ctx, ttl))
+	t.Cleanup(func() { _ = warm.Release(context.Background()) })
+	keys := map[string]bool{}
+	for _, l := range ls {
+		keys[l.key] = true
+	}
+	var mu sync.Mutex
+	extended := map[string]bool{}
+	first := make(chan struct{})
+	var once sync.Once
+	f.before(func(ctx context.Context, x *call) error {
+		if x.Script != "extend" {
+			return nil
+		}
+		mu.Lock()
+		ours := false
+		for _, k := range x.Keys {
+			if keys[k] {
+				extended[k], ours = true, true
+			}
+		}
+		mu.Unlock()
+		if !ours {
+			return nil
+		}
+		once.Do(func() { close(first) })
+		select {
+		case <-time.After(late):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	renewAll(t, c, ls, ttl)
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no renewal round started")
+	}
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	// Anything Close let out would have run before it returned; a little
+	// longer for calls past the majority.
+	time.Sleep(2 * late)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("Close took %v; %d of %d keys extended", took, len(extended), len(ls))
+	require.LessOrEqual(t, len(extended), slots, "%d of %d keys were extended: rounds went out after Close", len(extended), len(ls))
+	limit := 2 * c.renewBound(ttl)
+	if raceDetector {
+		limit *= 3
+	}
+	require.Less(t, took, limit, "Close took %v: it waited for more rounds than were out", took)
+}
