@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +155,37 @@ func TestDo_FnReturningItsCauseIsNotRepeated(t *testing.T) {
 	})
 	require.ErrorIs(t, err, ErrNotHeld)
 	require.Equal(t, cause, err, "Do joined fn's error to itself")
+}
+
+// A Do whose ctx ends while it waits for a held key returns the ctx's
+// error from Lock, through the goroutine Lock ran on (aside), without
+// running fn; that goroutine ends, and the wait leaves the key's line,
+// so that the key goes to the next Lock once the holder releases it.
+func TestDo_ACtxEndingWhileWaitingReturnsItsError(t *testing.T) {
+	c, _ := newCluster(t, 5).ready(t)
+	ctx := context.Background()
+	key := testenv.Key(t)
+	held, err := c.TryLock(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	ran := false
+	start := time.Now()
+	err = c.Do(wctx, key, 10*time.Second, func(context.Context, *Lease) error { ran = true; return nil })
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Do's error once its ctx ended: %v", err)
+	require.False(t, ran, "fn ran without the lease")
+	require.GreaterOrEqual(t, took, 300*time.Millisecond, "Do returned before its ctx ended")
+	require.Eventually(t, func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "redlock.aside[")
+	}, 2*time.Second, 10*time.Millisecond, "the goroutine that ran Lock for Do is still there")
+
+	require.NoError(t, held.Release(ctx))
+	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer lcancel()
+	l, err := c.Lock(lctx, key, time.Second)
+	require.NoError(t, err, "the key stayed reserved for the Do that gave up")
+	require.NoError(t, l.Release(ctx))
 }
