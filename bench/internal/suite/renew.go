@@ -40,7 +40,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		leases                  int
 		ttl, window             time.Duration
 		hold                    func(*impl.Trips, string) (holdFn, func(), error)
-		keep                    func(*impl.Trips, string) (holdFn, func() int, func(), error) // instead of hold
+		keep                    func(*impl.Trips, string) (holdFn, func() []string, func(), error) // instead of hold
 	}
 	runs := []run{
 		{RenewFew, impl.Quorumlock, fmt.Sprintf("%d leases under Do, ttl %v", RenewFewLeases, RenewTTL), RenewFewLeases, RenewTTL, fewWindow, qlHold(addrs, RenewTTL), nil},
@@ -70,7 +70,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		trips := impl.NewTrips(len(addrs))
 		prefix := fmt.Sprintf("%s:%s:%s:%d", key, r.scenario, r.impl, i)
 		var hold holdFn
-		var end func() int
+		var end func() []string
 		var closeFn func()
 		var err error
 		if r.keep != nil {
@@ -99,7 +99,11 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 				return out, err
 			}
 		}
-		out = append(out, renewResult(r.scenario, r.impl, r.variant, c))
+		res := renewResult(r.scenario, r.impl, r.variant, c)
+		for _, l := range res.Renew.LostWhy {
+			cfg.logf("    lost %d (learned: %s): %s", l.Count, l.Phase, l.Reason)
+		}
+		out = append(out, res)
 	}
 	return out, ctx.Err()
 }

@@ -2,9 +2,11 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +136,14 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 			if c.held != leases || c.lost != 1 || c.errs != 0 {
 				t.Errorf("held %d, lost %d, errors %d (%v); want %d, 1, 0", c.held, c.lost, c.errs, c.first, leases)
 			}
+			// The one lost is reported with what ended it, learned in the
+			// window, its key not named.
+			why := lossCounts(c.lostWhy)
+			if len(why) != 1 || why[0].Phase != phaseWindow || why[0].Count != 1 || why[0].Reason == "" || strings.Contains(why[0].Reason, prefix) {
+				t.Errorf("lost_why %+v, want one lease learned lost in the window, with a reason that does not name its key", why)
+			} else {
+				t.Logf("%s: lost because %s", name, why[0].Reason)
+			}
 			// Two leases renewed about once a second on every node for 4 s.
 			for i, s := range c.sent {
 				if s.Cmds < 2*3 || s.Cmds > 3*6 {
@@ -175,5 +185,30 @@ func TestIdleCostCountsTheWaitingGoroutines(t *testing.T) {
 	}
 	if goroutines < n || goroutines > n+10 {
 		t.Errorf("%d goroutines counted for %d waiting ones", goroutines, n)
+	}
+}
+
+// TestLossCounts: reasons come most frequent first, and past ten the
+// rest (here 3 of 13) are summed into one, so that a run that lost leases for many
+// reasons still reports how many it lost.
+func TestLossCounts(t *testing.T) {
+	m := map[lossKey]int{}
+	for i := range 12 {
+		m[lossKey{phaseWindow, fmt.Sprintf("reason %02d", i)}] = i + 1
+	}
+	m[lossKey{phaseRelease, "reason 11"}] = 40
+	got := lossCounts(m)
+	if len(got) != 11 {
+		t.Fatalf("%d entries, want 11: %+v", len(got), got)
+	}
+	if got[0] != (LossCount{phaseRelease, "reason 11", 40}) || got[1] != (LossCount{phaseWindow, "reason 11", 12}) {
+		t.Errorf("first two %+v, want the release's 40 then the window's 12", got[:2])
+	}
+	total := 0
+	for _, l := range got {
+		total += l.Count
+	}
+	if want := 40 + 12*13/2; total != want || got[10].Reason != "other reasons" || got[10].Count != 1+2+3 {
+		t.Errorf("total %d, last %+v; want %d, the three least frequent summed (6)", total, got[10], want)
 	}
 }

@@ -1,14 +1,21 @@
 package suite
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // RenewStats are the renew scenarios' figures for one run (JSON "renew").
 type RenewStats struct {
-	Leases   int     `json:"leases"`
-	Held     int     `json:"held"` // leases held when the window began
-	Lost     int     `json:"lost"` // leases whose holder learned they were lost before the end
-	WindowS  float64 `json:"window_s"`
-	PeriodMs float64 `json:"renew_period_ms"` // RenewPeriod(ttl)
+	Leases int `json:"leases"`
+	Held   int `json:"held"` // leases held when the window began
+	Lost   int `json:"lost"` // leases whose holder learned they were lost before the end
+	// LostWhy says what ended the lost leases, most frequent first, and
+	// when their holders learned it (absent when none was lost).
+	LostWhy  []LossCount `json:"lost_why,omitempty"`
+	WindowS  float64     `json:"window_s"`
+	PeriodMs float64     `json:"renew_period_ms"` // RenewPeriod(ttl)
 	// Sent by the client, in the window: commands (a pipeline counts each),
 	// per second, all nodes and per node.
 	SentCmdsPerSec     float64   `json:"sent_cmds_per_sec"`
@@ -41,6 +48,7 @@ type RenewStats struct {
 	LockPhaseS           float64 `json:"lock_phase_s"`
 	ReleasePhaseCmds     int64   `json:"release_phase_sent_cmds"`
 	ReleasePhaseNodeCmds int64   `json:"release_phase_node_cmds"`
+	ReleasePhaseS        float64 `json:"release_phase_s"`
 	// What one held lease costs, from before the first was taken to when
 	// all were held, divided by the leases held: the client's live heap
 	// and goroutine stacks (after a GC; the goroutine that runs fn and
@@ -63,7 +71,8 @@ func RenewFigures(c renewCounts) RenewStats {
 	r := RenewStats{Leases: c.leases, Held: c.held, Lost: c.lost, WindowS: c.window.Seconds(),
 		PeriodMs: float64(c.period) / float64(time.Millisecond), NodeCmds: map[string]int64{},
 		LockPhaseCmds: c.lockPhase.Cmds, LockPhaseNodeCmds: c.lockPhaseNode, LockPhaseS: c.lockPhaseTime.Seconds(),
-		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode}
+		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode,
+		ReleasePhaseS: c.releasePhaseTime.Seconds(), LostWhy: lossCounts(c.lostWhy)}
 	if c.held > 0 {
 		h := float64(c.held)
 		r.ClientBytesPerLease = float64(c.clientBytes) / h
@@ -111,4 +120,33 @@ func RenewFigures(c renewCounts) RenewStats {
 		r.ClientCPU = ptr(c.clientCPU.Seconds() / secs)
 	}
 	return r
+}
+
+// LossCount is how many leases one reason ended, learned in one phase of
+// the run: "taking" (before every lease was held), "window", or
+// "release" (a release, once the window was over, found the lease gone).
+type LossCount struct {
+	Phase  string `json:"phase"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// lossCounts lists m, most leases first, at most 10 reasons: the rest are
+// summed into one.
+func lossCounts(m map[lossKey]int) []LossCount {
+	var out []LossCount
+	for k, n := range m {
+		out = append(out, LossCount{k.phase, k.reason, n})
+	}
+	slices.SortFunc(out, func(a, b LossCount) int {
+		return cmp.Or(b.Count-a.Count, cmp.Compare(a.Phase, b.Phase), cmp.Compare(a.Reason, b.Reason))
+	})
+	if len(out) > 10 {
+		rest := LossCount{Phase: "any", Reason: "other reasons"}
+		for _, l := range out[10:] {
+			rest.Count += l.Count
+		}
+		out = append(out[:10], rest)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 )
 
 // holdFn takes lease i and keeps it until stop is closed, then gives it
-// up. It calls held once the lease is held, and lost when it learns that
-// the lease was lost before the end (expired, taken over, or not renewed
-// in time). It returns what failed: taking, renewing or releasing.
-type holdFn func(ctx context.Context, i int, held, lost func(), stop <-chan struct{}) error
+// up. It calls held once the lease is held, and lost, with what ended it,
+// when it learns that the lease was lost before the end (expired, taken
+// over, or not renewed in time). It returns what failed: taking, renewing
+// or releasing.
+type holdFn func(ctx context.Context, i int, held func(), lost func(why string), stop <-chan struct{}) error
 
 // qlHold holds leases of ttl under quorumlock's Do on one Client.
 func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func(), error) {
@@ -24,9 +26,10 @@ func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 		if err != nil {
 			return nil, nil, err
 		}
-		hold := func(ctx context.Context, i int, held, lost func(), stop <-chan struct{}) error {
+		hold := func(ctx context.Context, i int, held func(), lost func(string), stop <-chan struct{}) error {
 			ran, gone := false, false
-			err := ql.C.Do(ctx, fmt.Sprintf("%s:%d", prefix, i), ttl, func(fctx context.Context, _ *redlock.Lease) error {
+			key := fmt.Sprintf("%s:%d", prefix, i)
+			err := ql.C.Do(ctx, key, ttl, func(fctx context.Context, _ *redlock.Lease) error {
 				ran = true
 				held()
 				select {
@@ -36,13 +39,13 @@ func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 					// when the whole run is interrupted.
 					if ctx.Err() == nil {
 						gone = true
-						lost()
+						lost(lossReason(context.Cause(fctx), key))
 					}
 				}
 				return nil
 			})
 			if ran && !gone && errors.Is(err, redlock.ErrNotHeld) && ctx.Err() == nil {
-				lost() // its validity ran out before the release
+				lost(lossReason(err, key)) // its validity ran out before the release
 			}
 			if gone && errors.Is(err, redlock.ErrNotHeld) {
 				return nil // counted as lost, not as an error
@@ -56,16 +59,17 @@ func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 // qlKeep takes leases of ttl with quorumlock's Lock on one Client and
 // keeps them with Lease.KeepRenewed: hold returns once the lease is
 // held, so no goroutine waits per lease. end, once the window is over,
-// counts the leases that ended before it (lost) and releases the rest.
-func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func() int, func(), error) {
-	return func(t *impl.Trips, prefix string) (holdFn, func() int, func(), error) {
+// counts the leases that ended before it (lost, each with what its
+// Release said) and releases the rest.
+func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func() []string, func(), error) {
+	return func(t *impl.Trips, prefix string) (holdFn, func() []string, func(), error) {
 		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, ttl)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		var mu sync.Mutex
 		var leases []*redlock.Lease
-		hold := func(ctx context.Context, i int, held, _ func(), _ <-chan struct{}) error {
+		hold := func(ctx context.Context, i int, held func(), _ func(string), _ <-chan struct{}) error {
 			l, err := ql.C.Lock(ctx, fmt.Sprintf("%s:%d", prefix, i), ttl)
 			if err != nil {
 				return err
@@ -77,25 +81,34 @@ func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 			held()
 			return nil
 		}
-		end := func() int {
+		end := func() []string {
 			mu.Lock()
 			defer mu.Unlock()
-			lost := 0
+			ended := make(map[*redlock.Lease]bool)
 			for _, l := range leases {
 				select {
 				case <-l.Done():
-					lost++
+					ended[l] = true
 				default:
 				}
 			}
+			var lmu sync.Mutex
+			var lost []string
 			work := make(chan *redlock.Lease)
 			var wg sync.WaitGroup
 			for range 64 {
 				wg.Go(func() {
 					for l := range work {
 						rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-						_ = l.Release(rctx) // a lost lease's ErrNotHeld is counted above
+						err := l.Release(rctx)
 						cancel()
+						if ended[l] {
+							// What Release says of a lease that had ended
+							// is all a KeepRenewed caller learns of why.
+							lmu.Lock()
+							lost = append(lost, lossReason(err, l.Key()))
+							lmu.Unlock()
+						}
 					}
 				})
 			}
@@ -115,8 +128,9 @@ func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 	return func(t *impl.Trips, prefix string) (holdFn, func(), error) {
 		rs := impl.NewRS(impl.CountedClients(addrs, t), RenewTTL)
-		hold := func(ctx context.Context, i int, held, lost func(), stop <-chan struct{}) error {
-			m := rs.NewMutex(fmt.Sprintf("%s:%d", prefix, i))
+		hold := func(ctx context.Context, i int, held func(), lost func(string), stop <-chan struct{}) error {
+			key := fmt.Sprintf("%s:%d", prefix, i)
+			m := rs.NewMutex(key)
 			if err := m.LockContext(ctx); err != nil {
 				return err
 			}
@@ -143,7 +157,10 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 					}
 					// Counted as lost, not as an error; the unlock finds
 					// nothing of ours, as the lock is gone.
-					lost()
+					if err == nil {
+						err = errors.New("extend refused")
+					}
+					lost(lossReason(err, key))
 					_ = unlock()
 					return nil
 				}
@@ -151,4 +168,18 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 		}
 		return hold, rs.Close, nil
 	}
+}
+
+// lossReason is what ended a lease, as the bench reports it: err's text
+// with the lease's key put as KEY, so that the leases lost for one reason
+// count together, cut at 300 bytes.
+func lossReason(err error, key string) string {
+	if err == nil {
+		return "no error given"
+	}
+	s := strings.ReplaceAll(err.Error(), key, "KEY")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
 }

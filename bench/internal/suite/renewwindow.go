@@ -38,7 +38,24 @@ type renewCounts struct {
 	fnBytes, fnGoroutines int64
 	errs                  int
 	first                 error
+	// Why the lost leases ended, by when their holder learned it: while
+	// the leases were being taken, in the window, or once it was over
+	// (giving them up: a release that found the key gone); and how long
+	// giving them all up took.
+	lostWhy          map[lossKey]int
+	releasePhaseTime time.Duration
 }
+
+// lossKey is one reason a lease was lost, and the phase of the run in
+// which its holder learned it.
+type lossKey struct{ phase, reason string }
+
+// The phases of a renew run, as lossKey names them.
+const (
+	phaseTaking  = "taking"
+	phaseWindow  = "window"
+	phaseRelease = "release"
+)
 
 // renewWindow takes n leases with hold, one goroutine each, started one
 // period/n apart so that their renewals fall due at different times, as
@@ -47,13 +64,20 @@ type renewCounts struct {
 //
 // With end (nil: none), hold returns once its lease is held, with no
 // goroutine left per lease: end, called once the window is over, gives
-// the leases up and returns how many had been lost.
-func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, end func() int, allHeld func()) (renewCounts, error) {
-	c := renewCounts{leases: n, period: period}
+// the leases up and returns why each that had been lost ended.
+func renewWindow(ctx context.Context, n int, window, period time.Duration, trips *impl.Trips, probes []*redis.Client, hold holdFn, end func() []string, allHeld func()) (renewCounts, error) {
+	c := renewCounts{leases: n, period: period, lostWhy: map[lossKey]int{}}
 	var ready sync.WaitGroup
 	ready.Add(n)
-	var held, lost atomic.Int32
+	var held atomic.Int32
 	var mu sync.Mutex
+	var phase atomic.Value
+	phase.Store(phaseTaking)
+	lost := func(why string) {
+		mu.Lock()
+		c.lostWhy[lossKey{phase.Load().(string), why}]++
+		mu.Unlock()
+	}
 	stop := make(chan struct{})
 	s0, err := nodestats.ReadAll(ctx, probes)
 	if err != nil {
@@ -75,7 +99,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 				tm.Stop()
 				return
 			}
-			err := hold(ctx, i, func() { held.Add(1); signal() }, func() { lost.Add(1) }, stop)
+			err := hold(ctx, i, func() { held.Add(1); signal() }, lost, stop)
 			if err != nil && ctx.Err() == nil {
 				mu.Lock()
 				c.errs++
@@ -93,14 +117,20 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	case <-ctx.Done():
 	}
 
-	var endLost int
 	finish := func() {
+		phase.Store(phaseRelease)
+		r0 := time.Now()
 		close(stop)
 		wg.Wait()
 		<-allReady
 		if end != nil {
-			endLost = end()
+			// Leases kept with no goroutine of their own are seen to have
+			// ended only now, each in the window or before it.
+			for _, why := range end() {
+				c.lostWhy[lossKey{phaseWindow, why}]++
+			}
 		}
+		c.releasePhaseTime = time.Since(r0)
 	}
 	if ctx.Err() != nil {
 		finish()
@@ -124,6 +154,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	c.lockPhaseTime = w0.Sub(start)
 	c.held = int(held.Load())
 	trips.Record(true)
+	phase.Store(phaseWindow)
 	tm := time.NewTimer(window)
 	select {
 	case <-tm.C:
@@ -144,7 +175,9 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	// leases instead read less than none: a release's calls to the
 	// slower nodes still run after Do returns.
 	c.goroutines = int64(g1 - g0)
-	c.lost = int(lost.Load()) + endLost
+	for _, k := range c.lostWhy {
+		c.lost += k
+	}
 	t3 := trips.Snapshot()
 	s3, err := nodestats.ReadAll(context.WithoutCancel(ctx), probes)
 	if err != nil {
@@ -169,7 +202,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 // process. renewWindow's figures less these are what holding the leases
 // added beyond that goroutine.
 func idleCost(ctx context.Context, n int, period time.Duration, probes []*redis.Client) (bytes, goroutines int64, err error) {
-	idle := func(_ context.Context, _ int, held, _ func(), stop <-chan struct{}) error {
+	idle := func(_ context.Context, _ int, held func(), _ func(string), stop <-chan struct{}) error {
 		held()
 		<-stop
 		return nil
