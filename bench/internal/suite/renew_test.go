@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -210,5 +211,24 @@ func TestLossCounts(t *testing.T) {
 	}
 	if want := 40 + 12*13/2; total != want || got[10].Reason != "other reasons" || got[10].Count != 1+2+3 {
 		t.Errorf("total %d, last %+v; want %d, the three least frequent summed (6)", total, got[10], want)
+	}
+}
+
+// TestLossReason: the key is taken out of a reason however the library
+// quotes it, so that the leases lost for one reason count as one.
+func TestLossReason(t *testing.T) {
+	key := "qlbench:1796670596679901572:renew-many:renew-many:quorumlock:2:61234"
+	for _, msg := range []string{
+		`redlock: lease not held: "qlbench:1796670596679901572:renew-many:renew-many:quorumlock:2:6"... (68 bytes) had expired or was lost before Release`,
+		`redlock: lease not held: "` + key + `" had expired or was lost before Release`,
+		`redlock: lease not held: ` + key + ` had expired or was lost before Release`,
+	} {
+		if got, want := lossReason(errors.New(msg), key), "redlock: lease not held: KEY had expired or was lost before Release"; got != want {
+			t.Errorf("lossReason(%q) = %q, want %q", msg, got, want)
+		}
+	}
+	other := `extend failed on "10.0.0.1:6379"`
+	if got := lossReason(errors.New(other), key); got != other {
+		t.Errorf("a quoted string that is not the key was changed: %q", got)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -170,14 +172,25 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 	}
 }
 
+// quotedKey matches a key as the library's messages quote it: in full,
+// or its start followed by its length.
+var quotedKey = regexp.MustCompile(`"(?:[^"\\]|\\.)*"(?:\.\.\. \(\d+ bytes\))?`)
+
 // lossReason is what ended a lease, as the bench reports it: err's text
-// with the lease's key put as KEY, so that the leases lost for one reason
-// count together, cut at 300 bytes.
+// with the lease's key (quoted, and maybe shortened) put as KEY, so that
+// the leases lost for one reason count together, cut at 300 bytes.
 func lossReason(err error, key string) string {
 	if err == nil {
 		return "no error given"
 	}
-	s := strings.ReplaceAll(err.Error(), key, "KEY")
+	s := quotedKey.ReplaceAllStringFunc(err.Error(), func(q string) string {
+		end := strings.LastIndex(q, `"`) + 1
+		if k, uerr := strconv.Unquote(q[:end]); uerr == nil && k != "" && strings.HasPrefix(key, k) {
+			return "KEY"
+		}
+		return q
+	})
+	s = strings.ReplaceAll(s, key, "KEY")
 	if len(s) > 300 {
 		s = s[:300] + "..."
 	}
