@@ -17,16 +17,19 @@ import (
 // (an extend that failed for long enough), so fn must stop acting as the
 // holder when ctx is done. With WithMaxHold, extending stops after that
 // long and fn's ctx ends with the last validity. Do returns fn's error,
-// joined with an
-// error wrapping ErrNotHeld when the lease was lost before fn returned
-// (and ErrMaxHold, or the Extend error, that ended it; context.Cause of
-// fn's ctx is the same error), or
-// Lock's error when the lock was not obtained. A release that a majority
-// did not confirm (ErrReleaseUnconfirmed) is logged as a Warn, not
-// returned: fn's work stands, and the key expires with its ttl. opts apply to the Lock
-// call: WaitAtMost bounds the wait for the lock, and only that wait, so a
-// fn that runs past the bound goes on with its ctx, derived from ctx. Safe
-// for concurrent use.
+// joined with an error wrapping ErrNotHeld when the lease was lost before
+// fn returned (and ErrMaxHold, or the Extend error, that ended it;
+// context.Cause of fn's ctx is the same error), or Lock's error when the
+// lock was not obtained. A lease that was held when fn returned and ran
+// out only afterwards, before Do's release landed (a busy host), is no
+// loss: Do logs a Warn and returns fn's error, unless a round showed the
+// key gone from a majority while the lease was still valid
+// (docs/protocol.md, "A lease that runs out after fn returned"). A
+// release that a majority did not confirm (ErrReleaseUnconfirmed) is
+// logged as a Warn, not returned: fn's work stands, and the key expires
+// with its ttl. opts apply to the Lock call: WaitAtMost bounds the wait
+// for the lock, and only that wait, so a fn that runs past the bound goes
+// on with its ctx, derived from ctx. Safe for concurrent use.
 //
 // A Client renews all its Do leases together: the leases due at once go
 // to each node at most 256 to a call, up to 8 such calls out at once, and
@@ -134,8 +137,9 @@ func (d *doCall) run(fn func(ctx context.Context, l *Lease) error) error {
 		}
 	}()
 	ferr := fn(d.fctx, d.l)
+	held := d.l.heldToEnd()
 	finished = true
-	return d.end(ferr)
+	return d.end(ferr, held)
 }
 
 // finish stops keeping the lease and releases it. lostErr is what ended
@@ -153,10 +157,15 @@ func (d *doCall) finish() (lostErr, relErr error) {
 }
 
 // end finishes the call after fn returned ferr, and returns Do's error.
-func (d *doCall) end(ferr error) (err error) {
+// held says whether the lease was live and valid when fn returned.
+func (d *doCall) end(ferr error, held bool) (err error) {
 	outcome := "ok"
 	defer func() { doEnded(d.span, outcome, err) }()
 	lostErr, rerr := d.finish()
+	if held && ranOutAfterFn(lostErr, rerr, d.l) {
+		d.c.cfg.logger.Warn("redlock: Do's lease ran out after fn returned, before its release", "key", keyText(d.key), errAttr(errors.Join(lostErr, rerr)))
+		lostErr, rerr = nil, nil
+	}
 	if ferr != nil {
 		outcome = "error"
 	}
@@ -170,7 +179,7 @@ func (d *doCall) end(ferr error) (err error) {
 		return errors.Join(ferr, lostErr)
 	}
 	if rerr != nil && errors.Is(rerr, ErrNotHeld) {
-		// The validity ran out while fn was finishing.
+		// The lease was shown lost (or fn released it itself).
 		outcome = "lost"
 		return errors.Join(ferr, rerr)
 	}
@@ -181,6 +190,26 @@ func (d *doCall) end(ferr error) (err error) {
 		d.c.cfg.logger.Warn("redlock: release after Do not confirmed by a majority", "key", keyText(d.key), "err", rerr.Error())
 	}
 	return ferr
+}
+
+// ranOutAfterFn reports whether what ended a lease after its fn returned
+// within the validity (lostErr, or Release's ErrNotHeld in rerr) is only
+// the validity running out before the release landed: no round showed a
+// majority without our value while the lease was valid (seenMissing), so
+// nothing says another holder could have had the key while fn ran, and
+// fn's work stands. Do and DoAll then return fn's error alone, as when
+// the release came in time (docs/protocol.md, "A lease that runs out
+// after fn returned").
+func ranOutAfterFn(lostErr, rerr error, ls ...*Lease) bool {
+	if lostErr == nil && !errors.Is(rerr, ErrNotHeld) {
+		return false
+	}
+	for _, l := range ls {
+		if l.seenMissing() {
+			return false
+		}
+	}
+	return true
 }
 
 // TryDo is Do with one attempt, as TryLock makes: when someone else holds
@@ -255,8 +284,13 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 		}
 	}()
 	ferr := fn(fctx, s)
+	held := s.heldToEnd()
 	finished = true
 	lostErr, rerr := s.finishDo(ctx)
+	if held && ranOutAfterFn(lostErr, rerr, s.leases...) {
+		c.cfg.logger.Warn("redlock: DoAll's leases ran out after fn returned, before their release", "keys", s.keysText(), errAttr(errors.Join(lostErr, rerr)))
+		lostErr, rerr = nil, nil
+	}
 	if lostErr != nil {
 		if errors.Is(ferr, lostErr) {
 			// fn returned its ctx's cause: it says why the set ended.
@@ -265,7 +299,7 @@ func (c *Client) DoAll(ctx context.Context, keys []string, ttl time.Duration, fn
 		return errors.Join(ferr, lostErr)
 	}
 	if rerr != nil && errors.Is(rerr, ErrNotHeld) {
-		// A validity ran out while fn was finishing.
+		// A lease of the set was shown lost.
 		return errors.Join(ferr, rerr)
 	}
 	if rerr != nil {

@@ -43,7 +43,12 @@ type Lease struct {
 	done      chan struct{}
 	pass      func() // passes this Client's gate for the key on; nil for TryLock
 	lostBy    error  // why an extend found it lost
-	onLoss    func() // run once the lease is lost or expires: see setOnLoss
+	// missing: a round learned, from replies that came within the
+	// lease's validity, that a majority no longer held our value (see
+	// noteMissing); goneInTime counts a Release's such replies.
+	missing    bool
+	goneInTime atomic.Int32
+	onLoss     func() // run once the lease is lost or expires: see setOnLoss
 	// With WithKeyHandOff: the Lock call's waiter id and its last failed
 	// attempt's cleanup (see leaveAfter).
 	waiter  string
@@ -245,6 +250,32 @@ func (l *Lease) setOnLoss(f func()) bool {
 	}
 	l.onLoss = f
 	return false
+}
+
+// noteMissing records that a majority was seen without our value while
+// the lease was still valid: evidence that it was lost then, not merely
+// left to expire.
+func (l *Lease) noteMissing() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.missing = true
+}
+
+// heldToEnd reports whether the lease is still live and within its
+// validity, and no round has found it missing: what Do asks the moment
+// fn returns.
+func (l *Lease) heldToEnd() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == live && l.c.cfg.clock.Now().Before(l.deadline) && !l.missing
+}
+
+// seenMissing reports whether a round found the lease missing (see
+// noteMissing).
+func (l *Lease) seenMissing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.missing
 }
 
 // lostCause is what ended the lease when an extend found it lost.

@@ -102,6 +102,13 @@ func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error
 	if len(c.nodes)-e.gone < c.quorum {
 		c.inst.extend("lost", l.key)
 		err := fmt.Errorf("%w: %s no longer holds our value on %d of %d nodes", ErrNotHeld, keyText(l.key), e.gone, len(c.nodes))
+		l.mu.Lock()
+		if t0.Add(elapsed).Before(l.deadline) {
+			// Decided within the validity, when every node still had our
+			// key unless it lost it: the lease was lost, not left to expire.
+			l.missing = true
+		}
+		l.mu.Unlock()
 		l.markLostBy(err)
 		return err
 	}
@@ -154,7 +161,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		return fmt.Errorf("redlock: release of %s not sent, the lease is unchanged (release it with a live ctx, such as context.WithoutCancel(ctx)): %w", keyText(l.key), err)
 	}
 	l.endLocked(released)
-	ttl, freeBy, rel := l.ttl, l.expiresBy, l.prepared
+	ttl, freeBy, rel, deadline := l.ttl, l.expiresBy, l.prepared, l.deadline
 	waiter, cleanup := l.waiter, l.cleanup
 	l.mu.Unlock()
 	if prev == released {
@@ -167,7 +174,13 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		// A node that seems down gets the down wait (see releaseOn).
-		return c.releaseOn(ctx, i, rel, ttl)
+		ok, err := c.releaseOn(ctx, i, rel, ttl)
+		if err == nil && !ok && c.cfg.clock.Now().Before(deadline) {
+			// "Not ours", from a node that ran the call before the
+			// deadline, when our key could not have expired there yet.
+			l.goneInTime.Add(1)
+		}
+		return ok, err
 	})
 	// Replies that come after the node timeout count: a release is not a
 	// race against validity, and a late "deleted" on a busy host is as
@@ -210,7 +223,13 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	case yes >= c.quorum:
 		return nil
 	case len(c.nodes)-gone < c.quorum:
-		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
+		if len(c.nodes)-int(l.goneInTime.Load()) < c.quorum {
+			l.noteMissing()
+			return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
+		}
+		// Some of those replies came after the deadline, when the key may
+		// have expired there: the lease ran out, it was not shown lost.
+		return fmt.Errorf("%w: %s no longer held our value on %d of %d nodes, some of them answering after its validity had ended", ErrNotHeld, keyText(l.key), gone, len(c.nodes))
 	}
 	// A key that has expired everywhere by now does not outlive the call:
 	// the lock is as free as a confirmed delete would have left it.

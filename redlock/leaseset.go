@@ -218,6 +218,24 @@ func eachLease(ls []*Lease, f func(*Lease) error) []error {
 	return errs
 }
 
+// heldToEnd reports whether the set has not ended and every lease of it
+// is live and valid (see Lease.heldToEnd): what DoAll asks the moment fn
+// returns.
+func (s *LeaseSet) heldToEnd() bool {
+	s.mu.Lock()
+	over := s.over
+	s.mu.Unlock()
+	if over {
+		return false
+	}
+	for _, l := range s.leases {
+		if !l.heldToEnd() {
+			return false
+		}
+	}
+	return true
+}
+
 // keysText names the set's keys for messages.
 func (s *LeaseSet) keysText() string { return keysText(s.leases) }
 
