@@ -39,7 +39,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		scenario, impl, variant string
 		leases                  int
 		ttl, window             time.Duration
-		hold                    func(*impl.Trips, string) (holdFn, func(), error)
+		hold                    func(*impl.Trips, string) (holdFn, func() int, func(), error)
 		keep                    func(*impl.Trips, string) (holdFn, func() []string, func(), error) // instead of hold
 	}
 	runs := []run{
@@ -71,12 +71,13 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		prefix := fmt.Sprintf("%s:%s:%s:%d", key, r.scenario, r.impl, i)
 		var hold holdFn
 		var end func() []string
+		var late func() int
 		var closeFn func()
 		var err error
 		if r.keep != nil {
 			hold, end, closeFn, err = r.keep(trips, prefix)
 		} else {
-			hold, closeFn, err = r.hold(trips, prefix)
+			hold, late, closeFn, err = r.hold(trips, prefix)
 		}
 		if err != nil {
 			return out, err
@@ -87,6 +88,9 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 			held = func() { cfg.HeldProfile(name) }
 		}
 		c, err := renewWindow(ctx, r.leases, r.window, RenewPeriod(r.ttl), trips, probes, hold, end, held)
+		if late != nil {
+			c.ranOutAfterFn = late()
+		}
 		closeFn()
 		if err != nil {
 			return out, err
@@ -100,6 +104,9 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 			}
 		}
 		res := renewResult(r.scenario, r.impl, r.variant, c)
+		if n := res.Renew.RanOutAfterFn; n > 0 {
+			cfg.logf("    %d leases ran out after fn returned, before their release went out (no loss)", n)
+		}
 		for _, l := range res.Renew.LostWhy {
 			cfg.logf("    lost %d (learned: %s): %s", l.Count, l.Phase, l.Reason)
 		}

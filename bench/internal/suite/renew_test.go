@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -106,7 +107,7 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 	if err := bootstrap(ctx, Config{TTL: RenewTTL}, addrs); err != nil {
 		t.Fatal(err)
 	}
-	holders := map[string]func(*impl.Trips, string) (holdFn, func(), error){
+	holders := map[string]func(*impl.Trips, string) (holdFn, func() int, func(), error){
 		"quorumlock": qlHold(addrs, RenewTTL),
 		"redsync":    rsHold(addrs),
 	}
@@ -115,11 +116,14 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 			const leases, window = 3, 4 * time.Second
 			prefix := testenv.Key(t)
 			trips := impl.NewTrips(len(addrs))
-			hold, closeFn, err := mk(trips, prefix)
+			hold, late, closeFn, err := mk(trips, prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closeFn()
+			if (late != nil) != (name == "quorumlock") {
+				t.Errorf("late releases counted: %v, want only for quorumlock's Do", late != nil)
+			}
 			// The three are taken within the first period; 1.5 s in, all
 			// are held and each has been renewed at most once.
 			var wg sync.WaitGroup
@@ -230,5 +234,19 @@ func TestLossReason(t *testing.T) {
 	other := `extend failed on "10.0.0.1:6379"`
 	if got := lossReason(errors.New(other), key); got != other {
 		t.Errorf("a quoted string that is not the key was changed: %q", got)
+	}
+}
+
+// TestWarnCounter: the bench counts Do's Warn for a lease that ran out
+// after fn returned, and nothing else.
+func TestWarnCounter(t *testing.T) {
+	w := &warnCounter{msg: "redlock: Do's lease ran out after fn returned"}
+	log := slog.New(w)
+	log.Warn("redlock: Do's lease ran out after fn returned, before its release", "key", "k")
+	log.Warn("redlock: extend failed", "key", "k")
+	log.Info("redlock: Do's lease ran out after fn returned, before its release")
+	log.With("a", 1).Warn("redlock: Do's lease ran out after fn returned, before its release")
+	if got := w.n.Load(); got != 2 {
+		t.Errorf("counted %d, want 2 (the two Warns with the message)", got)
 	}
 }

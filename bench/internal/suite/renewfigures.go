@@ -13,9 +13,13 @@ type RenewStats struct {
 	Lost   int `json:"lost"` // leases whose holder learned they were lost before the end
 	// LostWhy says what ended the lost leases, most frequent first, and
 	// when their holders learned it (absent when none was lost).
-	LostWhy  []LossCount `json:"lost_why,omitempty"`
-	WindowS  float64     `json:"window_s"`
-	PeriodMs float64     `json:"renew_period_ms"` // RenewPeriod(ttl)
+	LostWhy []LossCount `json:"lost_why,omitempty"`
+	// RanOutAfterFn counts the Do leases held to the end of fn whose
+	// validity ran out before their release went out: not lost (Do
+	// returns fn's result), but their releases came late.
+	RanOutAfterFn int     `json:"ran_out_after_fn"`
+	WindowS       float64 `json:"window_s"`
+	PeriodMs      float64 `json:"renew_period_ms"` // RenewPeriod(ttl)
 	// Sent by the client, in the window: commands (a pipeline counts each),
 	// per second, all nodes and per node.
 	SentCmdsPerSec     float64   `json:"sent_cmds_per_sec"`
@@ -72,7 +76,7 @@ func RenewFigures(c renewCounts) RenewStats {
 		PeriodMs: float64(c.period) / float64(time.Millisecond), NodeCmds: map[string]int64{},
 		LockPhaseCmds: c.lockPhase.Cmds, LockPhaseNodeCmds: c.lockPhaseNode, LockPhaseS: c.lockPhaseTime.Seconds(),
 		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode,
-		ReleasePhaseS: c.releasePhaseTime.Seconds(), LostWhy: lossCounts(c.lostWhy)}
+		ReleasePhaseS: c.releasePhaseTime.Seconds(), LostWhy: lossCounts(c.lostWhy), RanOutAfterFn: c.ranOutAfterFn}
 	if c.held > 0 {
 		h := float64(c.held)
 		r.ClientBytesPerLease = float64(c.clientBytes) / h

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/bench/internal/impl"
@@ -21,12 +23,16 @@ import (
 // or releasing.
 type holdFn func(ctx context.Context, i int, held func(), lost func(why string), stop <-chan struct{}) error
 
-// qlHold holds leases of ttl under quorumlock's Do on one Client.
-func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func(), error) {
-	return func(t *impl.Trips, prefix string) (holdFn, func(), error) {
-		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, ttl)
+// qlHold holds leases of ttl under quorumlock's Do on one Client. Its
+// second result counts the leases whose validity ran out after fn
+// returned, before Do's release went out (Do's Warn): no loss, but the
+// sign of a process too busy to send its releases in time.
+func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn, func() int, func(), error) {
+	return func(t *impl.Trips, prefix string) (holdFn, func() int, func(), error) {
+		late := &warnCounter{msg: "redlock: Do's lease ran out after fn returned"}
+		ql, err := impl.NewQL(impl.CountedClients(addrs, t), true, ttl, redlock.WithLogger(slog.New(late)))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		hold := func(ctx context.Context, i int, held func(), lost func(string), stop <-chan struct{}) error {
 			ran, gone := false, false
@@ -54,9 +60,28 @@ func qlHold(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 			}
 			return err
 		}
-		return hold, ql.Close, nil
+		return hold, func() int { return int(late.n.Load()) }, ql.Close, nil
 	}
 }
+
+// warnCounter is a slog.Handler that counts the Warn records whose
+// message starts with msg, and drops every record.
+type warnCounter struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (w *warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, w.msg) {
+		w.n.Add(1)
+	}
+	return nil
+}
+
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
 
 // qlKeep takes leases of ttl with quorumlock's Lock on one Client and
 // keeps them with Lease.KeepRenewed: hold returns once the lease is
@@ -127,8 +152,8 @@ func qlKeep(addrs []string, ttl time.Duration) func(*impl.Trips, string) (holdFn
 
 // rsHold holds redsync Mutexes, each extended every renewal period by a
 // goroutine of its own, as a redsync user keeps a lock alive.
-func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
-	return func(t *impl.Trips, prefix string) (holdFn, func(), error) {
+func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func() int, func(), error) {
+	return func(t *impl.Trips, prefix string) (holdFn, func() int, func(), error) {
 		rs := impl.NewRS(impl.CountedClients(addrs, t), RenewTTL)
 		hold := func(ctx context.Context, i int, held func(), lost func(string), stop <-chan struct{}) error {
 			key := fmt.Sprintf("%s:%d", prefix, i)
@@ -168,7 +193,7 @@ func rsHold(addrs []string) func(*impl.Trips, string) (holdFn, func(), error) {
 				}
 			}
 		}
-		return hold, rs.Close, nil
+		return hold, nil, rs.Close, nil
 	}
 }
 

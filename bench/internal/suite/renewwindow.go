@@ -44,6 +44,9 @@ type renewCounts struct {
 	// giving them all up took.
 	lostWhy          map[lossKey]int
 	releasePhaseTime time.Duration
+	// ranOutAfterFn counts the Do leases whose validity ran out after fn
+	// returned, before the release went out: not lost (Do's Warn).
+	ranOutAfterFn int
 }
 
 // lossKey is one reason a lease was lost, and the phase of the run in
