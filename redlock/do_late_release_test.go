@@ -85,7 +85,8 @@ func TestDo_AReleaseStartingAfterTheValidityIsNoLoss(t *testing.T) {
 // key was deleted on every node, and the release, sent within the
 // validity, finds it gone there.
 //
-// Guards against: the rule above hiding a loss the release saw in time.
+// Guards against: the rule above hiding a loss the release saw in time,
+// for Do and for a DoAll set (which must pass its leases to the check).
 func TestDo_AReleaseThatFindsTheKeyGoneInTimeReportsTheLoss(t *testing.T) {
 	cl := newCluster(t, 5)
 	c, _ := cl.ready(t)
@@ -98,6 +99,15 @@ func TestDo_AReleaseThatFindsTheKeyGoneInTimeReportsTheLoss(t *testing.T) {
 	require.Contains(t, err.Error(), "no longer held our value on")
 	require.NotContains(t, err.Error(), "after its validity")
 	require.False(t, errors.Is(err, context.DeadlineExceeded))
+
+	// DoAll, with one key of its set gone: the set is reported lost.
+	keys := []string{key + "-a", key + "-b"}
+	err = c.DoAll(context.Background(), keys, 10*time.Second, func(context.Context, *LeaseSet) error {
+		cl.drop(t, keys[1], cl.all()...)
+		return nil
+	})
+	require.ErrorIs(t, err, ErrNotHeld)
+	require.Contains(t, err.Error(), "no longer held our value on")
 }
 
 // warnings returns the attributes of the Warn records with message msg.
