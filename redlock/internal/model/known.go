@@ -252,7 +252,14 @@ func KnownDefects() []Scenario {
 	lapse, _ := ScenarioNamed("recreate")
 	lapse.Config.NoLapseCheck = true
 
+	// release.lua deleting the key whatever it holds: client 0's late
+	// release frees client 1's key on nodes 0 and 1, and client 0's
+	// second try takes them while client 1's lease is trusted.
+	late, _ := ScenarioNamed("late-release")
+	late.Config.Patches = map[string]func(string) string{"release": ReleaseWithoutOwnershipCheck}
+
 	return append([]Scenario{
+		{"late-release", "release.lua without its ownership check: a release landing after its lease ended deletes the next holder's key", late.Config},
 		{"recreate-lapse", "an extend round decided after its lease lapsed, counted: the lease is trusted again across another", lapse.Config},
 		{"reconfig-disjoint", "R1: step 1 marks no new node, and a client of T admits a bare new node by the first-admission path", r1},
 		{"reconfig-bootstrap", "R1: step 1 marks no new node, and Bootstrap admits a bare new node at once", r1boot},
@@ -304,4 +311,10 @@ func reconfigDone() Config {
 	cfg.MaxTime = 4
 	cfg.Depth = 29
 	return cfg
+}
+
+// ReleaseWithoutOwnershipCheck is release.lua deleting the lock key
+// whatever value it holds.
+func ReleaseWithoutOwnershipCheck(src string) string {
+	return strings.Replace(src, "if cur[1] == ARGV[1] or", "if true or", 1)
 }

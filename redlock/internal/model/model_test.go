@@ -176,6 +176,25 @@ func TestModel_FindsALeaseBeyondItsKeysWithoutTheExtendOwnershipCheck(t *testing
 	requireFound(t, cfg, "double grant", "outlives its keys")
 }
 
+// A release that lands long after its lease ended, as the library now
+// sends one still queued when its Release gave up (docs/protocol.md, "A
+// release given up on still goes out"): wherever it lands, on client 1's
+// grant or client 0's next, it frees no key but its own lease's.
+func TestModel_ALateReleaseDeletesOnlyItsOwnLeasesKey(t *testing.T) {
+	t.Parallel()
+	requireClean(t, scenario(t, "late-release"))
+}
+
+// release.lua without its ownership check: client 0's release of attempt
+// 1, landing after attempt 2 was granted, deletes attempt 2's key, which
+// client 0 trusts on fewer nodes than a majority.
+func TestModel_FindsALateReleaseDeletingAnotherLeasesKeyWithoutTheOwnershipCheck(t *testing.T) {
+	t.Parallel()
+	cfg := scenario(t, "late-release")
+	cfg.Patches = map[string]func(string) string{"release": ReleaseWithoutOwnershipCheck}
+	requireFound(t, cfg, "outlives its keys", "double grant")
+}
+
 func TestModel_AnExtendRecreatesOnlyWhileTheLeaseIsTrusted(t *testing.T) {
 	t.Parallel()
 	requireClean(t, scenario(t, "recreate"))

@@ -126,7 +126,23 @@ func Scenarios() []Scenario {
 		BootAfterPending: true, RepliesAtOnce: true, NoGiveUps: true, Depth: 13}
 	repointed := Config{Nodes: 3, Clients: []ClientConfig{c, moved}, Admitted: true, Proofs: 1,
 		RepliesAtOnce: true, NoGiveUps: true, Depth: 12}
+	// A release that goes out long after its Release call gave up on it
+	// (the library sends a release still queued for a node until its key
+	// would have expired: docs/protocol.md, "A release given up on still
+	// goes out"): client 0 holds a lease of one tick on nodes 0 and 1 and
+	// releases it, its calls still on the wire; time passes, client 1
+	// (ttl 3) may be granted, and client 0 may try again. The release
+	// deletes only a key that holds its own value, so landing on client
+	// 1's key it frees nothing client 0's second try could take. Both
+	// clients have the deployment's max ttl of 3 ticks.
+	late0 := lease(3, 0.01, 2)
+	late0.TTL = Unit
+	lateRelease := Config{Nodes: 3, Clients: []ClientConfig{late0, lease(3, 0.01, 1)}, Admitted: true, MaxTime: 2, Depth: 13,
+		RepliesAtOnce: true, NoGiveUps: true, Symmetry: true,
+		Prefix: []string{"client 0 starts TryLock", "node 0 runs acquire of client 0", "node 1 runs acquire of client 0",
+			"client 0 releases its lease"}}
 	return append([]Scenario{
+		{"late-release", "a release that lands long after its lease ended (after another client's grant) deletes only its own key", lateRelease},
 		{"restart", "Theorem 3: a node that lost its data grants nothing while a lease it granted is trusted", restart},
 		{"admit", "Theorem 3 on one node: a wiped node is admitted only a quarantine after its pending mark", admit},
 		{"residual", "the residual case needs other settings: after every node's data is lost, a client with the deployment's settings waits its quarantine", residual},
