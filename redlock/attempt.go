@@ -275,7 +275,7 @@ func (a *attempt) abandon() {
 		if settled[i] || !answered[i] {
 			return false, nil
 		}
-		return c.releaseOn(ctx, i, ra, a.ttl)
+		return c.releaseOn(ctx, i, ra, a.ttl, time.Time{})
 	})
 	if len(granted) > 0 {
 		rel.Await(ctx, len(granted), func(r quorum.Reply[bool]) bool { return r.Err == nil && granted[r.Node] })

@@ -128,7 +128,10 @@ func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error
 // the key afterwards. Done is closed at once. It returns nil once a
 // majority confirmed the delete, without waiting for the other nodes
 // (their calls go on in the background, bounded by the cleanup timeout and
-// detached from ctx). Replies that come after the node timeout still
+// detached from ctx; a call still waiting for its turn to a busy or
+// frozen node when that timeout ends is sent anyway, its reply unread, up
+// to the moment the key would have expired there, so that giving up on
+// the replies does not leave the key held for its ttl). Replies that come after the node timeout still
 // count: Release judges only when a majority confirmed, when that became
 // impossible, when every node answered, or at the cleanup timeout (a node
 // that missed its last deadline or could not be reached gets the node
@@ -174,7 +177,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	round := quorum.StartOwned(c.pool, dctx, cancel, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
 		// A node that seems down gets the down wait (see releaseOn).
-		ok, err := c.releaseOn(ctx, i, rel, ttl)
+		ok, err := c.releaseOn(ctx, i, rel, ttl, freeBy)
 		if err == nil && !ok && c.cfg.clock.Now().Before(deadline) {
 			// "Not ours", from a node that ran the call before the
 			// deadline, when our key could not have expired there yet.

@@ -157,7 +157,7 @@ func (c *Client) everyNode(key string, ttl time.Duration, after <-chan struct{},
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 		defer cancel()
 		for _, r := range quorum.Start(nil, ctx, len(c.nodes), func(ctx context.Context, i int) (bool, error) {
-			return c.releaseOn(ctx, i, p, ttl)
+			return c.releaseOn(ctx, i, p, ttl, time.Time{})
 		}).Wait() {
 			if r.Err != nil {
 				c.cfg.logger.Debug("redlock: leaving a key's line failed", "key", keyText(key), "node", r.Node, errAttr(r.Err))

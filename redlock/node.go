@@ -132,13 +132,18 @@ const downWaitMin = 100 * time.Millisecond
 // outcome, and a release it misses costs that node's key for one ttl,
 // never a second holder (docs/protocol.md, "A release beats a late
 // acquire").
-func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release, ttl time.Duration) (bool, error) {
+//
+// until is the latest moment the key may still exist on the nodes (zero
+// for none): a call still queued for the node when ctx ends goes out
+// anyway before then (a lease's Release: docs/protocol.md, "A release
+// given up on still goes out").
+func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release, ttl time.Duration, until time.Time) (bool, error) {
 	if c.seemsDown(i) {
 		dctx, cancel := context.WithTimeout(ctx, c.downWait(ttl))
 		defer cancel()
 		ctx = dctx
 	}
-	ok, err := p.Run(ctx, c.nodes[i].sn)
+	ok, err := p.RunUntil(ctx, c.nodes[i].sn, until)
 	c.observe(i, err)
 	return ok, err
 }
@@ -148,7 +153,7 @@ func (c *Client) releaseOn(ctx context.Context, i int, p *script.Release, ttl ti
 func (c *Client) releaseOne(key string, i int, p *script.Release, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if _, err := c.releaseOn(ctx, i, p, ttl); err != nil {
+	if _, err := c.releaseOn(ctx, i, p, ttl, time.Time{}); err != nil {
 		c.cfg.logger.Warn("redlock: release of a straggler failed", "key", keyText(key), "node", i, errAttr(err))
 	}
 }

@@ -19,6 +19,9 @@ import (
 // same script with the same arguments, calls of one caller to one node are
 // never in flight together, and a caller whose ctx ends stops waiting (the
 // call may still run, exactly as a direct call whose reply is abandoned).
+// A queued call whose caller stopped waiting is left out, unless it is
+// still worth sending without a reader: a release, until its key would
+// have expired anyway (doUntil).
 type batcher struct {
 	conn driver.Conn
 
@@ -37,6 +40,9 @@ type queued struct {
 	ctx  context.Context
 	cmd  driver.Cmd
 	done chan struct{} // closed when cmd holds the reply
+	// until is when the call stops being worth sending once ctx has
+	// ended (zero: it is not).
+	until time.Time
 }
 
 const (
@@ -61,6 +67,15 @@ func newBatcher(conn driver.Conn, timeout time.Duration) *batcher {
 
 // do sends one call (EVALSHA and its arguments) and returns its reply.
 func (b *batcher) do(ctx context.Context, args []any) (any, error) {
+	return b.doUntil(ctx, args, time.Time{})
+}
+
+// doUntil is do for a call that is worth sending until the time until
+// even after ctx ends: one that waits in the queue past its ctx still
+// goes out, and its reply is dropped. A release is such a call: given up
+// by its caller, it still frees the key for the next holder, where left
+// out the key would wait out its ttl.
+func (b *batcher) doUntil(ctx context.Context, args []any, until time.Time) (any, error) {
 	b.mu.Lock()
 	if b.direct < maxDirect && len(b.queue) == 0 {
 		b.direct++
@@ -72,7 +87,7 @@ func (b *batcher) do(ctx context.Context, args []any) (any, error) {
 		b.mu.Unlock()
 		return v, err
 	}
-	q := &queued{ctx: ctx, cmd: driver.Cmd{Args: args}, done: make(chan struct{})}
+	q := &queued{ctx: ctx, cmd: driver.Cmd{Args: args}, done: make(chan struct{}), until: until}
 	b.queue = append(b.queue, q)
 	b.flushLocked()
 	b.mu.Unlock()
@@ -112,8 +127,9 @@ func (b *batcher) takeLocked() []*queued {
 // send runs pipelines until the queue is empty: the calls that queued
 // while one was out leave in the next, from the same goroutine (a new
 // goroutine per pipeline would grow its stack through the driver's calls
-// each time). Calls whose caller already gave up are left out; each
-// pipeline is bounded by the latest deadline of its calls.
+// each time). Calls whose caller already gave up are left out, unless
+// still worth sending (doUntil); each pipeline is bounded by the latest
+// deadline of its calls, such a call's being the timeout from now.
 func (b *batcher) send(batch []*queued) {
 	for {
 		b.sendOne(batch)
@@ -131,16 +147,20 @@ func (b *batcher) send(batch []*queued) {
 func (b *batcher) sendOne(batch []*queued) {
 	live := batch[:0]
 	var deadline time.Time
+	now := time.Now()
 	for _, q := range batch {
+		d, ok := q.ctx.Deadline()
 		if err := q.ctx.Err(); err != nil {
-			q.cmd.Err = err
-			close(q.done)
-			continue
+			if !now.Before(q.until) {
+				q.cmd.Err = err
+				close(q.done)
+				continue
+			}
+			ok = false // nobody waits: bounded like a call without a deadline
 		}
 		live = append(live, q)
-		d, ok := q.ctx.Deadline()
 		if !ok {
-			d = time.Now().Add(b.timeout)
+			d = now.Add(b.timeout)
 		}
 		if d.After(deadline) {
 			deadline = d

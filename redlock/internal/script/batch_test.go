@@ -181,6 +181,53 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	require.Zero(t, exists, "a call whose caller had given up was sent once the node thawed")
 }
 
+// A call sent with doUntil that is still queued when its caller gives up
+// goes out once the node can take it, if its until has not passed (a
+// release: the key it frees would otherwise wait out its ttl); one whose
+// until has passed is left out like any other.
+func TestBatcher_ACallWorthSendingLateGoesOutAfterTheThaw(t *testing.T) {
+	marker := testenv.Key(t)
+	n, rc, b := frozenBatcher(t, maxDirect+maxPipes)
+	var long sync.WaitGroup
+	for range maxDirect + 1 {
+		long.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			_ = errOf(b.do(ctx, []any{"ping"}))
+		})
+	}
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.direct == maxDirect && b.pipes == maxPipes && len(b.queue) == 0
+	}, time.Second, time.Millisecond, "the long calls never filled the direct slots and the pipeline")
+
+	for _, c := range []struct {
+		key   string
+		until time.Duration
+	}{{marker + "-worth", time.Minute}, {marker + "-past", 50 * time.Millisecond}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := errOf(b.doUntil(ctx, []any{"set", c.key, "sent late"}, time.Now().Add(c.until)))
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, c.key)
+	}
+	require.NoError(t, n.Resume())
+	long.Wait()
+	require.Eventually(t, func() bool {
+		return rc.Exists(context.Background(), marker+"-worth").Val() == 1
+	}, 5*time.Second, 5*time.Millisecond, "a call worth sending late was not sent after the thaw")
+	// Both waited in the same queue: once it has drained, the other was
+	// judged too, and sent with it if at all.
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.pipes == 0 && len(b.queue) == 0
+	}, time.Second, time.Millisecond, "the queue did not drain")
+	exists, err := rc.Exists(context.Background(), marker+"-past").Result()
+	require.NoError(t, err)
+	require.Zero(t, exists, "a call whose until had passed was sent once the node thawed")
+}
+
 // frozenBatcher returns a batcher over a client of a new redis-server
 // node that it then freezes (SIGSTOP; resumed when the test ends, if the
 // test has not). The client bounds a direct call by its ctx (go-redis

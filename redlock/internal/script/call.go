@@ -63,7 +63,14 @@ func (p *call) split() ([]string, []any) {
 // source when the node answers NOSCRIPT (a restart or a SCRIPT FLUSH
 // emptied its script cache).
 func (n *Node) do(ctx context.Context, p *call) (any, error) {
-	v, err := n.batch.do(ctx, p.cmd)
+	return n.doUntil(ctx, p, time.Time{})
+}
+
+// doUntil is do for a call still worth sending until the time until once
+// ctx has ended (batcher.doUntil). Only the batched send outlives ctx: a
+// NOSCRIPT reply nobody waits for is not answered with the source.
+func (n *Node) doUntil(ctx context.Context, p *call, until time.Time) (any, error) {
+	v, err := n.batch.doUntil(ctx, p.cmd, until)
 	if err == nil || !isNoScript(err) {
 		return v, err
 	}

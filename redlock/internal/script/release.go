@@ -120,6 +120,16 @@ func (b *Boxes) Release(r ReleaseArgs) *Release {
 // Run sends the call to n. It reports whether the node deleted the key:
 // it held Value (or, for a Waiter that leaves, a key handed to it).
 func (x *Release) Run(ctx context.Context, n *Node) (bool, error) {
-	v, err := asInt64(n.do(ctx, &x.call))
+	return x.RunUntil(ctx, n, time.Time{})
+}
+
+// RunUntil is Run for a release whose key may exist until the time until:
+// a call still waiting in n's queue when ctx ends goes out anyway, as long
+// as until has not passed, and its reply is dropped. A lease's Release
+// uses it, so that giving up on the replies (the cleanup timeout, in a
+// flood of releases or behind a slow node) does not leave the key held for
+// its ttl.
+func (x *Release) RunUntil(ctx context.Context, n *Node, until time.Time) (bool, error) {
+	v, err := asInt64(n.doUntil(ctx, &x.call, until))
 	return v == 1, err
 }
