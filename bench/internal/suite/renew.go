@@ -91,6 +91,10 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if late != nil {
 			c.ranOutAfterFn = late()
 		}
+		if err == nil {
+			// Before Close: the client sends the releases still queued.
+			err = keysFreed(ctx, &c, probes, r.ttl+5*time.Second)
+		}
 		closeFn()
 		if err != nil {
 			return out, err
@@ -107,6 +111,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if n := res.Renew.RanOutAfterFn; n > 0 {
 			cfg.logf("    %d leases ran out after fn returned, before their release went out (no loss)", n)
 		}
+		cfg.logf("    keys left when the release phase ended: %d; back to the keys before the run after %s", res.Renew.KeysLeftAfterRelease, goneText(res.Renew.KeysGoneAfterS))
 		for _, l := range res.Renew.LostWhy {
 			cfg.logf("    lost %d (learned: %s): %s", l.Count, l.Phase, l.Reason)
 		}
@@ -162,4 +167,12 @@ func ParseRenewSizes(s string) ([]RenewSize, error) {
 		out = append(out, size)
 	}
 	return out, nil
+}
+
+// goneText says when the nodes were back to their keys (-1: never seen).
+func goneText(s float64) string {
+	if s < 0 {
+		return "more than the ttl and 5 s (not seen)"
+	}
+	return fmt.Sprintf("%.1f s", s)
 }

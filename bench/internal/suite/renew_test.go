@@ -167,7 +167,48 @@ func TestRenewWindowSeesALostLease(t *testing.T) {
 			if n := int64(len(addrs)); c.lockPhase.Cmds < leases*n || c.releasePhase.Cmds < (leases-1)*n {
 				t.Errorf("lock phase %d commands, release phase %d: want at least one per lease and node", c.lockPhase.Cmds, c.releasePhase.Cmds)
 			}
+			// Given up, the keys leave the nodes: at most one per lease and
+			// node is left when the phase ends, and soon none.
+			if err := keysFreed(ctx, &c, probes, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if n := int64(len(addrs)); c.keysLeft < 0 || c.keysLeft > leases*n || c.keysGone < 0 {
+				t.Errorf("keys left %d, gone after %v: want 0 to %d left, then gone", c.keysLeft, c.keysGone, leases*n)
+			}
 		})
+	}
+}
+
+// keysFreed says so when a key stays on the nodes past its bound, and
+// how long it took once the key goes.
+func TestKeysFreedSaysWhenAKeyStays(t *testing.T) {
+	ns := testenv.RedisNodes(t, 2)
+	probes := []*redis.Client{ns[0].Client(t), ns[1].Client(t)}
+	ctx := context.Background()
+	s, err := nodestats.ReadAll(ctx, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testenv.Key(t)
+	if err := probes[1].Set(ctx, key, "held", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := renewCounts{keysBefore: keys(s), releaseEnd: time.Now()}
+	if err := keysFreed(ctx, &c, probes, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if c.keysGone != -1 {
+		t.Errorf("a key that stayed: gone after %v, want -1", c.keysGone)
+	}
+	if r := RenewFigures(c); r.KeysGoneAfterS != -1 {
+		t.Errorf("keys_gone_after_s %v, want -1", r.KeysGoneAfterS)
+	}
+	probes[1].Del(ctx, key)
+	if err := keysFreed(ctx, &c, probes, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if c.keysGone < 300*time.Millisecond {
+		t.Errorf("gone after %v, want the time since releaseEnd (at least the 300 ms waited before)", c.keysGone)
 	}
 }
 

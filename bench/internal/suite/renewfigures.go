@@ -53,6 +53,13 @@ type RenewStats struct {
 	ReleasePhaseCmds     int64   `json:"release_phase_sent_cmds"`
 	ReleasePhaseNodeCmds int64   `json:"release_phase_node_cmds"`
 	ReleasePhaseS        float64 `json:"release_phase_s"`
+	// Keys the nodes still held when the release phase ended, beyond
+	// those they held before the run (all five nodes: a lease's key counts
+	// once per node), and how long after that end the nodes were back to
+	// those keys (-1: not within the ttl and 5 s; the releases that never
+	// went out leave their keys to expire).
+	KeysLeftAfterRelease int64   `json:"keys_left_after_release"`
+	KeysGoneAfterS       float64 `json:"keys_gone_after_s"`
 	// What one held lease costs, from before the first was taken to when
 	// all were held, divided by the leases held: the client's live heap
 	// and goroutine stacks (after a GC; the goroutine that runs fn and
@@ -76,7 +83,11 @@ func RenewFigures(c renewCounts) RenewStats {
 		PeriodMs: float64(c.period) / float64(time.Millisecond), NodeCmds: map[string]int64{},
 		LockPhaseCmds: c.lockPhase.Cmds, LockPhaseNodeCmds: c.lockPhaseNode, LockPhaseS: c.lockPhaseTime.Seconds(),
 		ReleasePhaseCmds: c.releasePhase.Cmds, ReleasePhaseNodeCmds: c.releasePhaseNode,
-		ReleasePhaseS: c.releasePhaseTime.Seconds(), LostWhy: lossCounts(c.lostWhy), RanOutAfterFn: c.ranOutAfterFn}
+		ReleasePhaseS: c.releasePhaseTime.Seconds(), LostWhy: lossCounts(c.lostWhy), RanOutAfterFn: c.ranOutAfterFn,
+		KeysLeftAfterRelease: c.keysLeft, KeysGoneAfterS: -1}
+	if c.keysGone >= 0 {
+		r.KeysGoneAfterS = c.keysGone.Seconds()
+	}
 	if c.held > 0 {
 		h := float64(c.held)
 		r.ClientBytesPerLease = float64(c.clientBytes) / h

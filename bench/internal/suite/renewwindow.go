@@ -47,6 +47,13 @@ type renewCounts struct {
 	// ranOutAfterFn counts the Do leases whose validity ran out after fn
 	// returned, before the release went out: not lost (Do's Warn).
 	ranOutAfterFn int
+	// Keys on the nodes (all of them): before the first lease was taken,
+	// and beyond those when the release phase ended (releaseEnd); and how
+	// long after that the nodes were back to keysBefore (keysGone, -1 when
+	// not within the bound keysFreed was given).
+	keysBefore, keysLeft int64
+	releaseEnd           time.Time
+	keysGone             time.Duration
 }
 
 // lossKey is one reason a lease was lost, and the phase of the run in
@@ -133,7 +140,8 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 				c.lostWhy[lossKey{phaseWindow, why}]++
 			}
 		}
-		c.releasePhaseTime = time.Since(r0)
+		c.releaseEnd = time.Now()
+		c.releasePhaseTime = c.releaseEnd.Sub(r0)
 	}
 	if ctx.Err() != nil {
 		finish()
@@ -186,6 +194,7 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
+	c.keysBefore, c.keysLeft = keys(s0), keys(s3)-keys(s0)
 	c.lockPhaseNode = total(nodestats.SubAll(s1, s0))
 	c.releasePhaseNode = total(nodestats.SubAll(s3, s2))
 	c.window = w1.Sub(w0)
@@ -244,4 +253,44 @@ func total(ss []nodestats.Stats) int64 {
 		n += s.Total()
 	}
 	return n
+}
+
+// keys is how many keys the nodes hold, all together.
+func keys(s []nodestats.Stats) int64 {
+	var n int64
+	for _, x := range s {
+		n += x.Keys
+	}
+	return n
+}
+
+// keysFreed waits until the nodes hold no more keys than c.keysBefore,
+// reading them every 100 ms for at most bound after the release phase
+// ended, and records how long after that end it took (-1: not within
+// bound). A release that is still on its way when the last holder has
+// returned lands in this time; one that never went out leaves its key to
+// its ttl.
+func keysFreed(ctx context.Context, c *renewCounts, probes []*redis.Client, bound time.Duration) error {
+	c.keysGone = -1
+	for {
+		s, err := nodestats.ReadAll(ctx, probes)
+		if err != nil {
+			return err
+		}
+		since := time.Since(c.releaseEnd)
+		if keys(s) <= c.keysBefore {
+			c.keysGone = since
+			return nil
+		}
+		if since >= bound {
+			return nil
+		}
+		tm := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+	}
 }
