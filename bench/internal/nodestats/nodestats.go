@@ -1,7 +1,7 @@
 // Package nodestats reads what a Redis node reports about its own work:
 // commands executed, per command name (INFO commandstats, which also counts
-// the commands a Lua script runs), CPU time (INFO cpu), memory in use
-// (INFO memory) and keys (INFO keyspace). The benchmark
+// the commands a Lua script runs), CPU time (INFO cpu) and memory in use
+// (INFO memory). The benchmark
 // takes them before and after a window and compares the difference.
 package nodestats
 
@@ -26,9 +26,6 @@ type Stats struct {
 	// Memory is what the server allocated (INFO memory, used_memory), in
 	// bytes; a difference of two readings is what was added between them.
 	Memory int64
-	// Keys is how many keys the node holds, in all its databases (INFO
-	// keyspace).
-	Keys int64
 }
 
 // Parse reads the text of INFO commandstats and INFO cpu. It fails when a
@@ -50,12 +47,6 @@ func Parse(info string) (Stats, error) {
 				return Stats{}, fmt.Errorf("nodestats: %q: %w", line, err)
 			}
 			s.Calls[strings.TrimPrefix(name, "cmdstat_")] = n
-		case strings.HasPrefix(name, "db") && strings.HasPrefix(val, "keys="):
-			n, err := strconv.ParseInt(strings.TrimPrefix(strings.SplitN(val, ",", 2)[0], "keys="), 10, 64)
-			if err != nil {
-				return Stats{}, fmt.Errorf("nodestats: %q: %w", line, err)
-			}
-			s.Keys += n
 		case name == "used_memory":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
@@ -91,7 +82,7 @@ func calls(v string) (int64, error) {
 
 // Sub returns s - a: what happened between the two readings.
 func (s Stats) Sub(a Stats) Stats {
-	d := Stats{Calls: map[string]int64{}, CPU: s.CPU - a.CPU, Memory: s.Memory - a.Memory, Keys: s.Keys - a.Keys}
+	d := Stats{Calls: map[string]int64{}, CPU: s.CPU - a.CPU, Memory: s.Memory - a.Memory}
 	for k, v := range s.Calls {
 		if n := v - a.Calls[k]; n != 0 {
 			d.Calls[k] = n
@@ -124,7 +115,7 @@ func (s Stats) Total() int64 {
 
 // Read takes one reading of the node behind c.
 func Read(ctx context.Context, c *redis.Client) (Stats, error) {
-	txt, err := c.Info(ctx, "commandstats", "cpu", "memory", "keyspace").Result()
+	txt, err := c.Info(ctx, "commandstats", "cpu", "memory").Result()
 	if err != nil {
 		return Stats{}, err
 	}

@@ -26,10 +26,6 @@ used_cpu_user_children:0.000000
 used_memory:1048576
 used_memory_human:1.00M
 used_memory_rss:7340032
-
-# Keyspace
-db0:keys=12,expires=10,avg_ttl=2900,subexpiry=0
-db3:keys=3,expires=0,avg_ttl=0,subexpiry=0
 `
 
 func TestParse(t *testing.T) {
@@ -52,9 +48,6 @@ func TestParse(t *testing.T) {
 	if s.Memory != 1048576 {
 		t.Errorf("Memory = %d, want 1048576 (used_memory, not rss)", s.Memory)
 	}
-	if s.Keys != 15 {
-		t.Errorf("Keys = %d, want 15 (every database's)", s.Keys)
-	}
 	if s.Total() != 17 {
 		t.Errorf("Total = %d, want 17 (INFO left out)", s.Total())
 	}
@@ -68,7 +61,6 @@ func TestParseRefusesWhatItCannotRead(t *testing.T) {
 		"no calls field":   "cmdstat_get:usec=1\nused_cpu_user:1\nused_cpu_sys:1\n",
 		"bad cpu number":   "used_cpu_user:one\nused_cpu_sys:1\n",
 		"bad memory":       "used_cpu_user:1\nused_cpu_sys:1\nused_memory:lots\n",
-		"bad keys":         "used_cpu_user:1\nused_cpu_sys:1\ndb0:keys=many,expires=0\n",
 	}
 	for name, in := range cases {
 		if _, err := Parse(in); err == nil {
@@ -142,8 +134,5 @@ func TestReadSeesMemoryGrow(t *testing.T) {
 	}
 	if d := after.Sub(before).Memory; d < 256<<10 {
 		t.Errorf("Memory grew by %d bytes, want at least %d", d, 256<<10)
-	}
-	if d := after.Sub(before).Keys; d != 1 {
-		t.Errorf("Keys grew by %d, want 1", d)
 	}
 }

@@ -93,7 +93,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		}
 		if err == nil {
 			// Before Close: the client sends the releases still queued.
-			err = keysFreed(ctx, &c, probes, r.ttl+5*time.Second)
+			err = keysFreed(ctx, &c, probes, prefix, r.leases, r.ttl+5*time.Second)
 		}
 		closeFn()
 		if err != nil {
@@ -111,7 +111,7 @@ func renewMany(ctx context.Context, cfg Config, _ []*servers.RedisProcess, addrs
 		if n := res.Renew.RanOutAfterFn; n > 0 {
 			cfg.logf("    %d leases ran out after fn returned, before their release went out (no loss)", n)
 		}
-		cfg.logf("    keys left when the release phase ended: %d; back to the keys before the run after %s", res.Renew.KeysLeftAfterRelease, goneText(res.Renew.KeysGoneAfterS))
+		cfg.logf("    lease keys left on the nodes when the release phase ended: %d; none left after %s", res.Renew.KeysLeftAfterRelease, goneText(res.Renew.KeysGoneAfterS))
 		for _, l := range res.Renew.LostWhy {
 			cfg.logf("    lost %d (learned: %s): %s", l.Count, l.Phase, l.Reason)
 		}

@@ -53,11 +53,10 @@ type RenewStats struct {
 	ReleasePhaseCmds     int64   `json:"release_phase_sent_cmds"`
 	ReleasePhaseNodeCmds int64   `json:"release_phase_node_cmds"`
 	ReleasePhaseS        float64 `json:"release_phase_s"`
-	// Keys the nodes still held when the release phase ended, beyond
-	// those they held before the run (all five nodes: a lease's key counts
-	// once per node), and how long after that end the nodes were back to
-	// those keys (-1: not within the ttl and 5 s; the releases that never
-	// went out leave their keys to expire).
+	// The leases' keys the nodes still held just after the release phase
+	// ended (a key counts once per node, so up to five per lease), and how
+	// long after that end none was left (-1: not within the ttl and 5 s;
+	// the releases that never went out leave their keys to expire).
 	KeysLeftAfterRelease int64   `json:"keys_left_after_release"`
 	KeysGoneAfterS       float64 `json:"keys_gone_after_s"`
 	// What one held lease costs, from before the first was taken to when

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -47,13 +48,13 @@ type renewCounts struct {
 	// ranOutAfterFn counts the Do leases whose validity ran out after fn
 	// returned, before the release went out: not lost (Do's Warn).
 	ranOutAfterFn int
-	// Keys on the nodes (all of them): before the first lease was taken,
-	// and beyond those when the release phase ended (releaseEnd); and how
-	// long after that the nodes were back to keysBefore (keysGone, -1 when
-	// not within the bound keysFreed was given).
-	keysBefore, keysLeft int64
-	releaseEnd           time.Time
-	keysGone             time.Duration
+	// The leases' keys the nodes still held once the release phase was
+	// over (releaseEnd), a key counted once per node, and how long after
+	// that end none was left (keysGone, -1 when not within the bound
+	// keysFreed was given).
+	keysLeft   int64
+	releaseEnd time.Time
+	keysGone   time.Duration
 }
 
 // lossKey is one reason a lease was lost, and the phase of the run in
@@ -194,7 +195,6 @@ func renewWindow(ctx context.Context, n int, window, period time.Duration, trips
 	if err != nil {
 		return c, err
 	}
-	c.keysBefore, c.keysLeft = keys(s0), keys(s3)-keys(s0)
 	c.lockPhaseNode = total(nodestats.SubAll(s1, s0))
 	c.releasePhaseNode = total(nodestats.SubAll(s3, s2))
 	c.window = w1.Sub(w0)
@@ -255,37 +255,57 @@ func total(ss []nodestats.Stats) int64 {
 	return n
 }
 
-// keys is how many keys the nodes hold, all together.
-func keys(s []nodestats.Stats) int64 {
+// leaseKeys counts the keys of leases 0 to n-1 (prefix:i) that the nodes
+// hold, a key counted once per node: one EXISTS per 1,000 keys, in one
+// pipeline per node.
+func leaseKeys(ctx context.Context, probes []*redis.Client, names []string) (int64, error) {
 	var n int64
-	for _, x := range s {
-		n += x.Keys
+	for _, p := range probes {
+		pipe := p.Pipeline()
+		cmds := make([]*redis.IntCmd, 0, len(names)/1000+1)
+		for lo := 0; lo < len(names); lo += 1000 {
+			cmds = append(cmds, pipe.Exists(ctx, names[lo:min(len(names), lo+1000)]...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, err
+		}
+		for _, c := range cmds {
+			n += c.Val()
+		}
 	}
-	return n
+	return n, nil
 }
 
-// keysFreed waits until the nodes hold no more keys than c.keysBefore,
-// reading them every 100 ms for at most bound after the release phase
-// ended, and records how long after that end it took (-1: not within
-// bound). A release that is still on its way when the last holder has
-// returned lands in this time; one that never went out leaves its key to
+// keysFreed counts the keys of the run's n leases (prefix:i) left on the
+// nodes now, just after the release phase, into c.keysLeft, then reads
+// them every 250 ms until none is left or bound has passed since the
+// phase ended, and records how long after that end it took (-1: not
+// within bound). A release still on its way when the last holder has
+// returned lands in this time; one that was never sent leaves its key to
 // its ttl.
-func keysFreed(ctx context.Context, c *renewCounts, probes []*redis.Client, bound time.Duration) error {
+func keysFreed(ctx context.Context, c *renewCounts, probes []*redis.Client, prefix string, n int, bound time.Duration) error {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
 	c.keysGone = -1
-	for {
-		s, err := nodestats.ReadAll(ctx, probes)
+	for first := true; ; first = false {
+		left, err := leaseKeys(ctx, probes, names)
 		if err != nil {
 			return err
 		}
 		since := time.Since(c.releaseEnd)
-		if keys(s) <= c.keysBefore {
+		if first {
+			c.keysLeft = left
+		}
+		if left == 0 {
 			c.keysGone = since
 			return nil
 		}
 		if since >= bound {
 			return nil
 		}
-		tm := time.NewTimer(100 * time.Millisecond)
+		tm := time.NewTimer(250 * time.Millisecond)
 		select {
 		case <-tm.C:
 		case <-ctx.Done():
