@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,32 @@ func TestTargetMeasuredValues(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("%s: not judged", name)
+	}
+}
+
+// The round-trip targets are judged on the 1,000-lease run only: a scale
+// run of 100,000 leases alone, whose chunks of 256 make hundreds of calls
+// per node per period, is not reported as missing them.
+func TestTargetsJudgeRoundTripsAt1000LeasesOnly(t *testing.T) {
+	big := suite.Result{Scenario: suite.RenewMany, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 100000, Held: 100000, TripsPerPeriodMax: 309}}
+	few := suite.Result{Scenario: suite.RenewFew, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 100, Held: 100, TripsPerPeriodMax: 5}}
+	for _, tg := range Targets([]suite.Result{few, big}, 400*time.Millisecond) {
+		if strings.Contains(tg.Name, "round trips") {
+			t.Errorf("judged %q on a run without 1,000 leases", tg.Name)
+		}
+	}
+	small := suite.Result{Scenario: suite.RenewMany, Impl: "quorumlock", Renew: &suite.RenewStats{Leases: 1000, Held: 1000, TripsPerPeriodMax: 9}}
+	judged := 0
+	for _, tg := range Targets([]suite.Result{few, big, small}, 400*time.Millisecond) {
+		if strings.Contains(tg.Name, "round trips") {
+			judged++
+			if !strings.Contains(tg.Name, "1000") {
+				t.Errorf("judged %q, want the 1,000-lease run", tg.Name)
+			}
+		}
+	}
+	if judged != 2 {
+		t.Errorf("%d round-trip targets judged, want 2", judged)
 	}
 }
 
