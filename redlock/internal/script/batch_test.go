@@ -137,20 +137,7 @@ func TestBatcher_AFrozenNodeRespectsDeadlines(t *testing.T) {
 func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 	marker := testenv.Key(t)
 	n, rc, b := frozenBatcher(t, maxDirect+maxPipes)
-	// Fill the direct slots and the pipeline with calls that wait 1.5 s.
-	var long sync.WaitGroup
-	for range maxDirect + 1 {
-		long.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
-			_ = errOf(b.do(ctx, []any{"ping"}))
-		})
-	}
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.direct == maxDirect && b.pipes == maxPipes && len(b.queue) == 0
-	}, time.Second, time.Millisecond, "the long calls never filled the direct slots and the pipeline")
+	long := fillFrozen(t, b)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -188,19 +175,7 @@ func TestBatcher_ACallBehindAStuckPipelineIsNotSentLate(t *testing.T) {
 func TestBatcher_ACallWorthSendingLateGoesOutAfterTheThaw(t *testing.T) {
 	marker := testenv.Key(t)
 	n, rc, b := frozenBatcher(t, maxDirect+maxPipes)
-	var long sync.WaitGroup
-	for range maxDirect + 1 {
-		long.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
-			_ = errOf(b.do(ctx, []any{"ping"}))
-		})
-	}
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.direct == maxDirect && b.pipes == maxPipes && len(b.queue) == 0
-	}, time.Second, time.Millisecond, "the long calls never filled the direct slots and the pipeline")
+	long := fillFrozen(t, b)
 
 	for _, c := range []struct {
 		key   string
@@ -226,6 +201,27 @@ func TestBatcher_ACallWorthSendingLateGoesOutAfterTheThaw(t *testing.T) {
 	exists, err := rc.Exists(context.Background(), marker+"-past").Result()
 	require.NoError(t, err)
 	require.Zero(t, exists, "a call whose until had passed was sent once the node thawed")
+}
+
+// fillFrozen fills b's direct slots and its pipeline, on a frozen node,
+// with calls that wait 1.5 s, so that the next calls queue; the group
+// ends when they have.
+func fillFrozen(t *testing.T, b *batcher) *sync.WaitGroup {
+	t.Helper()
+	long := &sync.WaitGroup{}
+	for range maxDirect + 1 {
+		long.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			_ = errOf(b.do(ctx, []any{"ping"}))
+		})
+	}
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.direct == maxDirect && b.pipes == maxPipes && len(b.queue) == 0
+	}, time.Second, time.Millisecond, "the long calls never filled the direct slots and the pipeline")
+	return long
 }
 
 // frozenBatcher returns a batcher over a client of a new redis-server
