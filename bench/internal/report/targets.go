@@ -126,7 +126,7 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 		add("many keys: pipelined floor's throughput / quorumlock's", mf.OpsPerSec/mq.OpsPerSec, 1.5, "x", true,
 			fmt.Sprintf("%.0f / %.0f ops/s", mf.OpsPerSec, mq.OpsPerSec))
 	}
-	rm, okRM := findRenew(rs, suite.RenewMany, "quorumlock")
+	_, okRM := findRenew(rs, suite.RenewMany, "quorumlock")
 	rf, okRF := findRenew(rs, suite.RenewFew, "quorumlock")
 	if okRM || okRF {
 		// Every quorumlock renew run: renew-few and each size of renew-many.
@@ -147,12 +147,12 @@ func Targets(rs []suite.Result, nodeTimeout time.Duration) []Target {
 	}
 	// The round-trip bounds are the at 1,000 leases: a larger
 	// run (--renew-leases 100000@30s alone) is not judged on them.
-	rm, okRM = findRenewAt(rs, suite.RenewMany, "quorumlock", RenewTripsLeases)
-	if okRM {
+	rm, okAt := findRenewAt(rs, suite.RenewMany, "quorumlock", RenewTripsLeases)
+	if okAt {
 		add(fmt.Sprintf("renew-many: round trips per node per renewal period (%d leases)", rm.Leases), rm.TripsPerPeriodMax, RenewTripsBound, "", true,
 			fmt.Sprintf("busiest node; period %.0f ms; one round trip per lease would be %d", rm.PeriodMs, rm.Held))
 	}
-	if okRM && okRF && rf.TripsPerPeriodMax > 0 {
+	if okAt && okRF && rf.TripsPerPeriodMax > 0 {
 		add(fmt.Sprintf("renew: round trips per period, %d / %d leases", rm.Leases, rf.Leases), rm.TripsPerPeriodMax/rf.TripsPerPeriodMax, RenewGrowthBound, "x", true,
 			fmt.Sprintf("%.1f / %.1f per node per period; %gx the leases", rm.TripsPerPeriodMax, rf.TripsPerPeriodMax, float64(rm.Leases)/float64(rf.Leases)))
 	}
