@@ -131,8 +131,8 @@ func (l *Lease) applyExtend(r extendResult, ttl time.Duration, e extended) error
 // detached from ctx; a call still waiting for its turn to a busy or
 // frozen node when that timeout ends is sent anyway, its reply unread, up
 // to the moment the key would have expired there, so that giving up on
-// the replies does not leave the key held for its ttl). Replies that come after the node timeout still
-// count: Release judges only when a majority confirmed, when that became
+// the replies does not leave the key held for its ttl). Replies that come
+// after the node timeout still count: Release judges only when a majority confirmed, when that became
 // impossible, when every node answered, or at the cleanup timeout (a node
 // that missed its last deadline or could not be reached gets the node
 // timeout, at least 100 ms), whichever is first, and never after ctx
